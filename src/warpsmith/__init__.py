@@ -1,0 +1,2 @@
+"""warpsmith: search-based GPU kernel compiler with verified results."""
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""The ``warpsmith`` command."""

@@ -1,0 +1,108 @@
+"""``warpsmith db``: inspect, export and import the tuning database.
+
+The main CLI attaches this group with ``cli.add_command(db)``. Every
+subcommand takes ``--db PATH`` (default: ``$WARPSMITH_DB`` or the user cache).
+Errors print one ``error: ...`` line to stderr and exit with code 2.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..db import TuningDB
+from .common import handle_errors as _handle_errors
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_db_option = click.option(
+    "--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="Tuning database file (default: $WARPSMITH_DB or <user cache>/warpsmith/tuning.db).",
+)
+_filters = [
+    click.option("--op", default=None, help="Only records of this op."),
+    click.option("--target", default=None, help="Only records for this hardware model."),
+    click.option("--dtype", default=None, help="Only records of this dtype."),
+]
+
+
+def _with_filters(f: F) -> F:
+    for option in reversed(_filters):
+        f = option(f)
+    return f
+
+
+@click.group("db")
+def db() -> None:
+    """Inspect, export and import the tuning database."""
+
+
+@db.command("list")
+@_db_option
+@_with_filters
+@_handle_errors
+def list_cmd(db_path: Path | None, op: str | None, target: str | None, dtype: str | None) -> None:
+    """List stored records as a table."""
+    store = TuningDB(db_path)
+    records = store.list(op=op, target=target, dtype=dtype)
+    if not records:
+        click.echo(f"no records in {store.path}")
+        return
+    table = Table(title=str(store.path))
+    for name, justify in (("id", "right"), ("op", "left"), ("variant", "left"), ("shape", "left"),
+                          ("dtype", "left"), ("target", "left"), ("timing", "left"), ("time ms", "right"),
+                          ("verified", "left"), ("created", "left")):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for r in records:
+        shape = ",".join(f"{k}={v}" for k, v in sorted(r.shape.items()))
+        table.add_row(str(r.id), r.op, r.variant, shape, r.dtype, r.target, r.timing_kind,
+                      f"{r.time_ms:.4g}", "yes" if r.verified else "no", r.created)
+    console = Console(file=sys.stdout, highlight=False)
+    if not console.is_terminal:
+        console = Console(file=sys.stdout, highlight=False, width=max(console.width, 200))
+    console.print(table)
+
+
+@db.command("show")
+@click.argument("record_id", metavar="ID", type=int)
+@_db_option
+@_handle_errors
+def show_cmd(record_id: int, db_path: Path | None) -> None:
+    """Print record ID as JSON."""
+    click.echo(json.dumps(TuningDB(db_path).get(record_id).to_json(), indent=2))
+
+
+@db.command("export")
+@click.argument("out", metavar="OUT")
+@_db_option
+@_with_filters
+@_handle_errors
+def export_cmd(out: str, db_path: Path | None, op: str | None, target: str | None, dtype: str | None) -> None:
+    """Write records to OUT as JSON (``-`` for stdout)."""
+    store = TuningDB(db_path)
+    records = store.list(op=op, target=target, dtype=dtype)
+    if out == "-":
+        store.export(click.get_text_stream("stdout"), records)
+        click.echo(f"exported {len(records)} records", err=True)
+    else:
+        n = store.export(out, records)
+        click.echo(f"exported {n} records from {store.path} to {out}")
+
+
+@db.command("import")
+@click.argument("file", metavar="FILE")
+@_db_option
+@click.option("--allow-unverified", is_flag=True, help="Accept records that were not verified.")
+@_handle_errors
+def import_cmd(file: str, db_path: Path | None, allow_unverified: bool) -> None:
+    """Add the records of FILE (written by ``db export``; ``-`` for stdin), all or nothing."""
+    store = TuningDB(db_path)
+    source: Any = click.get_text_stream("stdin") if file == "-" else file
+    n = store.import_(source, allow_unverified=allow_unverified)
+    click.echo(f"imported {n} new records into {store.path}")

@@ -1,0 +1,172 @@
+"""``warpsmith``: tune, inspect the environment, manage the tuning database.
+
+Exit codes: 0 success; 1 the work ran but its result was rejected (no finalist verified);
+2 unusable input (unknown op, dtype, axis or target; malformed or non-positive shape; ...).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..errors import InvalidInputError, VerificationError
+from .common import fail, handle_errors
+from .db_cmd import db
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="warpsmith")
+def cli() -> None:
+    """Search-based GPU kernel compiler with verified results."""
+
+
+cli.add_command(db)
+
+
+def _config_text(cfg: dict[str, Any]) -> str:
+    short = {"BLOCK_M": "BM", "BLOCK_N": "BN", "BLOCK_K": "BK", "GROUP_M": "G", "num_warps": "w", "num_stages": "s",
+             "SPLIT_K": "SK", "PROGRAMS_PER_SM": "P/SM", "PRECISION": "prec", "EVEN_K": "EVEN_K", "REDUCE": "red"}
+    parts = []
+    for k, v in cfg.items():
+        if isinstance(v, bool):
+            if v:
+                parts.append(short.get(k, k))
+        elif not (k == "PRECISION" and v == "ieee"):
+            parts.append(f"{short.get(k, k)}={v}")
+    return " ".join(parts)
+
+
+def _leaderboard(result, rows: int = 10) -> Table:
+    kind = result.timing_kind
+    table = Table(title=f"{result.problem.describe()} on {result.target.name} ({kind})")
+    table.add_column("#", justify="right")
+    table.add_column("variant")
+    table.add_column("config")
+    table.add_column(f"{kind} ms", justify="right")
+    table.add_column("verification")
+    rejected = {(r.score.variant, tuple(sorted(r.score.config.items()))): r.reason for r in result.rejected}
+    for i, s in enumerate(result.leaderboard[:rows], 1):
+        key = (s.variant, tuple(sorted(s.config.items())))
+        if result.winner is s:
+            status = "[green]accepted (winner)[/]"
+        elif key in rejected:
+            status = f"[red]rejected: {rejected[key]}[/]"
+        else:
+            status = "-"
+        table.add_row(str(i), s.variant, _config_text(s.config), f"{s.ms:.4g}", status)
+    return table
+
+
+@cli.command()
+@click.argument("op")
+@click.option("--shape", required=True, help="Sizes, e.g. M=257,N=129,K=300 (add B=... for a batch).")
+@click.option("--dtype", default="float16", show_default=True, help="float16 | bfloat16 | float32.")
+@click.option("--target", default=None, help="Hardware model to predict for (default: this GPU, else $WARPSMITH_TARGET or h100).")
+@click.option("--budget", default=64, show_default=True, type=int, help="Evaluations.")
+@click.option("--time-budget", default=None, type=float, help="Seconds (stop searching after this long).")
+@click.option("--strategy", default="evolutionary", show_default=True, help="random | evolutionary | pattern.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--bias", is_flag=True, help="Add a bias vector (N,) in the epilogue.")
+@click.option("--activation", default="none", show_default=True, help="none | relu | gelu | silu.")
+@click.option("--layout", default="nn", show_default=True, help="nn | tn | nt | tt (t: operand stored transposed).")
+@click.option("--allow-tf32", is_flag=True, help="fp32 only: accept tf32 products under a tf32 error contract.")
+@click.option("--finalists", default=4, show_default=True, type=int, help="Candidates verified, best first.")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Tuning database (default: $WARPSMITH_DB or <user cache>/warpsmith/tuning.db).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the result as JSON here.")
+@handle_errors
+def tune(op: str, shape: str, dtype: str, target: str | None, budget: int, time_budget: float | None,
+         strategy: str, seed: int, bias: bool, activation: str, layout: str, allow_tf32: bool, finalists: int,
+         db_path: Path | None, json_out: Path | None) -> None:
+    """Search OP's kernel space for one shape, verify the winner, record it in the tuning DB."""
+    from ..db import TuningDB
+    from ..runtime import clear_cache
+    from ..search.strategy import STRATEGIES
+    from ..search.tuner import tune as run_tune
+    from ..spec import get_op
+    from ..targets import get_target
+
+    spec = get_op(op)
+    attrs = {"bias": bias, "activation": activation, "layout": layout, "allow_tf32": allow_tf32}
+    problem = spec.problem(shape, dtype, attrs)
+    if target is not None:
+        get_target(target)
+    if strategy not in STRATEGIES:
+        from ..errors import UnknownNameError
+        raise UnknownNameError("strategy", strategy, list(STRATEGIES))
+    if finalists < 1:
+        raise InvalidInputError("--finalists", "a positive integer", finalists)
+    store = TuningDB(db_path)
+    err = Console(file=sys.stderr, highlight=False)
+    with Progress(TextColumn("[bold]tuning[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[best]}"), TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task(problem.describe(), total=budget, best="")
+
+        def progress(done: int, total: int, best) -> None:
+            bar.update(task, completed=done, best=f"best {best.ms:.4f} ms ({best.variant})" if best else "")
+
+        try:
+            result = run_tune(op, problem, target=target, budget=budget, time_budget_s=time_budget, strategy=strategy,
+                              seed=seed, finalists=finalists, db=store, progress=progress)
+            failure = None
+        except VerificationError as exc:
+            result, failure = exc.result, exc
+    clear_cache()
+    out = Console(file=sys.stdout, highlight=False, width=max(Console().width, 160))
+    out.print(_leaderboard(result))
+    doc = result.to_json()
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(doc, indent=2) + "\n")
+    if failure is not None:
+        click.echo(f"rejected: {failure}", err=True)
+        raise click.exceptions.Exit(1)
+    w = result.winner
+    line = f"winner: {w.variant} {_config_text(w.config)} — {w.ms:.4g} ms {result.timing_kind} on {result.target.name}"
+    if result.baseline_ms:
+        line += f"; torch baseline {result.baseline_ms:.4g} ms ({result.baseline_ms / w.ms:.2f}x)"
+    out.print(line)
+    checks = ", ".join(f"{c.name}={c.status}" for c in result.certificate.checks)
+    out.print(f"verified: {checks}")
+    out.print(f"recorded as #{result.record_id} in {store.path} ({result.evaluations} evaluations, "
+              f"{result.elapsed_s:.1f} s)")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def env(as_json: bool) -> None:
+    """Device, hardware model, tool versions and the tuning DB path."""
+    from ..settings import settings
+    from ..targets import current_device, versions
+
+    dev = current_device()
+    doc = {"device": dev.name, "kind": dev.kind, "timing": "measured" if dev.measured else "predicted",
+           "target": dev.target.to_json(), "versions": versions(), "db": str(settings().db_path)}
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    t = dev.target
+    click.echo(f"device:   {dev.name} [{dev.kind}]")
+    click.echo(f"timing:   {doc['timing']}" + ("" if dev.measured else " (no GPU: kernels run under Triton's interpreter)"))
+    click.echo(f"target:   {t.name} ({t.sms} SMs, {t.hbm_tbps} TB/s, bf16 {t.peak('bf16'):g} TFLOP/s"
+               f"{', approximate' if t.approximate else ''})")
+    click.echo("versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items() if v))
+    click.echo(f"db:       {doc['db']}")
+
+
+def main() -> None:
+    try:
+        cli(standalone_mode=True)
+    except KeyboardInterrupt:
+        raise fail("interrupted") from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""The tuning database: verified tuning results, looked up by problem and hardware."""
+from .record import (
+    DTYPES,
+    TIMING_KINDS,
+    RecordError,
+    TuningRecord,
+    attrs_key,
+    bucket,
+    shape_key,
+)
+from .store import EXPORT_FORMAT, SCHEMA_VERSION, TuningDB
+
+__all__ = [
+    "DTYPES",
+    "EXPORT_FORMAT",
+    "SCHEMA_VERSION",
+    "TIMING_KINDS",
+    "RecordError",
+    "TuningDB",
+    "TuningRecord",
+    "attrs_key",
+    "bucket",
+    "shape_key",
+]

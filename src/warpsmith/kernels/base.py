@@ -1,0 +1,115 @@
+"""Variant: *how* an op is computed — a Triton kernel family, its launcher and its space.
+
+A variant declares, in one place each:
+
+- ``space(problem, target)``: the typed knobs the search may set;
+- ``invalid(problem, config, target)``: the validity predicate (resource limits such as
+  shared memory and registers against the target); it returns a reason or None;
+- ``guards``: preconditions of specializations (a knob set to True is only valid where its
+  guard holds, e.g. ``EVEN_K`` needs ``K % BLOCK_K == 0``); dispatch re-checks them;
+- ``default_config(problem, target)``: the heuristic used when the DB has no record;
+- ``launch(inputs, problem, config, out=None)``: allocate, compute the grid, launch;
+- ``is_deterministic(config)``: whether two runs give bitwise the same output.
+"""
+from __future__ import annotations
+
+import abc
+import contextlib
+import contextvars
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping
+
+import torch
+
+from ..space import Space
+from ..spec import Problem
+from ..targets import Target, source_hash
+
+Config = dict[str, Any]
+
+_POISON: contextvars.ContextVar[bool] = contextvars.ContextVar("warpsmith_poison", default=False)
+
+
+@contextlib.contextmanager
+def poisoned_allocations() -> Iterator[None]:
+    """Within this block, scratch buffers a launcher allocates are filled with NaN (or -1)."""
+    token = _POISON.set(True)
+    try:
+        yield
+    finally:
+        _POISON.reset(token)
+
+
+def poison_fill(t: torch.Tensor) -> torch.Tensor:
+    return t.fill_(float("nan") if t.is_floating_point() else -1)
+
+
+def scratch(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """An uninitialised buffer that a kernel must fully write (poisoned under verification)."""
+    t = torch.empty(shape, dtype=dtype, device=device)
+    return poison_fill(t) if _POISON.get() else t
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A specialization's precondition: where ``config[knob]`` is true, ``holds`` must be.
+
+    ``fit`` maps a shape to a nearby shape where the guard holds (the verifier uses it to pick
+    odd test shapes the specialization is allowed to run on).
+    """
+
+    knob: str
+    text: str
+    holds: Callable[[Problem, Mapping[str, Any]], bool]
+    fit: Callable[[dict[str, int], Mapping[str, Any]], dict[str, int]]
+
+    def active(self, config: Mapping[str, Any]) -> bool:
+        return bool(config.get(self.knob))
+
+
+class Variant(abc.ABC):
+    op: str = ""
+    name: str = ""
+    guards: tuple[Guard, ...] = ()
+    kernel_modules: tuple[Any, ...] = ()  # modules holding the @triton.jit code it launches
+
+    @abc.abstractmethod
+    def space(self, problem: Problem, target: Target) -> Space:
+        """The typed knobs the search may set for this problem and target."""
+
+    def invalid(self, problem: Problem, config: Mapping[str, Any], target: Target) -> str | None:
+        return None
+
+    @abc.abstractmethod
+    def default_config(self, problem: Problem, target: Target) -> Config:
+        """The heuristic config used when the tuning DB has no record."""
+
+    @abc.abstractmethod
+    def launch(self, inputs: Mapping[str, torch.Tensor], problem: Problem, config: Mapping[str, Any],
+               out: torch.Tensor | None = None) -> torch.Tensor:
+        """Allocate the output (unless ``out`` is given), compute the grid, launch; returns the output."""
+
+    def is_deterministic(self, config: Mapping[str, Any]) -> bool:
+        return True
+
+    def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:
+        """The block size each axis is cut into (the verifier tests sizes that are not multiples)."""
+        return {}
+
+    # ---- shared --------------------------------------------------------------------------
+    def failed_guards(self, problem: Problem, config: Mapping[str, Any]) -> list[Guard]:
+        return [g for g in self.guards if g.active(config) and not g.holds(problem, config)]
+
+    def rejection(self, problem: Problem, config: Mapping[str, Any], target: Target) -> str | None:
+        """Why this config cannot run this problem on this target (validity, then guards), or None."""
+        why = self.invalid(problem, config, target)
+        if why:
+            return why
+        failed = self.failed_guards(problem, config)
+        return f"guard {failed[0].knob} needs {failed[0].text}" if failed else None
+
+    def source_hash(self) -> str:
+        """Hash of the kernel modules and this launcher's module."""
+        import sys
+
+        return source_hash(*self.kernel_modules, sys.modules[type(self).__module__])

@@ -1,0 +1,1 @@
+"""GEMM: ``C = act(A @ B + bias)`` (tiled, split-K and persistent variants)."""

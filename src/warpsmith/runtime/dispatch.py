@@ -1,0 +1,62 @@
+"""Dispatch: pick the config a call runs with.
+
+The best verified DB record for the call's key (op, shape, dtype, attributes, target) whose
+kernel source is unchanged and whose guards hold for this call; otherwise the op's heuristic
+default. Lookups are cached per key; :func:`clear_cache` drops the cache (the tuner calls it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..db import TuningDB
+from ..errors import DatabaseError
+from ..kernels.base import Variant
+from ..kernels.registry import variants
+from ..settings import settings
+from ..spec import Problem
+from ..targets import current_device
+
+DEFAULT_VARIANT = {"matmul": "tiled"}
+
+
+@dataclass(frozen=True)
+class Choice:
+    variant: Variant
+    config: dict[str, Any]
+    source: str  # "db" | "default"
+    record_id: int | None = None
+
+
+_cache: dict[tuple, Choice] = {}
+
+
+def clear_cache() -> None:
+    _cache.clear()
+
+
+def _key(problem: Problem, target: str, db_path: str) -> tuple:
+    return (problem.op, tuple(problem.shape.items()), problem.dtype, tuple(sorted(problem.attrs.items())), target, db_path)
+
+
+def select(problem: Problem) -> Choice:
+    s = settings()
+    target = current_device().target
+    key = _key(problem, target.name, str(s.db_path))
+    if key in _cache:
+        return _cache[key]
+    vs = variants(problem.op)
+    choice = None
+    if s.dispatch == "tuned" and s.db_path.exists():
+        try:
+            rec = TuningDB(s.db_path).best(problem.op, dict(problem.shape), problem.dtype_name, dict(problem.attrs),
+                                           target.name, {n: v.source_hash() for n, v in vs.items()})
+        except DatabaseError:
+            rec = None  # an unreadable DB never breaks a call; `warpsmith db list` reports it
+        if rec is not None and vs[rec.variant].rejection(problem, rec.config, target) is None:
+            choice = Choice(vs[rec.variant], dict(rec.config), "db", rec.id)
+    if choice is None:
+        v = vs[DEFAULT_VARIANT[problem.op]]
+        choice = Choice(v, v.default_config(problem, target), "default")
+    _cache[key] = choice
+    return choice

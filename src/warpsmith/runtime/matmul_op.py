@@ -1,0 +1,76 @@
+"""``warpsmith::matmul``: the torch.library custom op, its fake (meta) kernel and autograd."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ..spec import MATMUL, Problem
+from ..spec.dtypes import dtype_name
+from .dispatch import select
+
+
+def problem_of(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor], activation: str) -> Problem:
+    """The Problem a (validated) call solves; the layout attribute is read off the strides."""
+    shape = {"M": a.shape[-2], "N": b.shape[-1], "K": a.shape[-1]}
+    if a.dim() == 3:
+        shape["B"] = a.shape[0]
+    layout = ("t" if a.stride(-1) != 1 else "n") + ("t" if b.stride(-1) != 1 else "n")
+    allow_tf32 = a.dtype == torch.float32 and bool(torch.backends.cuda.matmul.allow_tf32)
+    return Problem("matmul", shape, a.dtype, {"bias": bias is not None, "activation": activation,
+                                              "layout": layout, "allow_tf32": allow_tf32})
+
+
+@torch.library.custom_op("warpsmith::matmul", mutates_args=())
+def matmul_op(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor], activation: str) -> torch.Tensor:
+    problem = problem_of(a, b, bias, activation)
+    choice = select(problem)
+    inputs = {"a": a, "b": b} if bias is None else {"a": a, "b": b, "bias": bias}
+    return choice.variant.launch(inputs, problem, choice.config)
+
+
+@matmul_op.register_fake
+def _(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor], activation: str) -> torch.Tensor:
+    return a.new_empty((*a.shape[:-1], b.shape[-1]))
+
+
+def _activation_grad(z: torch.Tensor, activation: str) -> torch.Tensor:
+    """d act(z) / dz, in fp32."""
+    z = z.float()
+    if activation == "relu":
+        return (z > 0).float()
+    if activation == "gelu":
+        cdf = 0.5 * (1.0 + torch.erf(z * 0.7071067811865476))
+        return cdf + z * torch.exp(-0.5 * z * z) * 0.3989422804014327
+    if activation == "silu":
+        s = torch.sigmoid(z)
+        return s * (1 + z * (1 - s))
+    return torch.ones_like(z)
+
+
+def _setup(ctx, inputs, output) -> None:
+    a, b, bias, activation = inputs
+    ctx.save_for_backward(a, b, bias)
+    ctx.activation = activation
+
+
+def _backward(ctx, grad):
+    a, b, bias = ctx.saved_tensors
+    g = grad
+    if ctx.activation != "none":  # recompute the pre-activation instead of storing it
+        z = matmul_op(a, b, bias, "none")
+        g = (grad.float() * _activation_grad(z, ctx.activation)).to(grad.dtype)
+    grad_a = matmul_op(g, b.transpose(-1, -2), None, "none") if ctx.needs_input_grad[0] else None
+    grad_b = None
+    if ctx.needs_input_grad[1]:
+        if b.dim() == 2 and a.dim() == 3:  # broadcast weight: sum over the batch
+            grad_b = matmul_op(a.reshape(-1, a.shape[-1]).transpose(0, 1), g.reshape(-1, g.shape[-1]), None, "none")
+        else:
+            grad_b = matmul_op(a.transpose(-1, -2), g, None, "none")
+    grad_bias = g.float().sum(dim=tuple(range(g.dim() - 1))).to(bias.dtype) if bias is not None and ctx.needs_input_grad[2] else None
+    return grad_a, grad_b, grad_bias, None
+
+
+matmul_op.register_autograd(_backward, setup_context=_setup)
+
+__all__ = ["matmul_op", "problem_of", "dtype_name", "MATMUL"]

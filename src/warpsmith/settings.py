@@ -1,0 +1,42 @@
+"""The one place that reads ``WARPSMITH_*`` environment variables.
+
+| variable             | meaning                                              | default                              |
+|----------------------|------------------------------------------------------|--------------------------------------|
+| WARPSMITH_DB         | path of the SQLite tuning database                   | ``<user cache>/warpsmith/tuning.db`` |
+| WARPSMITH_TARGET     | hardware model used where no GPU is present          | ``h100``                             |
+| WARPSMITH_INTERPRET  | ``1`` forces Triton's interpreter even with a GPU    | unset                                |
+| WARPSMITH_DISPATCH   | ``tuned`` (use the DB) or ``default`` (heuristics)   | ``tuned``                            |
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "warpsmith"
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_path: Path
+    target: str
+    force_interpret: bool
+    dispatch: str
+
+    @staticmethod
+    def from_env() -> "Settings":
+        env = os.environ
+        return Settings(
+            db_path=Path(env.get("WARPSMITH_DB") or _cache_dir() / "tuning.db").expanduser(),
+            target=env.get("WARPSMITH_TARGET", "h100").lower(),
+            force_interpret=env.get("WARPSMITH_INTERPRET", "") not in ("", "0"),
+            dispatch=env.get("WARPSMITH_DISPATCH", "tuned").lower(),
+        )
+
+
+def settings() -> Settings:
+    """Current settings (read on every call so tests may change the environment)."""
+    return Settings.from_env()

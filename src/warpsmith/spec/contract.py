@@ -1,0 +1,83 @@
+"""Error contracts: how far from an fp64 oracle a result may be.
+
+A contract is derived from the dtypes and the reduction length, never a blanket
+tolerance. For a result ``y = act(sum_i p_i + bias)`` with ``n`` summed terms it
+allows, per element,
+
+    |y - y64| <= u_out |y64| + L * (gamma(n, u_acc) + 2 u_op) * S + floor
+
+where ``S`` is the op's error scale (``sum_i |p_i| + |bias|``, e.g. ``|A| @ |B|``
+for GEMM), ``u_op`` the rounding of operands before the products (0 unless a
+lower precision such as tf32 is allowed), ``gamma(n, u) = n u / (1 - n u)`` the
+classical worst-case bound of a length-n summation, ``L`` the Lipschitz
+constant of the epilogue and ``floor`` the smallest subnormal step of the
+output. This is a rigorous worst-case bound for a correct kernel.
+
+A second criterion catches kernels that are "within tolerance" but far worse
+than they should be (e.g. tf32 passed off as fp32): the candidate's largest
+error must be at most ``ref_factor`` times that of the reference computed in the
+working dtype, plus one output ulp of the largest magnitude.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+_SUBNORMAL_STEP = {"float16": 2.0**-24, "bfloat16": 2.0**-133, "float32": 2.0**-149, "float64": 2.0**-1074}
+
+
+def gamma(n: int, u: float) -> float:
+    nu = n * u
+    if nu >= 1.0:
+        return float("inf")
+    return nu / (1.0 - nu)
+
+
+@dataclass(frozen=True)
+class ErrorContract:
+    out_dtype: str
+    u_out: float
+    u_acc: float
+    reduction_len: int
+    u_operand: float = 0.0
+    lipschitz: float = 1.0
+    ref_factor: float | None = 4.0
+
+    def allowed(self, ref64: torch.Tensor, scale64: torch.Tensor) -> torch.Tensor:
+        """Per-element allowed absolute error, given the oracle and the op's error scale."""
+        rel = self.lipschitz * (gamma(self.reduction_len, self.u_acc) + 2.0 * self.u_operand + self.u_acc)
+        return self.u_out * ref64.abs() + rel * scale64 + _SUBNORMAL_STEP[self.out_dtype]
+
+    def check(self, out: torch.Tensor, ref64: torch.Tensor, scale64: torch.Tensor,
+              ref_in_dtype: torch.Tensor | None = None) -> tuple[bool, str]:
+        """Apply both criteria; returns (ok, a one-line description of the worst element)."""
+        o = out.to(torch.float64)
+        finite_ref = torch.isfinite(ref64)
+        # NaN/Inf must appear exactly where the oracle has them
+        same_nonfinite = torch.equal(torch.isnan(o), torch.isnan(ref64)) and torch.equal(
+            torch.isinf(o) & ~torch.isnan(ref64), torch.isinf(ref64))
+        if not same_nonfinite:
+            bad = (torch.isfinite(o) != finite_ref).nonzero()
+            where = tuple(bad[0].tolist()) if len(bad) else "?"
+            return False, f"non-finite values differ from the oracle (first at {where})"
+        err = (o - ref64).abs().where(finite_ref, torch.zeros_like(o))
+        allowed = self.allowed(ref64, scale64)
+        excess = err / allowed
+        worst = int(torch.argmax(excess).item()) if excess.numel() else 0
+        if excess.numel() and excess.flatten()[worst] > 1.0:
+            idx = tuple(torch.unravel_index(torch.tensor(worst), excess.shape))
+            return False, (f"error {err.flatten()[worst].item():.3e} exceeds contract "
+                           f"{allowed.flatten()[worst].item():.3e} at {tuple(int(i) for i in idx)}")
+        max_err = float(err.max()) if err.numel() else 0.0
+        if self.ref_factor is not None and ref_in_dtype is not None:
+            r = ref_in_dtype.to(torch.float64)
+            ref_err = float((r - ref64).abs().where(finite_ref, torch.zeros_like(r)).max()) if r.numel() else 0.0
+            slack = self.u_out * float(ref64.abs().where(finite_ref, torch.zeros_like(r)).max()) if r.numel() else 0.0
+            if max_err > self.ref_factor * ref_err + slack:
+                return False, (f"max error {max_err:.3e} exceeds {self.ref_factor:g}x the reference's own "
+                               f"error in {self.out_dtype} ({ref_err:.3e}) + one ulp ({slack:.3e})")
+        return True, f"max error {max_err:.3e}, worst element at {excess.max().item() if excess.numel() else 0:.2f} of contract"
+
+    def to_json(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,164 @@
+"""OpSpec: *what* an op computes, independent of how any kernel computes it."""
+from __future__ import annotations
+
+import abc
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import torch
+
+from ..errors import InvalidInputError, UnknownNameError
+from .contract import ErrorContract
+from .dtypes import dtype_name, parse_dtype
+
+DISTRIBUTIONS = ("normal", "uniform", "outliers", "tiny")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A named size. ``optional`` axes may be absent (e.g. a batch dimension)."""
+
+    name: str
+    doc: str
+    reduction: bool = False
+    optional: bool = False
+    max_size: int = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One instance of an op: sizes, dtype and op-specific attributes (all validated)."""
+
+    op: str
+    shape: Mapping[str, int]
+    dtype: torch.dtype
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def dtype_name(self) -> str:
+        return dtype_name(self.dtype)
+
+    def describe(self) -> str:
+        s = ",".join(f"{k}={v}" for k, v in self.shape.items())
+        a = ",".join(f"{k}={v}" for k, v in sorted(self.attrs.items()))
+        return f"{self.op}[{s}] {self.dtype_name}" + (f" ({a})" if a else "")
+
+
+class OpSpec(abc.ABC):
+    """Base class of every op's specification. Subclasses set the class attributes and methods.
+
+    The reference is plain PyTorch and is the single source of truth: the oracle is the
+    same reference run on float64 copies of the inputs.
+    """
+
+    name: str = ""
+    axes: tuple[Axis, ...] = ()
+    dtypes: tuple[torch.dtype, ...] = ()
+    attr_choices: Mapping[str, tuple[Any, ...]] = {}
+    polynomial: bool = False  # exact on small-integer inputs (identity test applies)
+
+    # ---- problems -------------------------------------------------------------------
+    def problem(self, shape: Mapping[str, int] | str, dtype: str | torch.dtype,
+                attrs: Mapping[str, Any] | None = None) -> Problem:
+        """Validate and normalise a problem; raises InvalidInputError naming what is wrong."""
+        sizes = parse_shape(shape) if isinstance(shape, str) else dict(shape)
+        known = {a.name: a for a in self.axes}
+        for k, v in sizes.items():
+            if k not in known:
+                raise UnknownNameError(f"axis of {self.name}", k, list(known))
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise InvalidInputError(f"size of axis {k}", "a positive integer", v)
+            if not 1 <= v <= known[k].max_size:
+                raise InvalidInputError(f"size of axis {k}", f"an integer in [1, {known[k].max_size}]", v)
+        missing = [a.name for a in self.axes if not a.optional and a.name not in sizes]
+        if missing:
+            raise InvalidInputError(f"shape of {self.name}", "sizes for axes " + ", ".join(missing),
+                                    ",".join(f"{k}={v}" for k, v in sizes.items()) or "nothing")
+        ordered = {a.name: sizes[a.name] for a in self.axes if a.name in sizes}
+        full_attrs = {k: choices[0] for k, choices in self.attr_choices.items()}
+        for k, v in (attrs or {}).items():
+            if k not in self.attr_choices:
+                raise UnknownNameError(f"attribute of {self.name}", k, list(self.attr_choices))
+            if v not in self.attr_choices[k]:
+                raise InvalidInputError(f"attribute {k} of {self.name}",
+                                        "one of " + ", ".join(map(str, self.attr_choices[k])), v)
+            full_attrs[k] = v
+        return Problem(self.name, ordered, parse_dtype(dtype, self.dtypes), full_attrs)
+
+    # ---- to be provided by each op ------------------------------------------------------
+    @abc.abstractmethod
+    def make_inputs(self, problem: Problem, gen: torch.Generator, dist: str = "normal",
+                    device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+        """Random inputs of ``problem`` drawn from distribution ``dist``."""
+
+    def exact_inputs(self, problem: Problem, gen: torch.Generator,
+                     device: str | torch.device = "cpu") -> dict[str, torch.Tensor] | None:
+        """Small-integer inputs on which every float operation of a correct kernel is exact (or None)."""
+        return None
+
+    def identity_problem(self, problem: Problem) -> Problem:
+        """The problem the identity test runs: ``problem`` itself, or its nearest exact counterpart
+        (e.g. without a transcendental epilogue)."""
+        return problem
+
+    @abc.abstractmethod
+    def reference(self, inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> torch.Tensor:
+        """The plain-PyTorch reference (the single source of truth; float64 inputs give the oracle)."""
+
+    @abc.abstractmethod
+    def error_scale(self, inputs64: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> torch.Tensor:
+        """Per-element magnitude the accumulated rounding error scales with (e.g. ``|A| @ |B|``)."""
+
+    @abc.abstractmethod
+    def contract(self, problem: Problem) -> ErrorContract:
+        """The error contract for this problem (from dtypes and reduction length)."""
+
+    @abc.abstractmethod
+    def flops(self, problem: Problem) -> float:
+        """Floating-point operations of one call."""
+
+    @abc.abstractmethod
+    def min_bytes(self, problem: Problem) -> float:
+        """Bytes a perfect kernel must move to and from DRAM."""
+
+    # ---- shared helpers -----------------------------------------------------------------
+    def oracle(self, inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The reference in float64 on the same inputs, and the error scale."""
+        x64 = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in inputs.items()}
+        return self.reference(x64, attrs), self.error_scale(x64, attrs)
+
+
+_SHAPE_ITEM = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(-?\d+)\s*$")
+
+
+def parse_shape(text: str) -> dict[str, int]:
+    """``"M=257,N=129,K=300"`` → ``{"M": 257, "N": 129, "K": 300}``."""
+    if not text or not text.strip():
+        raise InvalidInputError("shape", "NAME=SIZE pairs separated by commas, e.g. M=257,N=129,K=300", text)
+    out: dict[str, int] = {}
+    for item in text.split(","):
+        m = _SHAPE_ITEM.match(item)
+        if not m:
+            raise InvalidInputError("shape item", "NAME=SIZE with an integer SIZE, e.g. M=257", item.strip())
+        if m.group(1) in out:
+            raise InvalidInputError("shape", "each axis once", f"{m.group(1)} given twice in {text!r}")
+        out[m.group(1)] = int(m.group(2))
+    return out
+
+
+def draw(shape: tuple[int, ...], dist: str, gen: torch.Generator, dtype: torch.dtype,
+         device: str | torch.device = "cpu") -> torch.Tensor:
+    """Random values from a named distribution, generated in float32 on the CPU then cast and moved."""
+    if dist == "normal":
+        x = torch.randn(shape, generator=gen)
+    elif dist == "uniform":
+        x = torch.rand(shape, generator=gen) * 2 - 1
+    elif dist == "outliers":  # mostly normal, 1% of entries 100x larger
+        x = torch.randn(shape, generator=gen)
+        x = torch.where(torch.rand(shape, generator=gen) < 0.01, x * 100, x)
+    elif dist == "tiny":
+        x = torch.randn(shape, generator=gen) * 1e-3
+    else:
+        raise UnknownNameError("input distribution", dist, DISTRIBUTIONS)
+    return x.to(dtype).to(device)

@@ -1,0 +1,93 @@
+"""Hardware models: the numbers the cost model and the roofline use.
+
+Figures are vendor datasheet values for dense math (no sparsity), rounded; they
+are ceilings for prediction, not measurements. Measured ceilings of a device come
+from the profile suite and are labelled as such.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import UnknownNameError
+
+
+@dataclass(frozen=True)
+class Target:
+    """One GPU model.
+
+    Attributes:
+        name: short lower-case name used on the command line and in the DB.
+        vendor: "nvidia" or "amd".
+        peak_tflops: dense peak per math kind ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8").
+        hbm_tbps: DRAM bandwidth in TB/s.
+        sms: streaming multiprocessors (NVIDIA) or compute units (AMD).
+        smem_per_block: largest shared memory (LDS) one program may use, bytes.
+        smem_per_sm: shared memory per SM, bytes.
+        l2_bytes: last-level on-chip cache the tile model treats as L2, bytes.
+        max_warps_per_sm: resident warps (wavefronts) per SM (CU).
+        warp_size: threads per warp (wavefront).
+        regs_per_sm: 32-bit registers per SM.
+        launch_us: typical kernel launch overhead in microseconds.
+        approximate: True when the model was derived from device properties, not a datasheet.
+    """
+
+    name: str
+    vendor: str
+    peak_tflops: dict[str, float]
+    hbm_tbps: float
+    sms: int
+    smem_per_block: int
+    smem_per_sm: int
+    l2_bytes: int
+    max_warps_per_sm: int = 64
+    warp_size: int = 32
+    regs_per_sm: int = 65536
+    launch_us: float = 3.0
+    approximate: bool = False
+    aliases: tuple[str, ...] = field(default=(), compare=False)
+
+    def peak(self, kind: str) -> float:
+        """Peak TFLOP/s for a math kind; kinds a target lacks fall back to the next wider one."""
+        for k in {"fp8": ("fp8", "fp16"), "int8": ("int8", "fp16")}.get(kind, (kind,)):
+            if k in self.peak_tflops:
+                return self.peak_tflops[k]
+        raise UnknownNameError(f"math kind for target {self.name}", kind, list(self.peak_tflops))
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name, "vendor": self.vendor, "peak_tflops": dict(self.peak_tflops),
+            "hbm_tbps": self.hbm_tbps, "sms": self.sms, "smem_per_block": self.smem_per_block,
+            "l2_bytes": self.l2_bytes, "approximate": self.approximate,
+        }
+
+
+_MB = 1024 * 1024
+_HOPPER = dict(fp64=67.0, fp32=67.0, tf32=494.7, fp16=989.4, bf16=989.4, fp8=1978.9, int8=1978.9)
+
+TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in (
+        Target("h100", "nvidia", _HOPPER, 3.35, 132, 232448, 233472, 50 * _MB, aliases=("h100 sxm", "h100 80gb hbm3")),
+        Target("h200", "nvidia", _HOPPER, 4.8, 132, 232448, 233472, 50 * _MB),
+        Target(
+            "a100", "nvidia", dict(fp64=19.5, fp32=19.5, tf32=156.0, fp16=312.0, bf16=312.0, int8=624.0),
+            2.039, 108, 166912, 167936, 40 * _MB,
+        ),
+        Target(
+            "b200", "nvidia", dict(fp64=40.0, fp32=80.0, tf32=1100.0, fp16=2250.0, bf16=2250.0, fp8=4500.0, int8=4500.0),
+            8.0, 148, 232448, 233472, 126 * _MB,
+        ),
+        Target(
+            "mi300x", "amd", dict(fp64=163.4, fp32=163.4, tf32=653.7, fp16=1307.4, bf16=1307.4, fp8=2614.9, int8=2614.9),
+            5.3, 304, 65536, 65536, 256 * _MB, max_warps_per_sm=32, warp_size=64, regs_per_sm=131072,
+        ),
+    )
+}
+
+
+def get_target(name: str) -> Target:
+    """Look up a hardware model by name (case-insensitive)."""
+    key = name.strip().lower()
+    if key in TARGETS:
+        return TARGETS[key]
+    raise UnknownNameError("target", name, list(TARGETS))

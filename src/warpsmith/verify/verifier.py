@@ -1,0 +1,127 @@
+"""Verification at the end (v1): the checks a finalist must pass before it is recorded.
+
+1. its guards hold for the problem;
+2. error contract: fresh inputs from several distributions against the fp64 oracle;
+3. exact-arithmetic identity: small-integer inputs, bitwise equality demanded;
+4. outputs (and scratch) poisoned before every run: unwritten elements are caught;
+5. determinism: two runs on the same inputs agree bitwise, unless the variant declares otherwise;
+6. odd shapes: 1, and one past each block size (a tail of one), fitted to the guards.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+
+from ..kernels.base import Variant
+from ..spec import DISTRIBUTIONS, OpSpec, Problem
+from ..targets import Target, versions
+from .certificate import Certificate, Check
+from .harness import HarnessFailure, run_guarded, unwritten
+
+
+def _contract_run(spec: OpSpec, problem: Problem, variant: Variant, config: Mapping[str, Any],
+                  inputs: Mapping[str, torch.Tensor]) -> tuple[str | None, torch.Tensor | None]:
+    """One guarded run judged by the contract; returns (failure reason or None, the output)."""
+    try:
+        out = run_guarded(variant, problem, config, inputs)
+    except HarnessFailure as exc:
+        return str(exc), None
+    ref64, scale = spec.oracle(inputs, problem.attrs)
+    holes = unwritten(out, ref64)
+    if holes:
+        return f"{holes} of {out.numel()} output elements left unwritten (poison survived)", out
+    ok, msg = spec.contract(problem).check(out.cpu(), ref64.cpu(), scale.cpu(), spec.reference(inputs, problem.attrs).cpu())
+    return (None if ok else msg), out
+
+
+def odd_problems(spec: OpSpec, problem: Problem, variant: Variant, config: Mapping[str, Any],
+                 target: Target) -> list[Problem]:
+    """Shapes of size 1 and one past each block (never a multiple of it), fitted to active guards."""
+    blocks = variant.axis_blocks(config)
+    required = [a.name for a in spec.axes if not a.optional]
+    shapes = [{a: 1 for a in required}, {a: blocks.get(a, 16) + 1 for a in required},
+              {a: (13 if i % 2 == 0 else blocks.get(a, 16) + 1) for i, a in enumerate(required)}]
+    out, seen = [], set()
+    for shape in shapes:
+        if "B" in problem.shape:
+            shape["B"] = min(problem.shape["B"], 2)
+        for g in variant.guards:
+            if g.active(config):
+                shape = g.fit(shape, config)
+        p = spec.problem(shape, problem.dtype, problem.attrs)
+        key = tuple(sorted(p.shape.items()))
+        if key not in seen and variant.rejection(p, config, target) is None:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
+def verify_candidate(spec: OpSpec, problem: Problem, variant: Variant, config: Mapping[str, Any], target: Target,
+                     *, device: str | torch.device = "cpu", seed: int = 0, trials: int = 1) -> Certificate:
+    """Run every v1 check on one config; the certificate says which passed (it stops at the first failure)."""
+    gen = torch.Generator().manual_seed(seed + 0x5EED)
+    cert = Certificate(
+        op=spec.name, variant=variant.name,
+        problem={"shape": dict(problem.shape), "dtype": problem.dtype_name, "attrs": dict(problem.attrs)},
+        config=dict(config),
+        guards=[{"knob": g.knob, "requires": g.text, "active": g.active(config)} for g in variant.guards],
+        target=target.name, source_hash=variant.source_hash(), deterministic=variant.is_deterministic(config),
+        versions=versions())
+
+    def add(name: str, status: str, detail: str = "") -> bool:
+        cert.checks.append(Check(name, status, detail))
+        return not status.startswith("failed")
+
+    failed = variant.failed_guards(problem, config)
+    if not add("guards_hold", f"failed({failed[0].knob} needs {failed[0].text})" if failed else "proved",
+               "guard predicates evaluated exactly on this shape"):
+        return cert
+
+    runs, first = 0, None
+    for dist in DISTRIBUTIONS:
+        for _ in range(trials):
+            inputs = spec.make_inputs(problem, gen, dist, device)
+            why, out = _contract_run(spec, problem, variant, config, inputs)
+            if first is None:
+                first = (inputs, out)  # re-run later for the determinism check
+            runs += 1
+            if why:
+                add("error_contract", f"failed({dist} inputs: {why})")
+                return cert
+    add("error_contract", f"tested({runs} trials)", "distributions: " + ", ".join(DISTRIBUTIONS))
+    add("poisoned_outputs", f"tested({runs} trials)", "outputs and scratch filled with NaN before each run")
+
+    if spec.polynomial:
+        ip = spec.identity_problem(problem)
+        ex = spec.exact_inputs(ip, gen, device)
+        try:
+            out = run_guarded(variant, ip, config, ex)
+        except HarnessFailure as exc:
+            add("exact_identity", f"failed({exc})")
+            return cert
+        expect = spec.oracle(ex, ip.attrs)[0].to(ip.dtype).to(out.device)
+        if not torch.equal(out, expect):
+            bad = (out != expect).nonzero()[0].tolist()
+            add("exact_identity", f"failed(first mismatch at {tuple(bad)}: got {out[tuple(bad)].item()}, "
+                                  f"exact {expect[tuple(bad)].item()})")
+            return cert
+        note = "" if ip == problem else f"on the exact counterpart {ip.describe()}"
+        add("exact_identity", "tested(1 trials)", ("small-integer inputs, bitwise equality " + note).strip())
+
+    inputs, out = first
+    same = torch.equal(out, run_guarded(variant, problem, config, inputs))
+    if cert.deterministic and not same:
+        add("determinism", "failed(two runs on the same inputs differ)")
+        return cert
+    add("determinism", "tested(2 trials)" if cert.deterministic else "skipped(declared non-deterministic)",
+        "bitwise equal" if same else "runs differed (allowed: declared non-deterministic)")
+
+    odd = odd_problems(spec, problem, variant, config, target)
+    for p in odd:
+        why, _ = _contract_run(spec, p, variant, config, spec.make_inputs(p, gen, "normal", device))
+        if why:
+            add("odd_shapes", f"failed({p.describe()}: {why})")
+            return cert
+    add("odd_shapes", f"tested({len(odd)} trials)", "; ".join(",".join(f"{k}={v}" for k, v in p.shape.items()) for p in odd))
+    return cert

@@ -1,0 +1,135 @@
+"""The v1 verifier accepts correct configs and rejects planted bugs for the right reason."""
+import pytest
+import torch
+
+from warpsmith.kernels.gemm.variant import SplitKGemm, TiledGemm
+from warpsmith.spec import MATMUL
+from warpsmith.targets import get_target
+from warpsmith.verify import odd_problems, verify_candidate
+
+H100 = get_target("h100")
+CFG = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, num_warps=2, num_stages=2, EVEN_K=False, PRECISION="ieee")
+
+
+def problem(dtype="float16", **attrs):
+    return MATMUL.problem({"M": 24, "N": 24, "K": 40}, dtype, attrs)
+
+
+def statuses(cert):
+    return {c.name: c.status for c in cert.checks}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_correct_config_is_accepted_with_every_check(dtype):
+    cert = verify_candidate(MATMUL, problem(dtype, bias=True, activation="silu"), TiledGemm(), CFG, H100)
+    st = statuses(cert)
+    assert cert.passed, st
+    assert st["guards_hold"] == "proved"
+    assert st["error_contract"] == "tested(4 trials)" and st["poisoned_outputs"] == "tested(4 trials)"
+    assert st["exact_identity"] == "tested(1 trials)" and st["determinism"] == "tested(2 trials)"
+    assert st["odd_shapes"].startswith("tested(")
+    doc = cert.to_json()
+    assert doc["verdict"] == "accepted" and doc["symbolic"]["race_freedom"] == "unknown"
+
+
+def test_atomic_splitk_is_accepted_as_declared_nondeterministic():
+    cfg = {**CFG, "SPLIT_K": 2, "REDUCE": "atomic"}
+    cert = verify_candidate(MATMUL, problem(), SplitKGemm(), cfg, H100)
+    assert cert.passed and statuses(cert)["determinism"].startswith("skipped(declared non-deterministic")
+
+
+class SkipsLastRow(TiledGemm):
+    def launch(self, inputs, p, c, out=None):
+        out = out if out is not None else torch.empty(p.shape["M"], p.shape["N"], dtype=p.dtype)
+        short = MATMUL.problem({**p.shape, "M": p.shape["M"] - 1}, p.dtype, p.attrs) if p.shape["M"] > 1 else p
+        super().launch({**inputs, "a": inputs["a"][:-1] if p.shape["M"] > 1 else inputs["a"]}, short, c,
+                       out=out[:-1] if p.shape["M"] > 1 else out)
+        return out
+
+
+class DropsKTail(TiledGemm):  # a missing tail tile: only whole BLOCK_K steps are summed
+    def launch(self, inputs, p, c, out=None):
+        k = p.shape["K"] // c["BLOCK_K"] * c["BLOCK_K"]
+        if k == 0:
+            return super().launch(inputs, p, c, out)
+        cut = MATMUL.problem({**p.shape, "K": k}, p.dtype, p.attrs)
+        return super().launch({**inputs, "a": inputs["a"][:, :k], "b": inputs["b"][:k]}, cut, c, out)
+
+
+class MutatesInput(TiledGemm):
+    def launch(self, inputs, p, c, out=None):
+        out = super().launch(inputs, p, c, out)
+        inputs["a"][0, 0] = 0
+        return out
+
+
+class ReturnsFreshTensor(TiledGemm):
+    def launch(self, inputs, p, c, out=None):
+        return super().launch(inputs, p, c, None)
+
+
+class Flaky(TiledGemm):
+    calls = 0
+
+    def launch(self, inputs, p, c, out=None):
+        out = super().launch(inputs, p, c, out)
+        Flaky.calls += 1
+        if Flaky.calls % 2 == 0:
+            out[0, 0] = torch.nextafter(out[0, 0], torch.tensor(float("inf"), dtype=out.dtype))
+        return out
+
+
+class TransposesB(TiledGemm):
+    def launch(self, inputs, p, c, out=None):
+        return super().launch({**inputs, "b": inputs["b"].T}, p, c, out)
+
+
+class UninitialisedAccumulator(TiledGemm):  # adds whatever the output buffer held
+    def launch(self, inputs, p, c, out=None):
+        before = out.clone() if out is not None else None
+        out = super().launch(inputs, p, c, out)
+        if before is not None:
+            out += before
+        return out
+
+
+@pytest.mark.parametrize("variant, check, reason", [
+    (SkipsLastRow(), "error_contract", "left unwritten (poison survived)"),
+    (MutatesInput(), "error_contract", "input 'a' was modified"),
+    (ReturnsFreshTensor(), "error_contract", "returned a tensor other than the output"),
+    (Flaky(), "determinism", "two runs on the same inputs differ"),
+    (TransposesB(), "error_contract", "exceeds contract"),
+    (UninitialisedAccumulator(), "error_contract", "poison survived"),
+])
+def test_planted_bugs_are_rejected_for_the_right_reason(variant, check, reason):
+    p = MATMUL.problem({"M": 24, "N": 24, "K": 24}, "float16")  # square, so a transposed B has the right shape
+    cert = verify_candidate(MATMUL, p, variant, CFG, H100)
+    failure = cert.first_failure()
+    assert not cert.passed and failure.name == check and reason in failure.status, statuses(cert)
+
+
+def test_missing_tail_tile_is_caught_by_odd_shapes():
+    p = MATMUL.problem({"M": 32, "N": 32, "K": 64}, "float16")  # K a multiple of BLOCK_K: the bug hides here
+    cert = verify_candidate(MATMUL, p, DropsKTail(), CFG, H100)
+    st = statuses(cert)
+    assert st["error_contract"].startswith("tested") and st["odd_shapes"].startswith("failed"), st
+
+
+def test_tf32_is_rejected_unless_allowed():
+    cfg = {**CFG, "PRECISION": "tf32"}
+    cert = verify_candidate(MATMUL, problem("float32"), TiledGemm(), cfg, H100)
+    assert not cert.passed and cert.first_failure().name == "error_contract"
+    assert verify_candidate(MATMUL, problem("float32", allow_tf32=True), TiledGemm(), cfg, H100).passed
+
+
+def test_guard_failure_stops_verification():
+    cert = verify_candidate(MATMUL, problem(), TiledGemm(), {**CFG, "EVEN_K": True}, H100)  # K=40, BLOCK_K=16
+    assert not cert.passed and [c.name for c in cert.checks] == ["guards_hold"]
+    assert "EVEN_K needs K % BLOCK_K == 0" in cert.checks[0].status
+
+
+def test_odd_problems_are_non_multiples_fitted_to_guards():
+    cfg = {**CFG, "EVEN_K": True, "BLOCK_K": 32}
+    shapes = [dict(p.shape) for p in odd_problems(MATMUL, problem(), TiledGemm(), cfg, H100)]
+    assert shapes and all(s["K"] % 32 == 0 for s in shapes)
+    assert any(s["M"] == 1 for s in shapes) and any(s["M"] == 17 for s in shapes)
