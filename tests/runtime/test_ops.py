@@ -114,3 +114,21 @@ def test_gradients_match_the_reference():
 def test_bad_input_is_refused_with_a_clear_message(args, fragment):
     with pytest.raises(InvalidInputError, match=fragment):
         wops.matmul(*args)
+
+
+def test_dispatch_takes_the_next_record_whose_guard_holds_and_skips_other_triton_versions():
+    a, b = torch.randn(20, 60).half(), torch.randn(60, 24).half()  # K=60: EVEN_K with BLOCK_K=16 cannot hold
+    p = problem_of(a, b, None, "none")
+    near = problem_of(torch.randn(20, 64).half(), torch.randn(64, 24).half(), None, "none")  # same bucket
+    base = {**variants("matmul")["tiled"].default_config(p, H100), "BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16,
+            "num_warps": 2, "num_stages": 2}
+    db = TuningDB()
+    db.put(_record(near, "tiled", {**base, "EVEN_K": True}, time_ms=0.001))  # fastest, guard fails for K=60
+    other = _record(near, "tiled", {**base, "EVEN_K": False, "GROUP_M": 4}, time_ms=0.002)
+    other.fingerprint = {**other.fingerprint, "triton": "0.0.1"}  # compiled by another Triton: stale
+    db.put(other)
+    usable = db.put(_record(near, "tiled", {**base, "EVEN_K": False}, time_ms=0.003))
+    clear_cache()
+    choice = select(p)
+    assert (choice.source, choice.record_id) == ("db", usable)
+    check(wops.matmul(a, b), a, b)

@@ -177,13 +177,29 @@ class TuningDB:
         attrs: Mapping[str, Any],
         target: str,
         source_hashes: Mapping[str, str],
+        fingerprint_match: Mapping[str, Any] | None = None,
     ) -> TuningRecord | None:
-        """Return the best stored record for a problem, or ``None``.
+        """The first of :meth:`ranked`, or ``None``."""
+        ranked = self.ranked(op, shape, dtype, attrs, target, source_hashes, fingerprint_match)
+        return ranked[0] if ranked else None
+
+    def ranked(
+        self,
+        op: str,
+        shape: Mapping[str, int],
+        dtype: str,
+        attrs: Mapping[str, Any],
+        target: str,
+        source_hashes: Mapping[str, str],
+        fingerprint_match: Mapping[str, Any] | None = None,
+    ) -> list[TuningRecord]:
+        """The usable records for a problem, best first.
 
         Only verified records whose ``fingerprint["source_hash"]`` equals
-        ``source_hashes[record.variant]`` count (others are stale). Records of
-        exactly ``shape`` are preferred; failing those, records of the same
-        power-of-two bucket. Among candidates: measured before predicted, then
+        ``source_hashes[record.variant]`` count (others are stale), and whose fingerprint
+        agrees with every item of ``fingerprint_match`` (e.g. the Triton version that
+        compiled and verified it). Records of exactly ``shape`` come first; then records
+        of the same power-of-two bucket. Within each: measured before predicted, then
         lowest ``time_ms``, then newest.
 
         Raises:
@@ -194,13 +210,12 @@ class TuningDB:
             "WHERE op = ? AND dtype = ? AND attrs_key = ? AND target = ? AND bucket = ? AND verified = 1",
             (op, dtype, attrs_key(attrs), target, bucket(shape)),
         )
+        match = dict(fingerprint_match or {})
         fresh = [r for r in found
-                 if r.variant in source_hashes and r.fingerprint.get("source_hash") == source_hashes[r.variant]]
-        candidates = [r for r in fresh if shape_key(r.shape) == exact] or fresh
-        if not candidates:
-            return None
-        return min(candidates, key=lambda r: (r.timing_kind != "measured", r.time_ms,
-                                              -r.created_at().timestamp(), -(r.id or 0)))
+                 if r.variant in source_hashes and r.fingerprint.get("source_hash") == source_hashes[r.variant]
+                 and all(r.fingerprint.get(k) == v for k, v in match.items())]
+        return sorted(fresh, key=lambda r: (shape_key(r.shape) != exact, r.timing_kind != "measured", r.time_ms,
+                                            -r.created_at().timestamp(), -(r.id or 0)))
 
     def export(self, path_or_file: str | Path | IO[str], records: Iterable[TuningRecord] | None = None) -> int:
         """Write ``records`` (default: all) as ``{"warpsmith_db": 1, "records": [...]}``.

@@ -77,6 +77,11 @@ class Evaluator:
         with ThreadPoolExecutor(max_workers=self.compile_workers) as pool:  # parallel compilation
             list(pool.map(self._first_run, runnable))
         torch.cuda.synchronize()
+        for s in runnable:  # a failure in a worker thread is confirmed serially before it counts
+            if s.error is not None:
+                s.error, s.measured_ms = None, None
+                self._first_run(s)
+        torch.cuda.synchronize()
         for s in runnable:
             if s.error is None:
                 v, cfg = self.variants[s.variant], s.config

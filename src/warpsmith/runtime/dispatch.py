@@ -1,8 +1,8 @@
 """Dispatch: pick the config a call runs with.
 
 The best verified DB record for the call's key (op, shape, dtype, attributes, target) whose
-kernel source is unchanged and whose guards hold for this call; otherwise the op's heuristic
-default. Lookups are cached per key; :func:`clear_cache` drops the cache (the tuner calls it).
+kernel source and Triton version are unchanged and whose guards hold for this call; otherwise
+the op's heuristic default. Lookups are cached per key; :func:`clear_cache` drops the cache (the tuner calls it).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ..kernels.base import Variant
 from ..kernels.registry import variants
 from ..settings import settings
 from ..spec import Problem
-from ..targets import current_device
+from ..targets import current_device, versions
 
 DEFAULT_VARIANT = {"matmul": "tiled"}
 
@@ -49,12 +49,15 @@ def select(problem: Problem) -> Choice:
     choice = None
     if s.dispatch == "tuned" and s.db_path.exists():
         try:
-            rec = TuningDB(s.db_path).best(problem.op, dict(problem.shape), problem.dtype_name, dict(problem.attrs),
-                                           target.name, {n: v.source_hash() for n, v in vs.items()})
+            ranked = TuningDB(s.db_path).ranked(
+                problem.op, dict(problem.shape), problem.dtype_name, dict(problem.attrs), target.name,
+                {n: v.source_hash() for n, v in vs.items()}, {"triton": versions()["triton"]})
         except DatabaseError:
-            rec = None  # an unreadable DB never breaks a call; `warpsmith db list` reports it
-        if rec is not None and vs[rec.variant].rejection(problem, rec.config, target) is None:
-            choice = Choice(vs[rec.variant], dict(rec.config), "db", rec.id)
+            ranked = []  # an unreadable DB never breaks a call; `warpsmith db list` reports it
+        for rec in ranked:  # the best record whose guards hold for this call (and that fits the target)
+            if vs[rec.variant].rejection(problem, rec.config, target) is None:
+                choice = Choice(vs[rec.variant], dict(rec.config), "db", rec.id)
+                break
     if choice is None:
         v = vs[DEFAULT_VARIANT[problem.op]]
         choice = Choice(v, v.default_config(problem, target), "default")

@@ -7,7 +7,7 @@ import torch
 
 from .contract import ErrorContract
 from .dtypes import EXACT_INT, UNIT_ROUNDOFF
-from .opspec import Axis, OpSpec, Problem, draw
+from .opspec import Axis, OpSpec, Problem, draw, on_device
 
 ACTIVATIONS = ("none", "relu", "gelu", "silu")
 LAYOUTS = ("nn", "tn", "nt", "tt")  # t: that operand is stored transposed (its .T is contiguous)
@@ -74,8 +74,10 @@ class MatmulSpec(OpSpec):
         sa, sb = self._dims(p)
         r = 2 if p.shape["K"] * 4 + 2 < EXACT_INT["float32"] // 2 else 1
 
+        g = on_device(gen, device)
+
         def ints(shape: tuple[int, ...]) -> torch.Tensor:
-            return torch.randint(-r, r + 1, shape, generator=gen).to(p.dtype).to(device)
+            return torch.randint(-r, r + 1, shape, generator=g, device=device).to(p.dtype)
 
         return self._assemble(p, ints(sa), ints(sb), ints((p.shape["N"],)) if p.attrs["bias"] else None)
 

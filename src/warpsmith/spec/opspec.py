@@ -147,18 +147,32 @@ def parse_shape(text: str) -> dict[str, int]:
     return out
 
 
+def on_device(gen: torch.Generator, device: str | torch.device) -> torch.Generator:
+    """A generator on ``device`` seeded from the CPU generator ``gen`` (``gen`` itself on the CPU)."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return gen
+    return torch.Generator(device=device).manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
+
+
 def draw(shape: tuple[int, ...], dist: str, gen: torch.Generator, dtype: torch.dtype,
          device: str | torch.device = "cpu") -> torch.Tensor:
-    """Random values from a named distribution, generated in float32 on the CPU then cast and moved."""
-    if dist == "normal":
-        x = torch.randn(shape, generator=gen)
-    elif dist == "uniform":
-        x = torch.rand(shape, generator=gen) * 2 - 1
-    elif dist == "outliers":  # mostly normal, 1% of entries 100x larger
-        x = torch.randn(shape, generator=gen)
-        x = torch.where(torch.rand(shape, generator=gen) < 0.01, x * 100, x)
-    elif dist == "tiny":
-        x = torch.randn(shape, generator=gen) * 1e-3
-    else:
+    """Random values from a named distribution, cast to ``dtype``.
+
+    Values are generated on ``device`` (large GPU problems would spend seconds generating on
+    the CPU); the device generator is seeded from ``gen``, so results depend only on ``gen``.
+    """
+    if dist not in DISTRIBUTIONS:
         raise UnknownNameError("input distribution", dist, DISTRIBUTIONS)
-    return x.to(dtype).to(device)
+    device = torch.device(device)
+    kw = dict(generator=on_device(gen, device), device=device)
+    if dist == "normal":
+        x = torch.randn(shape, **kw)
+    elif dist == "uniform":
+        x = torch.rand(shape, **kw) * 2 - 1
+    elif dist == "outliers":  # mostly normal, 1% of entries 100x larger
+        x = torch.randn(shape, **kw)
+        x = torch.where(torch.rand(shape, **kw) < 0.01, x * 100, x)
+    else:  # tiny
+        x = torch.randn(shape, **kw) * 1e-3
+    return x.to(dtype)
