@@ -86,7 +86,7 @@ class Evaluator:
             if s.error is None:
                 v, cfg = self.variants[s.variant], s.config
                 try:
-                    s.measured_ms = time_gpu(lambda x: v.launch(x, self.problem, cfg), self.inputs()).median_ms
+                    s.measured_ms = time_gpu(lambda x: v.launch(x, self.problem, cfg), self.inputs(), max_ms=100).median_ms
                 except Exception as exc:
                     s.error, s.measured_ms = f"{type(exc).__name__}: {exc}"[:200], math.inf
         for s in scores:

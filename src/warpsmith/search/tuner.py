@@ -16,7 +16,7 @@ from ..kernels.registry import variants as op_variants
 from ..measure import Evaluator, Score
 from ..space import JointSpace
 from ..spec import Problem, get_op
-from ..targets import Target, current_device, fingerprint, get_target
+from ..targets import Target, current_device, fingerprint, get_target, measures
 from ..verify import Certificate, verify_candidate
 from .strategy import make_strategy
 
@@ -116,7 +116,7 @@ def tune(op: str, problem: Problem, *, target: str | None = None, budget: int = 
     spec = get_op(op)
     dev = current_device()
     tgt = get_target(target) if target else dev.target
-    measured = dev.measured and tgt.name == dev.target.name
+    measured = measures(tgt)
     variants = op_variants(op)
     space = JointSpace({n: v.space(problem, tgt) for n, v in variants.items()})
     evaluator = Evaluator(spec, problem, variants, tgt, measured, seed=seed)
@@ -137,7 +137,7 @@ def tune(op: str, problem: Problem, *, target: str | None = None, budget: int = 
 
     board = sorted((s for s in scores if math.isfinite(s.ms)), key=lambda s: s.ms)
     result = TuneResult(problem, tgt, "measured" if measured else "predicted", strategy, seed, board, len(scores), 0.0)
-    device = "cuda" if measured else "cpu"
+    device = "cuda" if dev.measured else "cpu"  # kernels run where Triton runs, whatever target was predicted
     for cand in _finalists(board, result.rejected, finalists):
         cert = verify_candidate(spec, problem, variants[cand.variant], cand.config, tgt, device=device, seed=seed,
                                 trials=verify_trials)

@@ -58,6 +58,12 @@ def current_device() -> Device:
                   get_target(settings().target), measured=False)
 
 
+def measures(target: Target) -> bool:
+    """True when timings for ``target`` are measured here (this GPU is that target), else predicted."""
+    dev = current_device()
+    return dev.measured and dev.target.name == target.name
+
+
 @functools.lru_cache(maxsize=1)
 def driver_version() -> str | None:
     if not torch.cuda.is_available():
