@@ -71,8 +71,9 @@ def _prescreen(space: JointSpace, evaluator: Evaluator, budget: int, rng: random
     for _ in range(n):
         p = space.sample(rng)
         pool.setdefault(space.key(p), p)
-    ranked = sorted(pool.values(), key=lambda p: evaluator.predict(p).predicted_ms)
-    return [p for p in ranked[: max(1, budget // 4)] if math.isfinite(evaluator.predict(p).predicted_ms)]
+    predicted = sorted(((evaluator.predict(p).predicted_ms, i, p) for i, p in enumerate(pool.values())),
+                       key=lambda t: t[:2])
+    return [p for ms, _, p in predicted[: max(1, budget // 4)] if math.isfinite(ms)]
 
 
 def _items(s: Score) -> set[tuple[str, Any]]:

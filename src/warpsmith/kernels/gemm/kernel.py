@@ -60,6 +60,23 @@ def store_tile(c_ptr, bias_ptr, acc, rm, rn, M, N, stride_cm, stride_cn, stride_
 
 
 @triton.jit
+def output_tile(a_ptr, b_ptr, c_ptr, bias_ptr, tile, batch, M, N, K,
+                stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn, stride_cb, stride_cm, stride_cn,
+                stride_bias, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr,
+                IS_FP32: tl.constexpr, PRECISION: tl.constexpr, EMULATE: tl.constexpr):
+    """Compute and store tile number ``tile`` (grouped order) of batch ``batch`` (int64) of C."""
+    pid_m, pid_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tile_dot(a_ptr + batch * stride_ab, b_ptr + batch * stride_bb, rm, rn, 0, K, M, N,
+                   stride_am, stride_ak, stride_bk, stride_bn,
+                   BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, IS_FP32, PRECISION, EMULATE)
+    store_tile(c_ptr + batch * stride_cb, bias_ptr, acc, rm, rn, M, N, stride_cm, stride_cn, stride_bias,
+               HAS_BIAS, ACTIVATION, EMULATE)
+
+
+@triton.jit
 def matmul_tiled_kernel(
     a_ptr, b_ptr, c_ptr, bias_ptr,
     M, N, K,
@@ -69,15 +86,10 @@ def matmul_tiled_kernel(
     IS_FP32: tl.constexpr, PRECISION: tl.constexpr, EMULATE: tl.constexpr,
 ):
     """One program per (BLOCK_M, BLOCK_N) tile of C, grouped order; grid (tiles, batch)."""
-    pid_m, pid_n = tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    batch = tl.program_id(1).to(tl.int64)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc = tile_dot(a_ptr + batch * stride_ab, b_ptr + batch * stride_bb, rm, rn, 0, K, M, N,
-                   stride_am, stride_ak, stride_bk, stride_bn,
-                   BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, IS_FP32, PRECISION, EMULATE)
-    store_tile(c_ptr + batch * stride_cb, bias_ptr, acc, rm, rn, M, N, stride_cm, stride_cn, stride_bias,
-               HAS_BIAS, ACTIVATION, EMULATE)
+    output_tile(a_ptr, b_ptr, c_ptr, bias_ptr, tl.program_id(0), tl.program_id(1).to(tl.int64), M, N, K,
+                stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn, stride_cb, stride_cm, stride_cn,
+                stride_bias, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, HAS_BIAS, ACTIVATION,
+                IS_FP32, PRECISION, EMULATE)
 
 
 @triton.jit
@@ -148,12 +160,7 @@ def matmul_persistent_kernel(
     """A fixed grid (sized to the SM count) strides over all tiles of all batches."""
     tiles_per_batch = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     for tile in range(tl.program_id(0), tiles_per_batch * BATCH, tl.num_programs(0)):
-        batch = (tile // tiles_per_batch).to(tl.int64)
-        pid_m, pid_n = tile_coords(tile % tiles_per_batch, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        acc = tile_dot(a_ptr + batch * stride_ab, b_ptr + batch * stride_bb, rm, rn, 0, K, M, N,
-                       stride_am, stride_ak, stride_bk, stride_bn,
-                       BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, IS_FP32, PRECISION, EMULATE)
-        store_tile(c_ptr + batch * stride_cb, bias_ptr, acc, rm, rn, M, N, stride_cm, stride_cn, stride_bias,
-                   HAS_BIAS, ACTIVATION, EMULATE)
+        output_tile(a_ptr, b_ptr, c_ptr, bias_ptr, tile % tiles_per_batch, (tile // tiles_per_batch).to(tl.int64),
+                    M, N, K, stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn, stride_cb, stride_cm,
+                    stride_cn, stride_bias, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, HAS_BIAS, ACTIVATION,
+                    IS_FP32, PRECISION, EMULATE)
