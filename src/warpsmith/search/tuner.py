@@ -8,7 +8,7 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..db import TuningDB, TuningRecord
 from ..errors import InvalidInputError, VerificationError
@@ -99,6 +99,26 @@ def _finalists(board: list[Score], rejected: list[Rejected], limit: int):
         yield cand
 
 
+def search(space: JointSpace, evaluator: Evaluator, strategy: str, *, budget: int, seed: int,
+           initial: Sequence[dict] = (), batch: int = 8, deadline: float | None = None,
+           progress: Callable[[int, int, Score | None], None] | None = None) -> list[Score]:
+    """The search loop: ask the strategy, score (predict or measure), tell; until the budget in
+    evaluations is spent, the deadline (``time.perf_counter()``) passes, or the strategy is done."""
+    strat = make_strategy(strategy, space, seed, initial=initial)
+    scores: list[Score] = []
+    while len(scores) < budget and (deadline is None or time.perf_counter() < deadline):
+        points = strat.ask(min(batch, budget - len(scores)))
+        if not points:
+            break
+        got = evaluator.evaluate(points)
+        strat.tell([(p, s.ms) for p, s in zip(points, got)])
+        scores += got
+        if progress:
+            best = min((s for s in scores if math.isfinite(s.ms)), key=lambda s: s.ms, default=None)
+            progress(len(scores), budget, best)
+    return scores
+
+
 def tune(op: str, problem: Problem, *, target: str | None = None, budget: int = 64, time_budget_s: float | None = None,
          strategy: str = "evolutionary", seed: int = 0, finalists: int = 4, db: TuningDB | None = None,
          verify_trials: int = 1, batch: int = 8, progress: Callable[[int, int, Score | None], None] | None = None,
@@ -121,20 +141,9 @@ def tune(op: str, problem: Problem, *, target: str | None = None, budget: int = 
     variants = op_variants(op)
     space = JointSpace({n: v.space(problem, tgt) for n, v in variants.items()})
     evaluator = Evaluator(spec, problem, variants, tgt, measured, seed=seed)
-    rng = random.Random(seed)
-    search = make_strategy(strategy, space, seed, initial=_prescreen(space, evaluator, budget, rng))
-
-    scores: list[Score] = []
-    while len(scores) < budget and (time_budget_s is None or time.perf_counter() - t0 < time_budget_s):
-        points = search.ask(min(batch, budget - len(scores)))
-        if not points:
-            break
-        got = evaluator.evaluate(points)
-        search.tell([(p, s.ms) for p, s in zip(points, got)])
-        scores += got
-        if progress:
-            best = min((s for s in scores if math.isfinite(s.ms)), key=lambda s: s.ms, default=None)
-            progress(len(scores), budget, best)
+    initial = _prescreen(space, evaluator, budget, random.Random(seed))
+    scores = search(space, evaluator, strategy, budget=budget, seed=seed, initial=initial, batch=batch,
+                    deadline=None if time_budget_s is None else t0 + time_budget_s, progress=progress)
 
     board = sorted((s for s in scores if math.isfinite(s.ms)), key=lambda s: s.ms)
     result = TuneResult(problem, tgt, "measured" if measured else "predicted", strategy, seed, board, len(scores), 0.0)

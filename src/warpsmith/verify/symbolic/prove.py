@@ -1,0 +1,398 @@
+"""Discharging a kernel's proof obligations with z3.
+
+For each constexpr combination of a :class:`KernelContract`, the kernel is traced once and
+these obligations are built over the contract's whole domain of sizes, every program id in the
+grid, every lane and every loop iteration:
+
+1. ``in_bounds``: every load and store whose mask is true addresses inside its tensor
+   (``0 <= offset <= span``, the largest element offset its shape and strides reach);
+2. ``race_free``: no two distinct (program, lane) pairs store to one address (atomics exempt);
+3. ``coverage``: every element of each output tensor is written;
+4. ``split_coverage``: with a declared split reduction, every reduction index of each output
+   contribution is read by exactly one (split, iteration, lane).
+
+Statuses: ``proved`` (z3 found no counterexample in the whole domain), ``failed`` with a
+concrete counterexample (sizes, program ids, lanes, address), ``bounded(N shapes)`` (no proof
+was reached in time; checked exhaustively for N named shapes — never reported as proved), or
+``unknown`` with the reason.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import z3
+
+from .contract import KernelContract, Tensor
+from .evaluate import evaluate, instances
+from .lang import SymbolicError
+from .tracer import Access, Trace, Tracer
+from .values import lane
+
+OBLIGATIONS = ("in_bounds", "race_free", "coverage", "split_coverage")
+
+
+@dataclass
+class Obligation:
+    name: str
+    subject: str
+    status: str  # proved | failed | bounded(N shapes) | unknown
+    detail: str = ""
+    counterexample: dict[str, Any] | None = None
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "subject": self.subject, "status": self.status, "detail": self.detail,
+                "counterexample": self.counterexample, "seconds": round(self.seconds, 3)}
+
+
+@dataclass
+class ProofReport:
+    contract: str
+    constexprs: dict[str, Any]
+    obligations: list[Obligation] = field(default_factory=list)
+
+    @property
+    def proved(self) -> bool:
+        return bool(self.obligations) and all(o.status == "proved" for o in self.obligations)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"contract": self.contract, "constexprs": self.constexprs, "proved": self.proved,
+                "obligations": [o.to_json() for o in self.obligations]}
+
+
+class _Instance:
+    """Fresh copies of an access's per-instance variables (lanes, program ids, iterations)."""
+
+    def __init__(self, access: Access, pids: Mapping[int, Any], tag: str) -> None:
+        self.access = access
+        self.lanes = [z3.Int(f"{tag}_lane{d}") for d in range(len(access.shape))]
+        self.pids = {a: z3.Int(f"{tag}_pid{a}") for a in pids}
+        self.ts = [z3.Int(f"{tag}_{t}") for t, _ in access.loops]
+        self.pairs = ([(lane(d), v) for d, v in enumerate(self.lanes)] + [(pids[a], v) for a, v in self.pids.items()]
+                      + [(t, v) for (t, _), v in zip(access.loops, self.ts)])
+
+    def sub(self, e: Any) -> Any:
+        return z3.substitute(e, *self.pairs) if self.pairs else e
+
+    def constraints(self, grid: tuple) -> list[Any]:
+        c = [z3.And(v >= 0, v < n) for v, n in zip(self.lanes, self.access.shape)]
+        c += [z3.And(v >= 0, v < grid[a]) if a < len(grid) else v == 0 for a, v in self.pids.items()]
+        c += [self.sub(x) for x in self.access.conds]
+        return c + [self.sub(self.access.mask)]
+
+
+class Prover:
+    def __init__(self, contract: KernelContract, consts: Mapping[str, Any], timeout_ms: int = 4_000) -> None:
+        self.c, self.consts, self.timeout_ms = contract, dict(consts), timeout_ms
+        self.grid = tuple(contract.grid_for(consts))
+        self.tensors = contract.tensors()
+        self.assume = contract.assumptions(consts)
+
+    # ---- tracing ------------------------------------------------------------------------------
+    def trace(self) -> Trace:
+        values = {k: t.values for k, t in self.tensors.items() if t.values is not None}
+        tracer = Tracer(self.c.name, self.grid, values)
+        fn = tracer.compile(self.c.kernel)
+        from .values import SymTensor
+
+        kwargs: dict[str, Any] = {}
+        for name, v in self.c.args.items():
+            if isinstance(v, Tensor):
+                kwargs[name] = SymTensor(z3.IntVal(0), (), base=name)
+            else:
+                kwargs[name] = SymTensor(v if isinstance(v, z3.ExprRef) else z3.IntVal(int(v)))
+        kwargs.update(self.consts)
+        fn(**kwargs)
+        for axis in range(len(self.grid)):  # every grid axis is a program coordinate, used or not
+            tracer.pid(axis)
+        return tracer.trace
+
+    # ---- solving -------------------------------------------------------------------------------
+    def _solve(self, facts: list[Any], extra_assume: list[Any] = (), timeout_ms: int | None = None) -> tuple[str, Any]:
+        """sat (with a model) / unsat / unknown (with the reason), trying a small portfolio of z3 set-ups:
+        equation solving first (it eliminates the many defined terms a trace produces), then the default."""
+        goal = [*self.assume, *extra_assume, *facts]
+        goal += self._value_preconditions(goal)
+        reason = ""
+        for make in (lambda: z3.Then("simplify", "propagate-values", "solve-eqs", "smt").solver(), z3.Solver):
+            s = make()
+            s.set("timeout", max(1, (timeout_ms or self.timeout_ms) // 2))  # the budget is shared by both
+            s.add(*goal)
+            r = s.check()
+            if r == z3.sat:
+                return "sat", s.model()
+            if r == z3.unsat:
+                return "unsat", None
+            reason = s.reason_unknown()
+        return "unknown", reason
+
+    def _value_preconditions(self, facts: list[Any]) -> list[Any]:
+        out = []
+        for name, t in self.tensors.items():
+            if t.values is None:
+                continue
+            lo, hi = t.values
+            for app in _apps(facts, f"value_{name}"):
+                out.append(z3.And(app >= lo, app < hi))
+        return out
+
+    def _cex(self, model: Any, extra: Mapping[str, Any]) -> dict[str, Any]:
+        out = {str(s): model.eval(s, model_completion=True).as_long() for s in self.c.size_symbols()}
+        for k, v in extra.items():
+            try:
+                out[k] = model.eval(v, model_completion=True).as_long()
+            except (AttributeError, z3.Z3Exception):
+                out[k] = str(model.eval(v, model_completion=True))
+        return out
+
+    def _bounded(self, check) -> tuple[str, str, dict | None]:
+        """Run ``check(sizes)`` on each named shape: (status, detail, counterexample)."""
+        shapes = [sh for sh in self.c.bounded_shapes if self._admits(sh)]
+        if not shapes:
+            return "unknown", "no proof reached and no declared bounded shape satisfies the assumptions", None
+        for shape in shapes:
+            cex = check(dict(shape))
+            if cex is not None:
+                return "failed", f"counterexample at named shape {shape}", cex
+        return f"bounded({len(shapes)} shapes)", "checked exhaustively on " + "; ".join(map(str, shapes)), None
+
+    # ---- obligations -----------------------------------------------------------------------------
+    def in_bounds(self, tr: Trace, a: Access, i: int) -> Obligation:
+        t0 = time.perf_counter()
+        inst = _Instance(a, tr.pids, "x")
+        off = inst.sub(a.offset)
+        bad = z3.Not(z3.And(off >= 0, off <= self.tensors[a.base].span()))
+        subject = f"{a.kind} #{i} of {a.base} at {a.where}"
+        status, m = self._solve(inst.constraints(self.grid) + [bad])
+        if status == "unsat":
+            return Obligation("in_bounds", subject, "proved", seconds=time.perf_counter() - t0)
+        if status == "sat" and not a.havoc:
+            cex = self._cex(m, {**{f"pid{k}": v for k, v in inst.pids.items()},
+                                **{f"lane{d}": v for d, v in enumerate(inst.lanes)}, "offset": off,
+                                "span": self.tensors[a.base].span()})
+            return Obligation("in_bounds", subject, "failed", "mask true, address outside the tensor", cex,
+                              time.perf_counter() - t0)
+
+        def concrete(shape):
+            fixed = [s == shape[str(s)] for s in self.c.size_symbols() if str(s) in shape]
+            st, mm = self._solve(inst.constraints(self.grid) + [bad], fixed)
+            return self._cex(mm, {"offset": off}) if st == "sat" else None
+
+        st, detail, cex = self._bounded(concrete)
+        why = "depends on a havocked loop value" if a.havoc else f"solver: {m}"
+        return Obligation("in_bounds", subject, st, f"{detail} (no proof: {why})", cex, time.perf_counter() - t0)
+
+    def race_free(self, tr: Trace, stores: list[tuple[int, Access]], base: str) -> Obligation:
+        t0 = time.perf_counter()
+        for (i, a), (j, b) in itertools.combinations_with_replacement(stores, 2):
+            x, y = _Instance(a, tr.pids, "x"), _Instance(b, tr.pids, "y")
+            pid_differ = z3.Or(*[x.pids[k] != y.pids[k] for k in x.pids]) if x.pids else z3.BoolVal(False)
+            if i == j:
+                distinct = z3.Or(pid_differ, *[u != v for u, v in zip(x.lanes, y.lanes)])
+            else:
+                distinct = pid_differ
+            facts = x.constraints(self.grid) + y.constraints(self.grid) + [x.sub(a.offset) == y.sub(b.offset), distinct]
+            status, m = self._solve(facts, timeout_ms=min(self.timeout_ms, 2500))
+            if status == "sat" and not (a.havoc or b.havoc):
+                cex = self._cex(m, {**{f"first.pid{k}": v for k, v in x.pids.items()},
+                                    **{f"second.pid{k}": v for k, v in y.pids.items()},
+                                    **{f"first.lane{d}": v for d, v in enumerate(x.lanes)},
+                                    **{f"second.lane{d}": v for d, v in enumerate(y.lanes)},
+                                    "address": x.sub(a.offset)})
+                return Obligation("race_free", base, "failed", f"stores #{i} and #{j} hit one address", cex,
+                                  time.perf_counter() - t0)
+            if status != "unsat":
+                st, detail, cex = self._bounded(lambda shape: self._race_enumerated(tr, [a, b], shape))
+                return Obligation("race_free", base, st, f"{detail} (no proof: {m})", cex, time.perf_counter() - t0)
+        return Obligation("race_free", base, "proved", seconds=time.perf_counter() - t0)
+
+    def _admits(self, shape: Mapping[str, int]) -> bool:
+        """Whether a named shape lies in the domain (guards included)."""
+        env = {str(s): shape.get(str(s)) for s in self.c.size_symbols()}
+        if None in env.values():
+            return False
+        return all(bool(evaluate(a, env, ())) for a in self.assume)
+
+    def _concrete(self, shape: Mapping[str, int]) -> tuple[dict, tuple[int, ...]]:
+        env = {str(s): shape[str(s)] for s in self.c.size_symbols()}
+        grid = tuple(int(evaluate(g, env, ())) for g in self.grid)
+        return env, grid
+
+    def _race_enumerated(self, tr: Trace, stores: list[Access], shape: Mapping[str, int]) -> dict | None:
+        """Every store instance on one concrete shape: the first address two (program, lane) pairs write."""
+        env, grid = self._concrete(shape)
+        owner: dict[int, tuple] = {}
+        for k, a in enumerate(stores):
+            for e in instances(a, env, grid, tr.pids):
+                pid = tuple(e[str(tr.pids[ax])] for ax in sorted(tr.pids))
+                mask = evaluate(a.mask, e, a.shape)
+                offs = evaluate(a.offset, e, a.shape)
+                for lanes in zip(*np.nonzero(mask)):
+                    o = int(offs[lanes])
+                    who = (pid, tuple(int(v) for v in lanes), k)
+                    if o in owner and (owner[o][0] != pid or (owner[o][2] == k and owner[o][1] != who[1])):
+                        return {**shape, "address": o, "first": str(owner[o][:2]), "second": str(who[:2])}
+                    owner.setdefault(o, who)
+        return None
+
+    def coverage(self, tr: Trace, stores: list[Access], base: str) -> Obligation:
+        t0 = time.perf_counter()
+        t = self.tensors[base]
+        idx = [z3.Int(f"idx{r}") for r in range(len(t.shape))]
+        addr = sum((i * st for i, st in zip(idx, t.strides)), z3.IntVal(0))
+        written = []
+        qvars = []
+        for k, a in enumerate(stores):
+            inst = _Instance(a, tr.pids, f"w{k}")
+            qvars += inst.lanes + list(inst.pids.values()) + inst.ts
+            written.append(z3.And(*inst.constraints(self.grid), inst.sub(a.offset) == addr))
+        in_range = [z3.And(i >= 0, i < n) for i, n in zip(idx, t.shape)]
+        facts = in_range + ([z3.ForAll(qvars, z3.Not(z3.Or(*written)))] if qvars else [z3.Not(z3.Or(*written))])
+        status, m = self._solve(facts, timeout_ms=min(self.timeout_ms, 1000))
+        if status == "unsat":
+            return Obligation("coverage", base, "proved", seconds=time.perf_counter() - t0)
+        if status == "sat" and not any(a.havoc for a in stores):
+            return Obligation("coverage", base, "failed", "an output element no program writes",
+                              self._cex(m, {f"index{r}": i for r, i in enumerate(idx)}), time.perf_counter() - t0)
+
+        def concrete(shape):
+            env, grid = self._concrete(shape)
+            tshape = tuple(int(evaluate(d, env, ())) for d in t.shape)
+            strides = [int(evaluate(s, env, ())) for s in t.strides]
+            hits = np.zeros(int(np.prod(tshape)) if tshape else 1, dtype=np.int64)
+            flat = {sum(i * s for i, s in zip(ix, strides)): n for n, ix in enumerate(np.ndindex(*tshape))}
+            for a in stores:
+                for e in instances(a, env, grid, tr.pids):
+                    mask = evaluate(a.mask, e, a.shape)
+                    offs = evaluate(a.offset, e, a.shape)[mask]
+                    for o in offs.ravel().tolist():
+                        if o in flat:
+                            hits[flat[o]] += 1
+            missing = np.flatnonzero(hits == 0)
+            return None if not len(missing) else {**shape, "index": list(np.unravel_index(missing[0], tshape))}
+
+        st, detail, cex = self._bounded(concrete)
+        return Obligation("coverage", base, st, f"{detail} (no quantified proof: {m})", cex, time.perf_counter() - t0)
+
+    def split_coverage(self, tr: Trace) -> Obligation | None:
+        sp = self.c.split
+        if sp is None:
+            return None
+        t0 = time.perf_counter()
+        t = self.tensors[sp.tensor]
+        loads = [a for a in tr.accesses if a.kind == "load" and a.base == sp.tensor]
+        subject = f"{sp.tensor} dim {sp.dim} split over grid axis {sp.axis}"
+        # Which index a load reads is a property of the kernel's index arithmetic, not of the
+        # stride values; it is read off a contiguous layout of the tensor, where the address
+        # determines the index uniquely (an overlapping view would make two indices alias).
+        contiguous = [st == _contiguous_stride(t.shape, r) for r, st in enumerate(t.strides) if isinstance(st, z3.ExprRef)]
+
+        def indices(inst: _Instance, a: Access, tag: str):
+            j = [z3.Int(f"{tag}_j{r}") for r in range(len(t.shape))]
+            c = [z3.And(v >= 0, v < n) for v, n in zip(j, t.shape)]
+            c.append(inst.sub(a.offset) == sum((v * s for v, s in zip(j, t.strides)), z3.IntVal(0)))
+            return j, c
+
+        for a, b in itertools.combinations_with_replacement(loads, 2):
+            x, y = _Instance(a, tr.pids, "x"), _Instance(b, tr.pids, "y")
+            jx, cx = indices(x, a, "x")
+            jy, cy = indices(y, b, "y")
+            same_key = [x.pids[k] == y.pids[k] for k in x.pids if k != sp.axis]
+            same_key += [u == v for r, (u, v) in enumerate(zip(jx, jy))]
+            differ = z3.Or(*([x.pids[sp.axis] != y.pids[sp.axis]] if sp.axis in x.pids else []),
+                           *[u != v for u, v in zip(x.ts, y.ts)] if a is b else [z3.BoolVal(True)],
+                           *[u != v for u, v in zip(x.lanes, y.lanes)] if a is b else [])
+            status, m = self._solve(x.constraints(self.grid) + y.constraints(self.grid) + cx + cy + same_key + [differ],
+                                    contiguous)
+            if status == "sat":
+                return Obligation("split_coverage", subject, "failed", "one reduction index is read twice",
+                                  self._cex(m, {"index": jx[sp.dim]}), time.perf_counter() - t0)
+            if status == "unknown":
+                return self._split_cover_all(tr, loads, subject, t0, once_proved=False)
+        # every index read: each (output key, row) that is read at all reads every reduction index
+        return self._split_cover_all(tr, loads, subject, t0, once_proved=True)
+
+    def _split_cover_all(self, tr: Trace, loads: list[Access], subject: str, t0: float,
+                         once_proved: bool) -> Obligation:
+        sp, t = self.c.split, self.tensors[self.c.split.tensor]
+
+        def concrete(shape):
+            env, grid = self._concrete(shape)
+            tshape = tuple(int(evaluate(d, env, ())) for d in t.shape)
+            strides = [int(evaluate(s, env, ())) for s in t.strides]
+            seen: dict[tuple, list[int]] = {}
+            decode = {sum(i * s for i, s in zip(ix, strides)): ix for ix in np.ndindex(*tshape)}
+            for a in loads:
+                for e in instances(a, env, grid, tr.pids):
+                    key_p = tuple(e[str(tr.pids[k])] for k in sorted(tr.pids) if k != sp.axis)
+                    mask = evaluate(a.mask, e, a.shape)
+                    for o in evaluate(a.offset, e, a.shape)[mask].ravel().tolist():
+                        ix = decode[o]
+                        key = key_p + tuple(v for r, v in enumerate(ix) if r != sp.dim)
+                        seen.setdefault(key, []).append(ix[sp.dim])
+            for key, js in seen.items():
+                if sorted(js) != list(range(tshape[sp.dim])):
+                    return {**shape, "output_key": list(key), "indices_read": sorted(js)[:16]}
+            return None
+
+        st, detail, cex = self._bounded(concrete)
+        if st.startswith("bounded"):
+            detail = ("no index read twice: proved; every index read exactly once: " if once_proved else
+                      "every index read exactly once (no quantified proof reached): ") + detail
+        return Obligation("split_coverage", subject, st, detail, cex, time.perf_counter() - t0)
+
+    # ---- all of them -----------------------------------------------------------------------------
+    def run(self) -> ProofReport:
+        rep = ProofReport(self.c.name, self.consts)
+        try:
+            tr = self.trace()
+        except (SymbolicError, TypeError, AttributeError, KeyError, ValueError) as exc:
+            rep.obligations.append(Obligation("trace", self.c.name, "unknown",
+                                              f"the tracer could not model the kernel: {type(exc).__name__}: {exc}"))
+            return rep
+        for i, a in enumerate(tr.accesses):
+            rep.obligations.append(self.in_bounds(tr, a, i))
+        for base, spec in self.tensors.items():
+            stores = [(i, a) for i, a in enumerate(tr.accesses) if a.base == base and a.kind == "store"]
+            if stores:
+                rep.obligations.append(self.race_free(tr, stores, base))
+            if spec.output:
+                writes = [a for a in tr.accesses if a.base == base and a.kind in ("store", "atomic")]
+                rep.obligations.append(self.coverage(tr, writes, base) if writes else
+                                       Obligation("coverage", base, "failed", "the kernel never writes this output"))
+        split = self.split_coverage(tr)
+        if split is not None:
+            rep.obligations.append(split)
+        for fact, text in tr.loop_facts:
+            status, m = self._solve([z3.Not(fact)])
+            rep.obligations.append(Obligation("loop_step", text, "proved" if status == "unsat" else "unknown"))
+        return rep
+
+
+def prove(contract: KernelContract, timeout_ms: int = 4_000) -> list[ProofReport]:
+    """Prove every constexpr combination of ``contract``."""
+    return [Prover(contract, consts, timeout_ms).run() for consts in contract.constexprs]
+
+
+def _contiguous_stride(shape: tuple, r: int) -> Any:
+    out = z3.IntVal(1)
+    for d in shape[r + 1:]:
+        out = out * d
+    return out
+
+
+def _apps(facts: list[Any], name: str) -> list[Any]:
+    out, seen, todo = [], set(), list(facts)
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if z3.is_app(e) and e.decl().name() == name:
+            out.append(e)
+        todo.extend(e.children())
+    return out

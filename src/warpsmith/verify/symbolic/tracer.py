@@ -1,0 +1,291 @@
+"""Tracing a ``@triton.jit`` kernel symbolically.
+
+The kernel's Python source is parsed and every ``for ... in range(...)`` loop is rewritten so
+that its body runs twice with one *symbolic* iteration ``t`` (``0 <= t < trip count``):
+
+- pass 1 runs the body with fresh placeholders for the loop-carried variables, to learn how
+  each one changes per iteration; an integer or pointer value whose change ``delta`` does not
+  depend on itself or on ``t`` is affine: at iteration ``t`` it is ``initial + t * delta``;
+- pass 2 runs the body with those closed forms and records every load and store, each under
+  the loop's range constraint. Any other loop-carried integer is *havocked* (an unconstrained
+  value), which is sound; obligations that then fail are reported ``unknown``, not ``failed``.
+
+So a proof covers every trip count, not a few unrolled iterations. Nested ``@triton.jit``
+functions are traced the same way (inlined). Constexpr arguments are concrete; program ids,
+sizes and strides are z3 integers.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import z3
+
+from .lang import SymbolicError, as_sym, fake_triton, make_tl
+from .values import DATA, SymTensor, lane
+
+UNDEF = object()
+_ids = itertools.count()
+
+
+@dataclass
+class Access:
+    kind: str  # load | store | atomic
+    base: str
+    offset: Any  # z3 Int over lane(0..n-1), program ids, loop iterations, sizes
+    mask: Any  # z3 Bool (True when unmasked)
+    shape: tuple[int, ...]
+    conds: list[Any]  # path conditions: loop ranges
+    loops: list[Any]  # (iteration variable, trip count) of the loops in scope, outermost first
+    havoc: bool  # depends on a havocked value
+    where: str  # kernel function and line
+
+
+@dataclass
+class Trace:
+    kernel: str
+    accesses: list[Access] = field(default_factory=list)
+    pids: dict[int, Any] = field(default_factory=dict)
+    havocs: list[str] = field(default_factory=list)
+    loop_facts: list[Any] = field(default_factory=list)  # e.g. positive steps, assumed and checked
+
+
+class _LoopRewriter(ast.NodeTransformer):
+    """Rewrites ``for x in range(...)`` / ``tl.range(...)`` loops into two-pass symbolic loops."""
+
+    def visit_For(self, node: ast.For) -> Any:
+        self.generic_visit(node)
+        it = node.iter
+        is_range = isinstance(it, ast.Call) and (
+            (isinstance(it.func, ast.Name) and it.func.id == "range")
+            or (isinstance(it.func, ast.Attribute) and it.func.attr == "range"))
+        if not is_range:
+            return node
+        n = next(_ids)
+        lv, pv = f"__ws_L{n}", f"__ws_p{n}"
+        assigned = sorted({t.id for st in node.body for t in ast.walk(st)
+                           if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store) and not t.id.startswith("__ws")}
+                          - ({node.target.id} if isinstance(node.target, ast.Name) else set()))
+        snap = "{" + ", ".join(f"{v!r}: locals().get({v!r}, __ws__.UNDEF)" for v in assigned) + "}"
+        args = ", ".join(ast.unparse(a) for a in it.args)
+        pre = ast.parse(f"{lv} = __ws__.loop(({args},), {snap}, {node.lineno})").body
+        head = ast.parse(f"{ast.unparse(node.target)} = {lv}.index\n" +
+                         "".join(f"{v} = {lv}.enter({v!r})\n" for v in assigned)).body
+        tail = ast.parse(f"{lv}.exit({snap})").body
+        after = ast.parse("".join(f"{v} = {lv}.after({v!r})\n" for v in assigned) or "pass").body
+        loop = ast.For(target=ast.Name(pv, ast.Store()), iter=ast.parse(f"{lv}.passes()").body[0].value,
+                       body=head + node.body + tail, orelse=[])
+        return pre + [loop] + after
+
+    def visit_While(self, node: ast.While) -> Any:
+        raise SymbolicError(f"while loops are not modelled (line {node.lineno})")
+
+
+class Loop:
+    def __init__(self, tracer: "Tracer", args: tuple, carried: Mapping[str, Any], line: int) -> None:
+        self.tracer, self.carried, self.line = tracer, dict(carried), line
+        lo, hi, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
+        lo, hi, step = (_int_expr(v) for v in (lo, hi, step))
+        self.t = z3.Int(f"t{next(_ids)}")
+        if not (z3.is_int_value(z3.simplify(step)) and z3.simplify(step).as_long() > 0):
+            tracer.trace.loop_facts.append((step > 0, f"loop step positive (line {line})"))
+        self.trip = z3.If(hi > lo, (hi - lo + step - 1) / step, 0)
+        self.index = SymTensor(lo + self.t * step)
+        self.range_cond = z3.And(self.t >= 0, self.t < self.trip)
+        self.phase = 0
+        self.placeholders: dict[str, Any] = {}
+        self.closed: dict[str, Any] = {}
+
+    def passes(self):
+        self.tracer.loops.append(self)
+        try:
+            for self.phase in (1, 2):
+                yield self.phase
+                if self.phase == 1:
+                    self._solve()
+        finally:
+            self.tracer.loops.pop()
+
+    def _placeholder(self, name: str, v: Any) -> Any:
+        if v is UNDEF or v is DATA or not isinstance(as_sym(v), SymTensor):
+            return v
+        v = as_sym(v)
+        sorts = [z3.IntSort()] * len(v.shape)
+        f = z3.Function(f"carry_{name}_{next(_ids)}", *sorts, z3.IntSort())
+        expr = f(*[lane(d) for d in range(len(v.shape))]) if v.shape else z3.Int(f"carry_{name}_{next(_ids)}")
+        self.placeholders[name] = expr
+        return SymTensor(expr, v.shape, v.base, v.int64, v.elem)
+
+    def enter(self, name: str) -> Any:
+        v = self.carried[name]
+        if self.phase == 1:
+            return self._placeholder(name, v)
+        return self.closed.get(name, v)
+
+    def exit(self, values: Mapping[str, Any]) -> None:
+        if self.phase == 1:
+            self.ends = dict(values)
+
+    def _solve(self) -> None:
+        for name, v0 in self.carried.items():
+            end = self.ends.get(name, UNDEF)
+            if v0 is UNDEF or v0 is DATA or end is DATA or end is UNDEF:
+                self.closed[name] = DATA if (v0 is DATA or end is DATA) else v0
+                continue
+            v0, end = as_sym(v0), as_sym(end)
+            ph = self.placeholders.get(name)
+            if ph is None or not isinstance(end, SymTensor) or z3.is_bool(end.expr):
+                self.closed[name] = self._havoc(name, v0)
+                continue
+            delta = z3.simplify(end.expr - ph)
+            if _mentions(delta, ph) or _mentions(delta, self.t):
+                self.closed[name] = self._havoc(name, v0)
+                continue
+            self.deltas = getattr(self, "deltas", {})
+            self.deltas[name] = (v0, delta)
+            self.closed[name] = SymTensor(v0.expr + self.t * delta, _bshape(v0, end), v0.base or end.base,
+                                          v0.int64 or end.int64, v0.elem)
+
+    def _havoc(self, name: str, v0: SymTensor) -> SymTensor:
+        self.tracer.trace.havocs.append(f"{name} (loop at line {self.line})")
+        sorts = [z3.IntSort()] * len(v0.shape)
+        f = z3.Function(f"havoc_{name}_{next(_ids)}", *sorts, z3.IntSort())
+        expr = f(*[lane(d) for d in range(len(v0.shape))]) if v0.shape else z3.Int(f"havoc_{name}_{next(_ids)}")
+        return SymTensor(expr, v0.shape, v0.base, v0.int64, v0.elem)
+
+    def after(self, name: str) -> Any:
+        v0 = self.carried[name]
+        if name in getattr(self, "deltas", {}):
+            v0, delta = self.deltas[name]
+            return SymTensor(v0.expr + self.trip * delta, v0.shape, v0.base, v0.int64, v0.elem)
+        closed = self.closed.get(name, UNDEF)
+        if closed is DATA or v0 is DATA:
+            return DATA
+        if v0 is UNDEF:  # body-local: after the loop it holds the last iteration's value (unknown here)
+            end = self.ends.get(name, UNDEF) if hasattr(self, "ends") else UNDEF
+            return DATA if end is DATA or end is UNDEF else self._havoc(name, as_sym(end))
+        return closed
+
+
+def _bshape(a: SymTensor, b: SymTensor) -> tuple[int, ...]:
+    return a.shape if len(a.shape) >= len(b.shape) else b.shape
+
+
+def _mentions(expr: Any, sub: Any) -> bool:
+    seen, todo = set(), [expr]
+    while todo:
+        e = todo.pop()
+        if e.eq(sub) or (z3.is_app(sub) and z3.is_app(e) and e.decl().eq(sub.decl()) and sub.num_args() > 0):
+            return True
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        todo.extend(e.children())
+    return False
+
+
+def _int_expr(v: Any) -> Any:
+    s = as_sym(v)
+    if s is DATA or not isinstance(s, SymTensor) or s.shape:
+        raise SymbolicError(f"loop bound {v!r} is not a scalar integer")
+    return s.expr
+
+
+class Tracer:
+    """Runs one kernel symbolically; ``trace`` collects its accesses."""
+
+    def __init__(self, kernel_name: str, grid: tuple[Any, ...], value_ranges: Mapping[str, tuple] | None = None) -> None:
+        self.trace = Trace(kernel_name)
+        self.value_ranges = dict(value_ranges or {})
+        self.grid_exprs = grid
+        self.loops: list[Loop] = []
+        self.tl = make_tl(self)
+        self.triton = fake_triton(self.tl)
+        self._compiled: dict[int, Any] = {}
+        self.UNDEF = UNDEF
+
+    # -- called by the rewritten code ------------------------------------------------------------
+    def loop(self, args: tuple, carried: Mapping[str, Any], line: int) -> Loop:
+        return Loop(self, args, carried, line)
+
+    def range_not_rewritten(self, *a, **k):
+        raise SymbolicError("tl.range used outside a for statement")
+
+    # -- called by the symbolic tl ----------------------------------------------------------------
+    def pid(self, axis: int) -> Any:
+        if axis not in self.trace.pids:
+            self.trace.pids[axis] = z3.Int(f"pid{axis}")
+        return self.trace.pids[axis]
+
+    def grid(self, axis: int) -> Any:
+        return _int_expr(self.grid_exprs[axis]) if axis < len(self.grid_exprs) else z3.IntVal(1)
+
+    def access(self, kind: str, ptr: Any, mask: Any) -> Any:
+        ptr = as_sym(ptr)
+        if not isinstance(ptr, SymTensor) or not ptr.is_ptr:
+            raise SymbolicError(f"{kind} through a value that is not a pointer: {ptr!r}")
+        m = as_sym(mask) if mask is not None else None
+        if m is DATA:
+            raise SymbolicError(f"{kind} with a data-dependent mask")
+        shape = ptr.shape if m is None else _bshape(ptr, m)
+        from .lang import _shift
+
+        ptr = _shift(ptr, len(shape))
+        m_expr = z3.BoolVal(True) if m is None else _shift(m, len(shape)).expr
+        frame = inspect.currentframe().f_back.f_back
+        where = f"{frame.f_code.co_name}:{frame.f_lineno}" if frame else "?"
+        if all(lp.phase == 2 for lp in self.loops):
+            havoc = any(s.startswith("havoc_") for s in _names(ptr.expr) | _names(m_expr))
+            self.trace.accesses.append(Access(kind, ptr.base, ptr.expr, m_expr, shape,
+                                              [lp.range_cond for lp in self.loops], [(lp.t, lp.trip) for lp in self.loops],
+                                              havoc, where))
+        if kind == "load" and ptr.base in self.value_ranges:  # a gather table: values obey a declared precondition
+            f = z3.Function(f"value_{ptr.base}", z3.IntSort(), z3.IntSort())
+            return SymTensor(f(ptr.expr), shape)
+        return DATA
+
+    # -- compiling jit functions -------------------------------------------------------------------
+    def compile(self, jit_fn: Any) -> Any:
+        key = id(jit_fn)
+        if key in self._compiled:
+            return self._compiled[key]
+        fn = getattr(jit_fn, "fn", jit_fn)
+        src = textwrap.dedent(inspect.getsource(fn))
+        tree = ast.parse(src)
+        fdef = tree.body[0]
+        fdef.decorator_list = []
+        tree = ast.fix_missing_locations(_LoopRewriter().visit(tree))
+        ns = dict(fn.__globals__)
+        for k, v in list(ns.items()):
+            if type(v).__name__ in ("JITFunction", "InterpretedFunction") or hasattr(v, "fn") and hasattr(v, "arg_names"):
+                ns[k] = _Lazy(self, v)
+        ns.update(tl=self.tl, triton=self.triton, __ws__=self)
+        code = compile(tree, filename=f"<traced {fn.__name__}>", mode="exec")
+        exec(code, ns)
+        self._compiled[key] = ns[fn.__name__]
+        return ns[fn.__name__]
+
+
+class _Lazy:
+    def __init__(self, tracer: Tracer, jit_fn: Any) -> None:
+        self.tracer, self.jit_fn = tracer, jit_fn
+
+    def __call__(self, *args, **kwargs):
+        return self.tracer.compile(self.jit_fn)(*args, **kwargs)
+
+
+def _names(expr: Any) -> set[str]:
+    out, seen, todo = set(), set(), [expr]
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if z3.is_app(e):
+            out.add(e.decl().name())
+        todo.extend(e.children())
+    return out

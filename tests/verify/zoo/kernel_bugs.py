@@ -1,0 +1,92 @@
+"""Planted-bug Triton kernels with their launch contracts (data for tests/verify/test_prove.py).
+
+Each kernel copies or reduces a matrix; each has one classic bug the prover must find.
+``BUGS`` maps a contract name to the obligation that must fail.
+"""
+from warpsmith._triton import tl, triton
+from warpsmith.verify.symbolic import KernelContract, Split, Tensor, cdiv, sizes
+
+M, N, K, S = sizes("M N K S")
+DOMAIN = [M <= 2**16, N <= 2**16, K <= 2**16]
+SHAPES = [{"M": 1, "N": 1, "K": 1, "S": 1}, {"M": 37, "N": 23, "K": 40, "S": 3}]
+
+
+@triton.jit
+def rows_kernel(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr, BUG: tl.constexpr):
+    pid = tl.program_id(0)
+    if BUG == "overlap":
+        rm = pid * (BLOCK // 2) + tl.arange(0, BLOCK)  # tiles overlap by half
+    else:
+        rm = pid * BLOCK + tl.arange(0, BLOCK)
+    rn = tl.arange(0, 32)
+    for n0 in range(0, N, 32):
+        cols = n0 + rn
+        if BUG == "off_by_one":
+            mask = (rm[:, None] <= M) & (cols[None, :] < N)  # <= M reads and writes one row past the end
+        elif BUG == "no_mask":
+            mask = cols[None, :] < N  # rows of the last tile are not masked
+        else:
+            mask = (rm[:, None] < M) & (cols[None, :] < N)
+        x = tl.load(x_ptr + rm[:, None] * N + cols[None, :], mask=mask)
+        if BUG == "wrong_stride":
+            tl.store(y_ptr + rm[:, None] * (N + 1) + cols[None, :], x, mask=mask)  # row stride N+1, not N
+        else:
+            tl.store(y_ptr + rm[:, None] * N + cols[None, :], x, mask=mask)
+
+
+def _rows(bug: str, grid) -> KernelContract:
+    return KernelContract(
+        kernel=rows_kernel, name=f"rows[{bug}]",
+        args={"x_ptr": Tensor((M, N), (N, 1)), "y_ptr": Tensor((M, N), (N, 1), output=True), "M": M, "N": N},
+        constexprs=[{"BLOCK": 16, "BUG": bug}], grid=grid, domain=DOMAIN, bounded_shapes=SHAPES)
+
+
+@triton.jit
+def duplicate_writer_kernel(x_ptr, y_ptr, M, BLOCK: tl.constexpr):
+    rm = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # program_id(1) ignored: two programs write each row
+    tl.store(y_ptr + rm, tl.load(x_ptr + rm, mask=rm < M), mask=rm < M)
+
+
+@triton.jit
+def split_sum_kernel(x_ptr, p_ptr, K, K_PER_SPLIT, BLOCK: tl.constexpr, BUG: tl.constexpr):
+    """p[s] = sum of x[k] over slice s of K (the second pass adds the slices)."""
+    s = tl.program_id(0)
+    k_lo = s * K_PER_SPLIT
+    if BUG == "twice":
+        k_hi = tl.minimum(k_lo + 2 * K_PER_SPLIT, K)  # each slice also reads the next one
+    elif BUG == "drops_tail":
+        k_hi = tl.minimum(k_lo + K_PER_SPLIT, K - 1)  # the last element is never read
+    else:
+        k_hi = tl.minimum(k_lo + K_PER_SPLIT, K)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for k in range(k_lo, k_hi, BLOCK):
+        rk = k + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + rk, mask=rk < k_hi, other=0.0)
+    tl.store(p_ptr + s, tl.sum(acc, axis=0))
+
+
+def _split(bug: str) -> KernelContract:
+    return KernelContract(
+        kernel=split_sum_kernel, name=f"split_sum[{bug}]",
+        args={"x_ptr": Tensor((K,), (1,)), "p_ptr": Tensor((S,), (1,), output=True), "K": K,
+              "K_PER_SPLIT": cdiv(cdiv(K, S), 16) * 16},
+        constexprs=[{"BLOCK": 16, "BUG": bug}], grid=(S,), domain=[K <= 2**16, S <= 8, S <= cdiv(K, 16)],
+        bounded_shapes=[{"K": 40, "S": 2}, {"K": 33, "S": 3}, {"K": 1, "S": 1}], split=Split("x_ptr", dim=0, axis=0))
+
+
+CORRECT = [_rows("none", lambda c: (cdiv(M, c["BLOCK"]),)), _split("none")]
+BUGS = {
+    "rows[off_by_one]": (_rows("off_by_one", lambda c: (cdiv(M, c["BLOCK"]),)), "in_bounds"),
+    "rows[no_mask]": (_rows("no_mask", lambda c: (cdiv(M, c["BLOCK"]),)), "in_bounds"),
+    "rows[wrong_stride]": (_rows("wrong_stride", lambda c: (cdiv(M, c["BLOCK"]),)), "in_bounds"),
+    "rows[overlap]": (_rows("overlap", lambda c: (cdiv(M, c["BLOCK"]),)), "race_free"),
+    "rows[missing_tail_tile]": (_rows("none", lambda c: (M / c["BLOCK"],)), "coverage"),
+    "duplicate_writer": (KernelContract(
+        kernel=duplicate_writer_kernel, args={"x_ptr": Tensor((M,), (1,)), "y_ptr": Tensor((M,), (1,), output=True),
+                                              "M": M},
+        constexprs=[{"BLOCK": 16}], grid=lambda c: (cdiv(M, c["BLOCK"]), 2), domain=DOMAIN,
+        bounded_shapes=SHAPES), "race_free"),
+    "split_sum[twice]": (_split("twice"), "split_coverage"),
+    "split_sum[drops_tail]": (_split("drops_tail"), "split_coverage"),
+}
+CONTRACTS = CORRECT
