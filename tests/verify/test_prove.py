@@ -64,3 +64,25 @@ def test_prove_cli_exit_codes_and_json(tmp_path):
     assert doc["reports"] and all("obligations" in x for x in doc["reports"])
     bad = CliRunner().invoke(cli, ["prove", str(tmp_path / "missing.py")])
     assert bad.exit_code == 2 and "expected" in bad.output
+
+
+def test_certificates_carry_the_proofs_and_a_failed_obligation_rejects():
+    from warpsmith.kernels.gemm.variant import TiledGemm
+    from warpsmith.spec import MATMUL
+    from warpsmith.targets import get_target
+    from warpsmith.verify import verify_candidate
+
+    cfg = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, num_warps=2, num_stages=2, EVEN_K=False,
+               PRECISION="ieee")
+    p = MATMUL.problem({"M": 20, "N": 20, "K": 24}, "float16")
+    cert = verify_candidate(MATMUL, p, TiledGemm(), cfg, get_target("h100"), prove=True)
+    doc = cert.to_json()
+    assert cert.passed and doc["symbolic"]["in_bounds"] == "proved" and doc["proofs"]
+    assert doc["symbolic"]["split_coverage"].startswith("not applicable")
+
+    class WithBuggyContract(TiledGemm):
+        def contracts(self, problem, config):
+            return [kernel_bugs.BUGS["rows[off_by_one]"][0]]
+
+    bad = verify_candidate(MATMUL, p, WithBuggyContract(), cfg, get_target("h100"), prove=True)
+    assert not bad.passed and bad.first_failure().name == "symbolic.in_bounds"

@@ -92,6 +92,10 @@ class Variant(abc.ABC):
     def is_deterministic(self, config: Mapping[str, Any]) -> bool:
         return True
 
+    def contracts(self, problem: Problem, config: Mapping[str, Any]) -> list[Any]:
+        """Launch contracts (verify/symbolic) of exactly the kernels and constexprs ``config`` launches."""
+        return []
+
     def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:
         """The block size each axis is cut into (the verifier tests sizes that are not multiples)."""
         return {}

@@ -121,13 +121,15 @@ def search(space: JointSpace, evaluator: Evaluator, strategy: str, *, budget: in
 
 def tune(op: str, problem: Problem, *, target: str | None = None, budget: int = 64, time_budget_s: float | None = None,
          strategy: str = "evolutionary", seed: int = 0, finalists: int = 4, db: TuningDB | None = None,
-         verify_trials: int = 1, batch: int = 8, progress: Callable[[int, int, Score | None], None] | None = None,
+         verify_trials: int = 1, prove: bool = False, batch: int = 8, progress: Callable[[int, int, Score | None], None] | None = None,
          ) -> TuneResult:
     """Search the op's variants for ``problem``, verify the best, and record the winner in ``db``.
 
     With a GPU the candidates are compiled in parallel and timed (``measured``); without one the
     cost model of ``target`` ranks them (``predicted``) and the finalists run under Triton's
-    interpreter for verification. Raises VerificationError if no finalist passes.
+    interpreter for verification. With ``prove``, each finalist's exact kernels are also proved
+    symbolically (their statuses go into the certificate; a failed obligation rejects the
+    finalist). Raises VerificationError if no finalist passes.
     """
     if budget < 1:
         raise InvalidInputError("budget", "a positive number of evaluations", budget)
@@ -150,7 +152,7 @@ def tune(op: str, problem: Problem, *, target: str | None = None, budget: int = 
     device = "cuda" if dev.measured else "cpu"  # kernels run where Triton runs, whatever target was predicted
     for cand in _finalists(board, result.rejected, finalists):
         cert = verify_candidate(spec, problem, variants[cand.variant], cand.config, tgt, device=device, seed=seed,
-                                trials=verify_trials)
+                                trials=verify_trials, prove=prove)
         if cert.passed:
             result.winner, result.certificate = cand, cert
             break

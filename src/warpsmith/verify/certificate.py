@@ -2,8 +2,8 @@
 
 Each check ends with a status string as DESIGN.md defines them:
 ``proved`` / ``bounded(N shapes)`` / ``tested(N trials)`` / ``failed(...)`` / ``unknown``.
-Symbolic proofs (memory safety, race freedom, coverage, split coverage) are added by the
-symbolic verifier; until it runs on a kernel, those obligations are listed as ``unknown``.
+Symbolic proofs (memory safety, race freedom, coverage, split coverage) come from
+``verify/symbolic``; an obligation that was not attempted is listed as ``unknown``.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CERT_FORMAT = 1
-SYMBOLIC_OBLIGATIONS = ("memory_safety", "race_freedom", "output_coverage", "split_coverage")
+SYMBOLIC_OBLIGATIONS = ("in_bounds", "race_free", "coverage", "split_coverage")
 
 
 @dataclass
@@ -41,6 +41,8 @@ class Certificate:
     deterministic: bool
     versions: dict[str, Any]
     checks: list[Check] = field(default_factory=list)
+    symbolic: dict[str, str] = field(default_factory=lambda: {n: "unknown(not attempted)" for n in SYMBOLIC_OBLIGATIONS})
+    proofs: list[dict[str, Any]] = field(default_factory=list)
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -57,5 +59,5 @@ class Certificate:
             "deterministic": self.deterministic, "versions": self.versions, "created": self.created,
             "verdict": "accepted" if self.passed else "rejected",
             "checks": [c.to_json() for c in self.checks],
-            "symbolic": {name: "unknown" for name in SYMBOLIC_OBLIGATIONS},
+            "symbolic": dict(self.symbolic), "proofs": list(self.proofs),
         }

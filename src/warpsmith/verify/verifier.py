@@ -57,9 +57,43 @@ def odd_problems(spec: OpSpec, problem: Problem, variant: Variant, config: Mappi
     return out
 
 
+_RANK = {"failed": 3, "unknown": 2, "bounded": 1, "proved": 0}
+
+
+def _prove_into(cert: Certificate, variant: Variant, problem: Problem, config: Mapping[str, Any]) -> bool:
+    """Symbolic proofs of the config's exact kernels; each obligation kind gets its weakest status."""
+    from .symbolic import OBLIGATIONS, prove
+
+    contracts = variant.contracts(problem, config)
+    if not contracts:
+        cert.symbolic = {n: "unknown(no launch contract declared)" for n in OBLIGATIONS}
+        return True
+    worst: dict[str, str] = {}
+    for c in contracts:
+        for report in prove(c):
+            cert.proofs.append(report.to_json())
+            for o in report.obligations:
+                status = o.status if o.status != "failed" else f"failed({o.subject}: {o.counterexample})"
+                if o.status == "unknown":
+                    status = f"unknown({o.detail[:120]})"
+                prev = worst.get(o.name)
+                if prev is None or _RANK[status.split("(")[0]] > _RANK[prev.split("(")[0]]:
+                    worst[o.name] = status
+    cert.symbolic = {n: worst.get(n, "unknown(no such obligation was produced)") for n in OBLIGATIONS}
+    if not any(c.split for c in contracts):
+        cert.symbolic["split_coverage"] = "not applicable (no split reduction)"
+    for name, status in cert.symbolic.items():
+        cert.checks.append(Check(f"symbolic.{name}", status))
+    return not any(s.startswith("failed") for s in cert.symbolic.values())
+
+
 def verify_candidate(spec: OpSpec, problem: Problem, variant: Variant, config: Mapping[str, Any], target: Target,
-                     *, device: str | torch.device = "cpu", seed: int = 0, trials: int = 1) -> Certificate:
-    """Run every v1 check on one config; the certificate says which passed (it stops at the first failure)."""
+                     *, device: str | torch.device = "cpu", seed: int = 0, trials: int = 1,
+                     prove: bool = False) -> Certificate:
+    """Run every check on one config; the certificate says which passed (it stops at the first failure).
+
+    With ``prove``, the symbolic obligations of the config's exact kernels are discharged first.
+    """
     gen = torch.Generator().manual_seed(seed + 0x5EED)
     cert = Certificate(
         op=spec.name, variant=variant.name,
@@ -73,6 +107,8 @@ def verify_candidate(spec: OpSpec, problem: Problem, variant: Variant, config: M
         cert.checks.append(Check(name, status, detail))
         return not status.startswith("failed")
 
+    if prove and not _prove_into(cert, variant, problem, config):
+        return cert
     failed = variant.failed_guards(problem, config)
     if not add("guards_hold", f"failed({failed[0].knob} needs {failed[0].text})" if failed else "proved",
                "guard predicates evaluated exactly on this shape"):

@@ -85,6 +85,11 @@ class _Gemm(Variant):
             cfg["num_stages"] -= 1
         return cfg
 
+    def contracts(self, problem: Problem, config: Mapping[str, Any]) -> list[Any]:
+        from .contract import for_config
+
+        return for_config(self.name, config, bool(problem.attrs["bias"]), problem.attrs["activation"])
+
     def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:
         return {"M": config["BLOCK_M"], "N": config["BLOCK_N"], "K": config["BLOCK_K"] * config.get("SPLIT_K", 1)}
 
