@@ -123,3 +123,11 @@ def test_validity_predicate_uses_the_target():
     assert "shared memory" in v.invalid(p, {**cfg, "num_stages": 1, "BLOCK_K": 64}, get_target("mi300x"))
     assert "registers" in v.invalid(p, {**cfg, "BLOCK_K": 16, "num_stages": 1, "num_warps": 2}, H100)
     assert set(variants("matmul")) == {"tiled", "splitk", "persistent"}
+
+
+@pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
+def test_nan_and_inf_inputs_propagate_as_in_the_reference(activation):
+    p = MATMUL.problem({"M": 20, "N": 18, "K": 24}, "float16", {"bias": True, "activation": activation})
+    v, cfg = config_for("tiled", p)
+    _, (ok, msg) = run(v, p, cfg, dist="specials")
+    assert ok, msg

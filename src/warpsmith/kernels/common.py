@@ -61,8 +61,8 @@ def dot_acc(a, b, acc, IS_FP32: tl.constexpr, PRECISION: tl.constexpr, EMULATE: 
 @triton.jit
 def apply_activation(x, ACTIVATION: tl.constexpr):
     """Elementwise epilogue in fp32: none, relu, gelu (erf form, as torch's default) or silu."""
-    if ACTIVATION == "relu":
-        x = tl.maximum(x, 0.0)
+    if ACTIVATION == "relu":  # NaN stays NaN, as torch.relu (tl.maximum alone would return 0)
+        x = tl.where(x != x, x, tl.maximum(x, 0.0))
     elif ACTIVATION == "gelu":
         x = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
     elif ACTIVATION == "silu":

@@ -3,7 +3,7 @@ from ..errors import UnknownNameError
 from .contract import ErrorContract
 from .dtypes import DTYPES, dtype_name, parse_dtype
 from .matmul import MATMUL, MatmulSpec
-from .opspec import DISTRIBUTIONS, Axis, OpSpec, Problem, parse_shape
+from .opspec import DISTRIBUTIONS, INTEGERS, Axis, OpSpec, Problem, parse_shape
 
 OPS: dict[str, OpSpec] = {MATMUL.name: MATMUL}
 
@@ -14,5 +14,5 @@ def get_op(name: str) -> OpSpec:
     return OPS[name]
 
 
-__all__ = ["ErrorContract", "DTYPES", "dtype_name", "parse_dtype", "MATMUL", "MatmulSpec", "DISTRIBUTIONS",
+__all__ = ["ErrorContract", "DTYPES", "dtype_name", "parse_dtype", "MATMUL", "MatmulSpec", "DISTRIBUTIONS", "INTEGERS",
            "Axis", "OpSpec", "Problem", "parse_shape", "OPS", "get_op"]

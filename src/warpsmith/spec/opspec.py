@@ -12,7 +12,9 @@ from ..errors import InvalidInputError, UnknownNameError
 from .contract import ErrorContract
 from .dtypes import dtype_name, parse_dtype
 
-DISTRIBUTIONS = ("normal", "uniform", "outliers", "tiny")
+DISTRIBUTIONS = ("normal", "uniform", "outliers", "tiny", "large", "specials")
+# inputs the identity test draws (not part of the error-contract distributions)
+INTEGERS = "integers"
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,6 @@ class OpSpec(abc.ABC):
     axes: tuple[Axis, ...] = ()
     dtypes: tuple[torch.dtype, ...] = ()
     attr_choices: Mapping[str, tuple[Any, ...]] = {}
-    polynomial: bool = False  # exact on small-integer inputs (identity test applies)
 
     # ---- problems -------------------------------------------------------------------
     def problem(self, shape: Mapping[str, int] | str, dtype: str | torch.dtype,
@@ -94,8 +95,13 @@ class OpSpec(abc.ABC):
 
     def exact_inputs(self, problem: Problem, gen: torch.Generator,
                      device: str | torch.device = "cpu") -> dict[str, torch.Tensor] | None:
-        """Small-integer inputs on which every float operation of a correct kernel is exact (or None)."""
-        return None
+        """Small-integer inputs for the identity test; whether the op is exact on them is detected
+        by the verifier (see :func:`warpsmith.verify.verifier.exact_on`)."""
+        return self.make_inputs(problem, gen, INTEGERS, device)
+
+    def large_scale(self, problem: Problem) -> float:
+        """Scale of the ``large`` distribution: inputs near the dtype's limits, outputs still finite."""
+        return float(torch.finfo(problem.dtype).max) ** 0.5 / 4
 
     def identity_problem(self, problem: Problem) -> Problem:
         """The problem the identity test runs: ``problem`` itself, or its nearest exact counterpart
@@ -156,23 +162,33 @@ def on_device(gen: torch.Generator, device: str | torch.device) -> torch.Generat
 
 
 def draw(shape: tuple[int, ...], dist: str, gen: torch.Generator, dtype: torch.dtype,
-         device: str | torch.device = "cpu") -> torch.Tensor:
+         device: str | torch.device = "cpu", scale: float = 1.0) -> torch.Tensor:
     """Random values from a named distribution, cast to ``dtype``.
 
-    Values are generated on ``device`` (large GPU problems would spend seconds generating on
-    the CPU); the device generator is seeded from ``gen``, so results depend only on ``gen``.
+    ``normal``, ``uniform`` in [-1, 1), ``outliers`` (1% of entries 100x larger), ``tiny``
+    (1e-3 scale, into the subnormals of half precision), ``large`` (normal times ``scale``, which
+    the op chooses so outputs approach the dtype's limit), ``specials`` (normal with one NaN, one
+    +Inf and one -Inf per tensor), ``integers`` (in [-2, 2]). Values are generated on
+    ``device``; the device generator is seeded from ``gen``, so results depend only on ``gen``.
     """
-    if dist not in DISTRIBUTIONS:
-        raise UnknownNameError("input distribution", dist, DISTRIBUTIONS)
+    if dist not in DISTRIBUTIONS + (INTEGERS,):
+        raise UnknownNameError("input distribution", dist, DISTRIBUTIONS + (INTEGERS,))
     device = torch.device(device)
     kw = dict(generator=on_device(gen, device), device=device)
-    if dist == "normal":
-        x = torch.randn(shape, **kw)
-    elif dist == "uniform":
-        x = torch.rand(shape, **kw) * 2 - 1
-    elif dist == "outliers":  # mostly normal, 1% of entries 100x larger
-        x = torch.randn(shape, **kw)
+    if dist == INTEGERS:
+        return torch.randint(-2, 3, shape, **kw).to(dtype)
+    if dist == "uniform":
+        return (torch.rand(shape, **kw) * 2 - 1).to(dtype)
+    x = torch.randn(shape, **kw)
+    if dist == "outliers":
         x = torch.where(torch.rand(shape, **kw) < 0.01, x * 100, x)
-    else:  # tiny
-        x = torch.randn(shape, **kw) * 1e-3
+    elif dist == "tiny":
+        x = x * 1e-3
+    elif dist == "large":
+        x = x * scale
+    elif dist == "specials":  # one NaN, one +Inf and one -Inf at random places (as many as fit)
+        flat = x.reshape(-1)
+        where = torch.randperm(flat.numel(), **kw)[:3]
+        flat[where] = torch.tensor([float("nan"), float("inf"), float("-inf")], device=device)[: where.numel()]
+        x = flat.reshape(shape)
     return x.to(dtype)
