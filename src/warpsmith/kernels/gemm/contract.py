@@ -18,7 +18,8 @@ M, N, K, B = sizes("M N K B")
 sab, sam, sak, sbb, sbk, sbn, sbias = sizes("stride_ab stride_am stride_ak stride_bb stride_bk stride_bn stride_bias")
 S, P = sizes("SPLIT_K PROGRAMS")
 DOMAIN = [M <= 2**20, N <= 2**20, K <= 2**20, B <= 64]
-_SHAPES = [{"M": 1, "N": 1, "K": 1, "B": 1}, {"M": 37, "N": 19, "K": 41, "B": 2}, {"M": 17, "N": 33, "K": 64, "B": 1}]
+_SHAPES = [{"M": 1, "N": 1, "K": 1, "B": 1}, {"M": 37, "N": 19, "K": 41, "B": 2}, {"M": 17, "N": 33, "K": 64, "B": 1},
+           {"M": 5, "N": 70, "K": 96, "B": 3}]  # the last two also satisfy the EVEN_K guards
 BOUNDED = [{**s, "stride_ab": s["M"] * s["K"], "stride_am": s["K"], "stride_ak": 1, "stride_bb": s["K"] * s["N"],
             "stride_bk": s["N"], "stride_bn": 1, "stride_bias": 1} for s in _SHAPES]
 _EVEN_K = {"EVEN_K": lambda c: K % c["BLOCK_K"] == 0}

@@ -95,7 +95,8 @@ class Loop:
             tracer.trace.loop_facts.append((step > 0, f"loop step positive (line {line})"))
         self.trip = z3.If(hi > lo, (hi - lo + step - 1) / step, 0)
         self.index = SymTensor(lo + self.t * step)
-        self.range_cond = z3.And(self.t >= 0, self.t < self.trip)
+        # t < trip already implies lo <= index < hi (for step > 0); stating it helps the solver
+        self.range_cond = z3.And(self.t >= 0, self.t < self.trip, lo + self.t * step < hi, lo + self.t * step >= lo)
         self.phase = 0
         self.placeholders: dict[str, Any] = {}
         self.closed: dict[str, Any] = {}
