@@ -17,7 +17,9 @@ from rich.table import Table
 
 from ..errors import InvalidInputError, VerificationError
 from .common import fail, handle_errors
+from .check_cmd import check
 from .db_cmd import db
+from .prove_cmd import prove
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -26,7 +28,9 @@ def cli() -> None:
     """Search-based GPU kernel compiler with verified results."""
 
 
+cli.add_command(check)
 cli.add_command(db)
+cli.add_command(prove)
 
 
 def _config_text(cfg: dict[str, Any]) -> str:
@@ -76,6 +80,8 @@ def _leaderboard(result, rows: int = 10) -> Table:
 @click.option("--activation", default="none", show_default=True, help="none | relu | gelu | silu.")
 @click.option("--layout", default="nn", show_default=True, help="nn | tn | nt | tt (t: operand stored transposed).")
 @click.option("--allow-tf32", is_flag=True, help="fp32 only: accept tf32 products under a tf32 error contract.")
+@click.option("--prove/--no-prove", default=True, show_default=True,
+              help="Prove the finalists' kernels symbolically (memory safety, races, coverage) as part of verification.")
 @click.option("--finalists", default=4, show_default=True, type=int, help="Candidates verified, best first.")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Tuning database (default: $WARPSMITH_DB or <user cache>/warpsmith/tuning.db).")
@@ -83,7 +89,7 @@ def _leaderboard(result, rows: int = 10) -> Table:
               help="Write the result as JSON here.")
 @handle_errors
 def tune(op: str, shape: str, dtype: str, target: str | None, budget: int, time_budget: float | None,
-         strategy: str, seed: int, bias: bool, activation: str, layout: str, allow_tf32: bool, finalists: int,
+         strategy: str, seed: int, bias: bool, activation: str, layout: str, allow_tf32: bool, prove: bool, finalists: int,
          db_path: Path | None, json_out: Path | None) -> None:
     """Search OP's kernel space for one shape, verify the winner, record it in the tuning DB."""
     from ..db import TuningDB
@@ -114,7 +120,7 @@ def tune(op: str, shape: str, dtype: str, target: str | None, budget: int, time_
 
         try:
             result = run_tune(op, problem, target=target, budget=budget, time_budget_s=time_budget, strategy=strategy,
-                              seed=seed, finalists=finalists, db=store, progress=progress)
+                              seed=seed, finalists=finalists, db=store, progress=progress, prove=prove)
             failure = None
         except VerificationError as exc:
             result, failure = exc.result, exc

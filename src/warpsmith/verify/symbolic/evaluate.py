@@ -7,6 +7,7 @@ from typing import Any, Mapping
 import numpy as np
 import z3
 
+from .lang import SymbolicError
 from .values import lane
 
 _BIN = {
@@ -71,7 +72,7 @@ def evaluate(expr: Any, env: Mapping[str, Any], shape: tuple[int, ...]) -> np.nd
             elif kind == z3.Z3_OP_TO_REAL or kind == z3.Z3_OP_TO_INT:
                 r = args[0]
             else:
-                raise NotImplementedError(f"cannot evaluate {e.decl()} in a bounded check")
+                raise SymbolicError(f"cannot evaluate {e.decl()} in a bounded check")
         memo[k] = r
         return r
 

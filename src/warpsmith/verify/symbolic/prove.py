@@ -155,7 +155,10 @@ class Prover:
         if not shapes:
             return "unknown", "no proof reached and no declared bounded shape satisfies the assumptions", None
         for shape in shapes:
-            cex = check(dict(shape))
+            try:
+                cex = check(dict(shape))
+            except (SymbolicError, KeyError) as exc:
+                return "unknown", f"bounded check impossible: {type(exc).__name__}: {exc}", None
             if cex is not None:
                 return "failed", f"counterexample at named shape {shape}", cex
         return f"bounded({len(shapes)} shapes)", "checked exhaustively on " + "; ".join(map(str, shapes)), None

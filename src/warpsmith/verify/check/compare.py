@@ -1,0 +1,171 @@
+"""Comparing tensors: bitwise equality, shared memory, layout, and the error contract.
+
+**The error contract** for a floating-point output has three parts:
+
+- ``y`` is the candidate's output.
+- ``y64`` is the oracle: the reference run on float64 copies of the inputs (and, for
+  KernelBench, of the weights).
+- ``r`` is the reference run in the working dtype.
+
+The rules:
+
+1. **Non-finite values.** NaN, +Inf and -Inf must be exactly where ``r`` has them.
+2. **Error.** Over the elements where ``r`` and ``y64`` are both finite:
+
+       max|y - y64| <= factor * max|r - y64| + u * max|y64| + floor
+
+   - ``u`` is the unit roundoff of the output dtype (2^-24 fp32, 2^-11 fp16, 2^-8 bf16,
+     2^-4 / 2^-3 fp8).
+   - ``factor`` is 4.
+   - ``floor`` is the dtype's smallest subnormal step.
+
+   This is the second criterion of :class:`warpsmith.spec.contract.ErrorContract`: the
+   candidate may be a few times worse than PyTorch's own result in the same dtype, plus one
+   ulp of the largest magnitude, and no worse. The first, rigorous criterion of that class
+   needs a per-op error scale (such as ``|A| @ |B|``), and an arbitrary reference does not
+   come with one.
+
+   *Limit:* the bound is on the largest error. An error confined to elements much smaller
+   than the largest one can hide under it.
+3. **Integer and bool outputs** must equal ``r`` exactly.
+
+The functions bind the torch functions they use when this module is imported. A candidate
+that patches ``torch.equal`` or ``torch.Tensor.__sub__`` therefore cannot change these
+comparisons, and :class:`~warpsmith.verify.check.guards.PatchGuard` reports the patch.
+"""
+from __future__ import annotations
+
+from builtins import all, isinstance, len, sorted, type, zip  # pinned against later patches of builtins
+from typing import Any
+
+import torch
+
+_abs, _sub, _amax, _where = torch.abs, torch.sub, torch.amax, torch.where
+_isnan, _isposinf, _isneginf, _isfinite = torch.isnan, torch.isposinf, torch.isneginf, torch.isfinite
+_equal, _clone, _sum = torch.equal, torch.clone, torch.sum
+_logical_and, _logical_not = torch.logical_and, torch.logical_not
+_zeros_like = torch.zeros_like
+_Tensor = torch.Tensor
+_float64, _uint8 = torch.float64, torch.uint8
+
+UNIT_ROUNDOFF: dict[torch.dtype, float] = {
+    torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8,
+    torch.float8_e4m3fn: 2.0**-4, torch.float8_e5m2: 2.0**-3}
+SUBNORMAL_STEP: dict[torch.dtype, float] = {
+    torch.float64: 2.0**-1074, torch.float32: 2.0**-149, torch.float16: 2.0**-24, torch.bfloat16: 2.0**-133,
+    torch.float8_e4m3fn: 2.0**-9, torch.float8_e5m2: 2.0**-16}
+REF_FACTOR = 4.0
+
+
+def as_bytes(t: torch.Tensor) -> torch.Tensor:
+    """The values of ``t`` as a flat uint8 tensor (a copy where ``t`` is not contiguous)."""
+    flat = _clone(t.detach(), memory_format=torch.contiguous_format).reshape(-1)
+    return flat.view(_uint8)
+
+
+def bitwise_equal(a: Any, b: Any) -> bool:
+    """Same shape, dtype and bytes (NaN payloads included). Non-tensors compare with ``==``."""
+    if isinstance(a, _Tensor) and isinstance(b, _Tensor):
+        if a.dtype != b.dtype or tuple(a.shape) != tuple(b.shape):
+            return False
+        if a.device != b.device:
+            b = b.to(a.device)
+        return bool(_equal(as_bytes(a), as_bytes(b)))
+    if isinstance(a, _Tensor) or isinstance(b, _Tensor):
+        return False
+    return bool(a == b)
+
+
+def snapshot(t: Any) -> Any:
+    """A private copy of ``t`` (same strides for a dense tensor); non-tensors are returned as is."""
+    return _clone(t.detach()) if isinstance(t, _Tensor) else t
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    s = t.untyped_storage()
+    return s.data_ptr(), s.data_ptr() + s.nbytes()
+
+
+def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether the storages under ``a`` and ``b`` overlap (any bytes, not only the viewed ones)."""
+    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
+        return False
+    (a0, a1), (b0, b1) = _span(a), _span(b)
+    return a0 < b1 and b0 < a1 and a1 > a0 and b1 > b0
+
+
+def dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense: the elements tile one block of memory, in some dimension order."""
+    dims = sorted((d for d in range(t.dim()) if t.shape[d] != 1), key=lambda d: t.stride(d))
+    expected = 1
+    for d in dims:
+        if t.stride(d) != expected:
+            return False
+        expected *= t.shape[d]
+    return True
+
+
+def unwritten(out: torch.Tensor, ref: torch.Tensor) -> int:
+    """Elements of a float ``out`` that are NaN where ``ref`` is not (poison that survived)."""
+    if not out.is_floating_point() or tuple(out.shape) != tuple(ref.shape):
+        return 0
+    ref = ref.to(out.device)
+    return int(_sum(_logical_and(_isnan(out), _logical_not(_isnan(ref)))))
+
+
+def _first(mask: torch.Tensor) -> tuple[int, ...]:
+    idx = mask.nonzero()
+    return tuple(int(i) for i in idx[0]) if len(idx) else ()
+
+
+def judge(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor, factor: float = REF_FACTOR) -> tuple[bool, str]:
+    """Apply the error contract (module docstring) to one output; returns (ok, a one-line account)."""
+    ref, oracle = ref.to(out.device), oracle.to(out.device)
+    if not ref.is_floating_point():
+        if bitwise_equal(out.to(ref.dtype), ref) and out.dtype == ref.dtype:
+            return True, "exactly equal (integer output)"
+        bad = out.to(ref.dtype) != ref
+        at = _first(bad)
+        return False, (f"{int(_sum(bad))} elements differ from the reference (integer output; exact match "
+                       f"required), first at {at}")
+    o, r, y = out.to(_float64), ref.to(_float64), oracle.to(_float64)
+    for name, test in (("NaN", _isnan), ("+Inf", _isposinf), ("-Inf", _isneginf)):
+        mismatch = test(o) != test(r)
+        if bool(mismatch.any()):
+            return False, f"{name} pattern differs from the reference's (first at {_first(mismatch)})"
+    mask = _logical_and(_isfinite(r), _isfinite(y))
+    zero = _zeros_like(o)
+    err = _amax(_where(mask, _abs(_sub(o, y)), zero)) if o.numel() else zero.sum()
+    ref_err = _amax(_where(mask, _abs(_sub(r, y)), zero)) if o.numel() else zero.sum()
+    big = _amax(_where(mask, _abs(y), zero)) if o.numel() else zero.sum()
+    u = UNIT_ROUNDOFF.get(ref.dtype, 2.0**-24)
+    allowed = factor * float(ref_err) + u * float(big) + SUBNORMAL_STEP.get(ref.dtype, 0.0)
+    if float(err) > allowed:
+        worst = _first(_logical_and(mask, _abs(_sub(o, y)) == err))
+        return False, (f"max error {float(err):.3e} vs the fp64 oracle (at {worst}) exceeds {factor:g}x the "
+                       f"reference's own error in {str(ref.dtype).replace('torch.', '')} ({float(ref_err):.3e}) "
+                       f"+ one ulp of the largest value ({u * float(big):.3e})")
+    return True, f"max error {float(err):.3e}, reference's {float(ref_err):.3e}, allowed {allowed:.3e}"
+
+
+def identity(t: torch.Tensor) -> tuple:
+    """Where and how ``t`` lives: data pointer, storage, shape, strides, dtype."""
+    return (t.data_ptr(), t.untyped_storage().data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def same_layout(a: list[Any], b: list[Any]) -> bool:
+    """Two argument lists with tensors of equal shapes and dtypes in the same places."""
+    return len(a) == len(b) and all(
+        (isinstance(x, _Tensor) and isinstance(y, _Tensor) and x.shape == y.shape and x.dtype == y.dtype)
+        or (not isinstance(x, _Tensor) and not isinstance(y, _Tensor)) for x, y in zip(a, b))
+
+
+def describe(t: Any) -> str:
+    """``float32[8, 40]`` for a tensor, the type name otherwise."""
+    if isinstance(t, _Tensor):
+        return f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}"
+    return type(t).__name__ if not isinstance(t, (int, float, bool)) else repr(t)
+
+
+__all__ = ["UNIT_ROUNDOFF", "SUBNORMAL_STEP", "REF_FACTOR", "bitwise_equal", "snapshot", "shares_memory", "dense",
+           "unwritten", "judge", "describe", "identity", "same_layout"]

@@ -1,0 +1,167 @@
+"""The result of ``warpsmith check``: a verdict, every check with its status, timings, JSON.
+
+Checks are listed in priority order. When several fail, the verdict names the first one as
+*the* reason (a late-writing thread also leaves rows unwritten at return, for instance; the
+reason is ``async_work``). Each check has one stable reason code. Its status is ``passed``,
+``failed(<code>: <message>)`` or ``skipped(<why>)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: (check name, reason code, what passing establishes), in priority order.
+CHECKS: tuple[tuple[str, str, str], ...] = (
+    ("no_patching", "monkey_patch",
+     "torch, triton, time, builtins, threading and the harness are unchanged after loading and after every call"),
+    ("runs", "candidate_error", "the candidate imports, constructs and runs without raising"),
+    ("plain_tensor", "tensor_subclass", "every output's type is exactly torch.Tensor"),
+    ("materialized", "lazy_output", "every output is a real tensor on the reference's device (not meta, not a "
+                                    "proxy or future)"),
+    ("shape", "wrong_shape", "as many outputs as the reference, each of the reference's shape"),
+    ("dtype", "wrong_dtype", "each output has the reference's dtype"),
+    ("layout", "wrong_layout", "outputs are dense and strided; contiguous wherever the reference's output is"),
+    ("synchronous", "async_work", "no thread (or stream) the call started is still running when it returns, and "
+                                  "outputs do not change after a pause and a full synchronize"),
+    ("no_aliasing", "aliased_output", "outputs share no memory with inputs, with each other or with the "
+                                      "candidate's parameters; destination buffers are not rebound"),
+    ("inputs_unmodified", "mutated_input", "inputs are bitwise unchanged, with the same shape, strides and storage"),
+    ("not_constant", "constant_output", "the output changes between calls on different inputs whenever the "
+                                        "reference's does"),
+    ("not_memoized", "memoized", "after inputs are overwritten in place, the result follows the new values; a "
+                                 "repeat of earlier values in new tensors gets a new output, not the old object"),
+    ("fresh_buffers", "stale_buffer", "no output reuses the previous call's output memory, and a call leaves the "
+                                      "previous call's outputs alone"),
+    ("fully_written", "unwritten_output", "no output element keeps the NaN poison where the reference has a "
+                                          "number"),
+    ("error_contract", "wrong_result", "fp64-oracle error within 4x the reference's own error in the same dtype "
+                                       "plus one ulp; NaN/Inf where the reference has them; integers exact"),
+    ("deterministic", "nondeterministic", "two calls on identical inputs are bitwise equal (unless the candidate "
+                                          "declares itself nondeterministic)"),
+)
+CODES: dict[str, str] = {name: code for name, code, _ in CHECKS}
+
+
+@dataclass
+class CheckResult:
+    name: str
+    code: str
+    status: str  # passed | failed | skipped
+    message: str = ""
+    observations: int = 0
+
+    @property
+    def text(self) -> str:
+        if self.status == "passed":
+            return "passed"
+        if self.status == "failed":
+            return f"failed({self.code}: {self.message})"
+        return f"skipped({self.message})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "reason_code": self.code, "status": self.text, "result": self.status,
+                "message": self.message, "observations": self.observations}
+
+
+class Ledger:
+    """Collects observations and failures per check while a check runs."""
+
+    def __init__(self) -> None:
+        self.failed: dict[str, str] = {}
+        self.seen: dict[str, int] = {name: 0 for name, _, _ in CHECKS}
+        self.skipped: dict[str, str] = {}
+
+    def ok(self, name: str) -> None:
+        self.seen[name] += 1
+
+    def fail(self, name: str, message: str) -> None:
+        self.seen[name] += 1
+        self.failed.setdefault(name, " ".join(message.split()))
+
+    def record(self, name: str, problems: list[str]) -> None:
+        """One observation: a failure listing ``problems``, or a pass when there are none."""
+        if problems:
+            self.fail(name, "; ".join(problems))
+        else:
+            self.ok(name)
+
+    def skip(self, name: str, why: str) -> None:
+        self.skipped.setdefault(name, why)
+
+    def has_failed(self, name: str) -> bool:
+        return name in self.failed
+
+    def results(self, stopped: str | None = None) -> list[CheckResult]:
+        out = []
+        for name, code, _ in CHECKS:
+            n = self.seen[name]
+            if name in self.failed:
+                out.append(CheckResult(name, code, "failed", self.failed[name], n))
+            elif name in self.skipped:
+                out.append(CheckResult(name, code, "skipped", self.skipped[name], n))
+            elif n:
+                out.append(CheckResult(name, code, "passed", "", n))
+            else:
+                why = f"not reached: the check stopped at {stopped}" if stopped else "nothing to observe"
+                out.append(CheckResult(name, code, "skipped", why, 0))
+        return out
+
+
+@dataclass
+class CheckReport:
+    """What ``warpsmith check`` established about one candidate."""
+
+    reference: str
+    candidate: str
+    format: str
+    device: str
+    seed: int
+    trials: int
+    problem: dict[str, Any]
+    checks: list[CheckResult]
+    timing: dict[str, Any] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    calls: int = 0
+    complete: bool = True  # the protocol ran to its end (it stops at a fatal failure)
+
+    @property
+    def accepted(self) -> bool:
+        """No check failed and the protocol ran to its end."""
+        return self.complete and not any(c.status == "failed" for c in self.checks)
+
+    @property
+    def verdict(self) -> str:
+        return "accepted" if self.accepted else "rejected"
+
+    @property
+    def first_failure(self) -> CheckResult | None:
+        return next((c for c in self.checks if c.status == "failed"), None)
+
+    @property
+    def reason(self) -> str | None:
+        """The reason code of the highest-priority failed check (None when accepted)."""
+        f = self.first_failure
+        return f.code if f else None
+
+    def check(self, name: str) -> CheckResult:
+        return next(c for c in self.checks if c.name == name)
+
+    def failed_codes(self) -> list[str]:
+        return [c.code for c in self.checks if c.status == "failed"]
+
+    def timing_line(self) -> str:
+        t = self.timing
+        if t.get("kind") != "measured":
+            return f"timing: not measured ({t.get('reason', 'no GPU')})"
+        return (f"timing: candidate {t['candidate_ms']:.4g} ms, reference {t['reference_ms']:.4g} ms "
+                f"(speedup {t['speedup']:.2f}x; CUDA events, median of {t['runs']}, L2 flushed)")
+
+    def to_json(self) -> dict[str, Any]:
+        f = self.first_failure
+        return {
+            "verdict": self.verdict, "reason": f.code if f else None, "message": f.message if f else None,
+            "complete": self.complete,
+            "reference": self.reference, "candidate": self.candidate, "format": self.format, "device": self.device,
+            "seed": self.seed, "trials": self.trials, "calls": self.calls, "problem": self.problem,
+            "checks": [c.to_json() for c in self.checks], "timing": self.timing,
+            "elapsed_s": round(self.elapsed_s, 3)}

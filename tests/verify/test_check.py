@@ -1,0 +1,290 @@
+"""`warpsmith check`: the harness part of the bug zoo.
+
+The planted candidates live in ``tests/verify/zoo/`` (data, not tests). Correct candidates must
+be accepted. Every cheat must be rejected *for its reason code*: remove the check that catches
+it and the cheat is either accepted or rejected for another reason, so its test fails.
+"""
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+import warpsmith.verify.check.compare as compare
+from warpsmith.cli.main import cli
+from warpsmith.errors import InvalidInputError, UnknownNameError
+from warpsmith.verify.check import CHECKS, CODES, check, load_problem
+
+ZOO = Path(__file__).parent / "zoo"
+RMSNORM = ZOO / "rmsnorm"
+PROBLEMS = {
+    "softmax": (ZOO / "softmax.py", ["batch_size=6", "dim=40"]),
+    "matmul_relu": (ZOO / "matmul_relu.py", ["M=9", "N=12", "K=20"]),
+    "layernorm": (ZOO / "layernorm.py", ["batch_size=5", "features=48"]),
+    "rmsnorm": (RMSNORM, []),
+}
+
+
+def run(problem, candidate, **kw):
+    ref, sets = PROBLEMS[problem]
+    return check(ref, ZOO / candidate if problem != "rmsnorm" else RMSNORM / candidate, overrides=sets, **kw)
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, ["check", *map(str, args)], catch_exceptions=False)
+
+
+CORRECT = [
+    ("softmax", "softmax_triton.py"),          # a real Triton kernel (interpreter on a CPU)
+    ("matmul_relu", "matmul_relu_ok.py"),
+    ("layernorm", "layernorm_ok.py"),          # parameters equal to the reference's by seeding alone
+    ("softmax", "softmax_uses_dim.py"),        # raises unless --set reached its own constants
+    ("rmsnorm", "solutions/dps_torch.json"),   # FlashInfer, destination-passing
+    ("rmsnorm", "solutions/value_triton"),     # FlashInfer, value-returning Triton, two source files
+]
+
+
+@pytest.mark.parametrize("problem, candidate", CORRECT)
+def test_correct_candidates_are_accepted_with_every_check_passed(problem, candidate):
+    report = run(problem, candidate)
+    assert report.verdict == "accepted", report.first_failure
+    assert {c.name: c.text for c in report.checks} == {name: "passed" for name, _, _ in CHECKS}
+    assert report.timing == {"kind": "not measured", "reason": "no GPU"} or torch.cuda.is_available()
+
+
+ZOO_CHEATS = [
+    ("softmax", "softmax_off_by_little.py", "wrong_result"),
+    ("layernorm", "layernorm_reinit.py", "wrong_result"),
+    ("softmax", "softmax_unwritten.py", "unwritten_output"),
+    ("rmsnorm", "solutions/dps_partial.json", "unwritten_output"),
+    ("softmax", "softmax_memo_ptr.py", "memoized"),
+    ("softmax", "softmax_memo_hash.py", "memoized"),
+    ("softmax", "softmax_alias.py", "aliased_output"),
+    ("softmax", "softmax_stale_buffer.py", "stale_buffer"),
+    ("matmul_relu", "matmul_relu_mutates.py", "mutated_input"),
+    ("softmax", "softmax_subclass.py", "tensor_subclass"),
+    ("softmax", "softmax_lazy.py", "lazy_output"),
+    ("softmax", "softmax_constant.py", "constant_output"),
+    ("softmax", "softmax_wrong_dtype.py", "wrong_dtype"),
+    ("softmax", "softmax_wrong_shape.py", "wrong_shape"),
+    ("matmul_relu", "matmul_relu_transposed.py", "wrong_layout"),
+    ("softmax", "softmax_thread.py", "async_work"),
+    ("softmax", "softmax_patch_allclose.py", "monkey_patch"),
+    ("softmax", "softmax_patch_eq.py", "monkey_patch"),
+    ("softmax", "softmax_patch_perf_counter.py", "monkey_patch"),
+    ("softmax", "softmax_patch_harness.py", "monkey_patch"),
+    ("softmax", "softmax_noise.py", "nondeterministic"),
+    ("softmax", "softmax_raises.py", "candidate_error"),
+]
+
+
+@pytest.mark.parametrize("problem, candidate, code", ZOO_CHEATS, ids=[c[1] for c in ZOO_CHEATS])
+def test_cheats_are_rejected_for_the_right_reason(problem, candidate, code):
+    report = run(problem, candidate)
+    assert report.verdict == "rejected"
+    assert report.reason == code, [c.text for c in report.checks if c.status == "failed"]
+    failed = next(c for c in report.checks if c.code == code)
+    assert failed.text.startswith(f"failed({code}: ") and failed.message
+
+
+def test_the_zoo_covers_every_reason_code():
+    assert {code for _, _, code in ZOO_CHEATS} == set(CODES.values())
+    assert len(ZOO_CHEATS) >= 14
+
+
+def test_patches_are_undone_after_the_check():
+    original_allclose, original_judge = torch.allclose, compare.judge
+    for candidate in ("softmax_patch_allclose.py", "softmax_patch_eq.py", "softmax_patch_perf_counter.py",
+                      "softmax_patch_harness.py"):
+        assert run("softmax", candidate).reason == "monkey_patch"
+    assert torch.allclose is original_allclose and compare.judge is original_judge
+    assert "__eq__" not in vars(torch.Tensor) and time.perf_counter() > 0
+    assert not (torch.zeros(2) == torch.ones(2)).any()
+
+
+def test_torch_own_wrappers_are_not_patches_but_lookalikes_are():
+    import functools
+
+    from warpsmith.verify.check.guards import PatchGuard
+
+    guard = PatchGuard()
+    import torch._dynamo  # noqa: F401  (on first import, torch wraps torch.manual_seed itself)
+
+    assert guard.changes() == []
+    original = torch.manual_seed
+    torch.manual_seed = functools.wraps(original)(lambda *a, **k: original(*a, **k))  # defined outside torch
+    try:
+        assert guard.changes() == ["torch.manual_seed was replaced"]
+    finally:
+        guard.restore()
+    assert torch.manual_seed is original
+
+
+def test_failure_messages_say_what_happened():
+    assert "after loading the candidate: torch.allclose was replaced" in \
+        run("softmax", "softmax_patch_allclose.py").first_failure.message
+    assert "torch.Tensor.__eq__ was added" in run("softmax", "softmax_patch_eq.py").first_failure.message
+    assert "overwritten in place" in run("softmax", "softmax_memo_ptr.py").first_failure.message
+    assert "cache keyed on values" in run("softmax", "softmax_memo_hash.py").first_failure.message
+    assert "still running after it returned" in run("softmax", "softmax_thread.py").first_failure.message
+    assert "reference's output is contiguous" in run("matmul_relu", "matmul_relu_transposed.py").first_failure.message
+
+
+def test_declared_nondeterminism_is_accepted_and_reported():
+    report = run("softmax", "softmax_noise_declared.py")
+    assert report.verdict == "accepted"
+    assert report.check("deterministic").text == \
+        "skipped(declared nondeterministic; two calls on identical inputs were different)"
+
+
+def test_inputs_are_drawn_after_the_candidate_is_loaded(monkeypatch):
+    import warpsmith.verify.check.hardened as hardened
+
+    events = []
+    real_problem, real_candidate = hardened.load_problem, hardened.load_candidate
+
+    def load_problem_(*a, **k):
+        problem = real_problem(*a, **k)
+        draw = problem.draw_inputs
+        problem.draw_inputs = lambda *args: (events.append("draw"), draw(*args))[1]
+        return problem
+
+    def load_candidate_(*a, **k):
+        events.append("load")
+        return real_candidate(*a, **k)
+
+    monkeypatch.setattr(hardened, "load_problem", load_problem_)
+    monkeypatch.setattr(hardened, "load_candidate", load_candidate_)
+    report = run("softmax", "softmax_triton.py", trials=3)
+    assert report.verdict == "accepted"
+    assert events[0] == "load" and events.count("draw") == 1 + 3 and report.calls == 1 + 3 + 1
+
+
+# ---- --set ------------------------------------------------------------------------------------
+def test_set_overrides_constants_of_reference_and_candidate():
+    report = run("softmax", "softmax_uses_dim.py")
+    assert report.verdict == "accepted"
+    assert report.problem["workloads"][0]["inputs"] == ["float32[6, 40]"]
+    assert report.problem["constants"] == {"batch_size": 6, "dim": 40} and report.problem["overrides"] == {
+        "batch_size": 6, "dim": 40}
+
+
+def test_set_refuses_unknown_names_and_wrong_types():
+    with pytest.raises(UnknownNameError, match="expected one of batch_size, dim, got 'dimm'"):
+        check(ZOO / "softmax.py", ZOO / "softmax_triton.py", overrides=["dimm=3"])
+    with pytest.raises(InvalidInputError, match="an integer"):
+        check(ZOO / "softmax.py", ZOO / "softmax_triton.py", overrides=["dim=3.5"])
+    with pytest.raises(InvalidInputError, match="NAME=VALUE"):
+        check(ZOO / "softmax.py", ZOO / "softmax_triton.py", overrides=["dim"])
+
+
+def test_set_overrides_var_axes_of_a_flashinfer_problem():
+    report = check(RMSNORM, RMSNORM / "solutions" / "dps_torch.json", overrides=["batch_size=5"])
+    assert report.verdict == "accepted"
+    assert [w["axes"] for w in report.problem["workloads"]] == [{"hidden_size": 64, "batch_size": 5}]
+    with pytest.raises(UnknownNameError, match="hidden_size is a const axis"):
+        check(RMSNORM, RMSNORM / "solutions" / "dps_torch.json", overrides=["hidden_size=8"])
+    with pytest.raises(UnknownNameError, match="not an axis"):
+        check(RMSNORM, RMSNORM / "solutions" / "dps_torch.json", overrides=["rows=8"])
+
+
+def test_flashinfer_workloads_both_line_forms_and_a_float64_oracle():
+    problem = load_problem(RMSNORM)
+    assert [w.label for w in problem.workloads] == ["rmsnorm-b3", "rmsnorm-b17"]
+    assert problem.workloads[0].scalars == {"eps": 1e-6}
+    gen = torch.Generator().manual_seed(0)
+    args = problem.draw_inputs(problem.workloads[1], gen, "normal", torch.device("cpu"))
+    (ref,), (oracle,) = problem.run_reference(args), problem.run_oracle(args)
+    # the reference casts to float32 itself; the oracle keeps float64 all the same
+    assert ref.dtype == torch.float32 and oracle.dtype == torch.float64 and tuple(ref.shape) == (17, 64)
+    assert (oracle - ref.double()).abs().max() > 0
+
+
+# ---- CLI ----------------------------------------------------------------------------------------
+def test_cli_exit_0_when_accepted_and_json_lists_every_check(tmp_path):
+    out = tmp_path / "report.json"
+    r = invoke(ZOO / "softmax.py", ZOO / "softmax_triton.py", "--set", "batch_size=6", "--set", "dim=40",
+               "--json", out, "--seed", 3)
+    assert r.exit_code == 0, r.output
+    assert "verdict: accepted" in r.output and "timing: not measured (no GPU)" in r.output
+    doc = json.loads(out.read_text())
+    assert doc["verdict"] == "accepted" and doc["reason"] is None and doc["complete"] is True
+    assert doc["seed"] == 3 and doc["format"] == "kernelbench"
+    assert [c["name"] for c in doc["checks"]] == [name for name, _, _ in CHECKS]
+    assert all(c["status"] == "passed" and c["observations"] > 0 for c in doc["checks"])
+    assert {c["name"]: c["reason_code"] for c in doc["checks"]} == CODES
+    assert doc["timing"] == {"kind": "not measured", "reason": "no GPU"}
+
+
+def test_cli_exit_1_when_rejected_with_the_reason_in_json(tmp_path):
+    out = tmp_path / "report.json"
+    r = invoke(RMSNORM, RMSNORM / "solutions" / "dps_partial.json", "--json", out, "--trials", 3)
+    assert r.exit_code == 1
+    assert "rejected (unwritten_output:" in " ".join(r.output.split())
+    doc = json.loads(out.read_text())
+    assert doc["verdict"] == "rejected" and doc["reason"] == "unwritten_output" and doc["trials"] == 3
+    status = {c["name"]: c["status"] for c in doc["checks"]}
+    assert status["fully_written"].startswith("failed(unwritten_output: ") and status["no_aliasing"] == "passed"
+
+
+def test_cli_skipped_checks_after_a_fatal_failure(tmp_path):
+    out = tmp_path / "r.json"
+    assert invoke(ZOO / "softmax.py", ZOO / "softmax_lazy.py", "--set", "batch_size=6", "--set", "dim=40",
+                  "--json", out).exit_code == 1
+    status = {c["name"]: c["status"] for c in json.loads(out.read_text())["checks"]}
+    assert status["materialized"].startswith("failed(lazy_output: output 0 is a Deferred")
+    assert status["error_contract"] == "skipped(not reached: the check stopped at lazy_output)"
+
+
+def _solution(tmp_path, **changes):
+    doc = json.loads((RMSNORM / "solutions" / "dps_torch.json").read_text())
+    doc["spec"].update(changes.pop("spec", {}))
+    doc.update(changes)
+    path = tmp_path / "solution.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_cli_exit_2_on_unusable_input(tmp_path):
+    no_model = tmp_path / "cand.py"
+    no_model.write_text("import torch\n")
+    bad_workload = tmp_path / "problem"
+    bad_workload.mkdir()
+    (bad_workload / "definition.json").write_text((RMSNORM / "definition.json").read_text())
+    (bad_workload / "workload.jsonl").write_text(json.dumps(
+        {"uuid": "x", "axes": {"batch_size": 2}, "inputs": {"hidden_states": {"type": "safetensors", "path": "a",
+                                                                              "tensor_key": "k"}}}) + "\n")
+    broken_json = tmp_path / "broken.json"
+    broken_json.write_text("{")
+    cases = [
+        ([ZOO / "softmax.py", ZOO / "softmax_triton.py", "--set", "nope=1"], "unknown size constant"),
+        ([ZOO / "softmax.py", no_model, "--set", "dim=4"], "defining class ModelNew"),
+        ([RMSNORM, _solution(tmp_path, spec={"language": "cuda"})], "compiled CUDA/C++ is not supported"),
+        ([RMSNORM, broken_json], "valid JSON"),
+        ([bad_workload, RMSNORM / "solutions" / "dps_torch.json"], "safetensors"),
+        ([RMSNORM, RMSNORM / "solutions" / "dps_torch.json", "--set", "batch_size=0"], "a positive integer"),
+        ([ZOO / "softmax.py", RMSNORM / "solutions" / "dps_torch.json"], "KernelBench .py file defining ModelNew"),
+        ([ZOO / "softmax.py", ZOO / "softmax_triton.py", "--trials", "0"], "--trials"),
+    ]
+    for args, fragment in cases:
+        r = invoke(*args)
+        assert r.exit_code == 2, (args, r.output)
+        assert fragment in " ".join(r.output.split()), (args, r.output)
+
+
+def test_solution_json_variants(tmp_path):
+    sol = _solution(tmp_path, spec={"languages": ["pytorch"]}, nondeterministic=True)  # SOL-ExecBench spelling
+    report = check(RMSNORM, sol, trials=2)
+    assert report.verdict == "accepted" and report.check("deterministic").status == "skipped"
+    wrong = _solution(tmp_path, definition="gemm_n4096")
+    with pytest.raises(InvalidInputError, match="the definition's name"):
+        check(RMSNORM, wrong)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_timing_is_measured_with_cuda_events():  # pragma: no cover - no GPU in CI
+    report = run("softmax", "softmax_triton.py")
+    assert report.verdict == "accepted" and report.timing["kind"] == "measured" and report.timing["speedup"] > 0

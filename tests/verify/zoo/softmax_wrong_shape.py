@@ -1,0 +1,8 @@
+"""Cheat: drops the last column. Expected: wrong_shape."""
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)[:, :-1]
