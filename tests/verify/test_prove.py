@@ -86,3 +86,14 @@ def test_certificates_carry_the_proofs_and_a_failed_obligation_rejects():
 
     bad = verify_candidate(MATMUL, p, WithBuggyContract(), cfg, get_target("h100"), prove=True)
     assert not bad.passed and bad.first_failure().name == "symbolic.in_bounds"
+
+
+def test_gathers_are_proved_under_a_declared_precondition_only():
+    ok = [o for r in prove(kernel_bugs.gather((0, kernel_bugs.NB))) for o in r.obligations]
+    assert all(o.status == "proved" for o in ok if o.name == "in_bounds") and len(ok) >= 3
+    # a precondition too weak for the addresses: a concrete counterexample
+    weak = [o for r in prove(kernel_bugs.gather((0, kernel_bugs.NB + 1))) for o in r.obligations]
+    assert any(o.name == "in_bounds" and o.status == "failed" and o.counterexample for o in weak)
+    # no precondition: the addresses depend on unknown data; never proved
+    none = [o for r in prove(kernel_bugs.gather(None)) for o in r.obligations]
+    assert none and all(o.status != "proved" for o in none)

@@ -84,7 +84,7 @@ class TransposesB(TiledGemm):
         return super().launch({**inputs, "b": inputs["b"].T}, p, c, out)
 
 
-class UninitialisedAccumulator(TiledGemm):  # adds whatever the output buffer held
+class UninitialisedAccumulator(TiledGemm):  # reads the output before writing it: adds whatever it held
     def launch(self, inputs, p, c, out=None):
         before = out.clone() if out is not None else None
         out = super().launch(inputs, p, c, out)
@@ -105,7 +105,16 @@ class OverflowsEarly(TiledGemm):  # accumulates in the output dtype's range: lar
         return out.masked_fill_(big, float("inf"))
 
 
+class ScratchAccumulator(TiledGemm):  # starts from a fresh uninitialised buffer instead of zeros
+    def launch(self, inputs, p, c, out=None):
+        from warpsmith.kernels.base import scratch
+
+        out = super().launch(inputs, p, c, out)
+        return out.add_(scratch(tuple(out.shape), out.dtype, out.device))
+
+
 @pytest.mark.parametrize("variant, check, reason", [
+    (ScratchAccumulator(), "error_contract", "poison survived"),
     (DropsNaN(), "error_contract", "NaN not propagated"),
     (OverflowsEarly(), "error_contract", "infinities differ"),
     (SkipsLastRow(), "error_contract", "left unwritten (poison survived)"),

@@ -16,7 +16,7 @@ from .common import handle_errors
 @click.argument("file", metavar="FILE")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write every obligation with its status as JSON.")
-@click.option("--timeout-ms", default=4000, show_default=True, type=int, help="Solver time per obligation.")
+@click.option("--timeout-ms", default=3000, show_default=True, type=int, help="Solver time per obligation.")
 @handle_errors
 def prove(file: str, json_out: Path | None, timeout_ms: int) -> None:
     """Prove memory safety, race freedom, coverage and split coverage of FILE's kernels.

@@ -90,3 +90,25 @@ BUGS = {
     "split_sum[drops_tail]": (_split("drops_tail"), "split_coverage"),
 }
 CONTRACTS = CORRECT
+
+
+@triton.jit
+def paged_gather_kernel(pool_ptr, table_ptr, out_ptr, PAGE: tl.constexpr):
+    """out[i, :] = pool[table[i], :] — a block-table gather (data-dependent addresses)."""
+    i = tl.program_id(0)
+    page = tl.load(table_ptr + i)
+    r = tl.arange(0, PAGE)
+    tl.store(out_ptr + i * PAGE + r, tl.load(pool_ptr + page * PAGE + r))
+
+
+NB, NT = sizes("NB NT")
+
+
+def gather(values) -> KernelContract:
+    """``values``: the declared precondition on table entries (None: no precondition)."""
+    return KernelContract(
+        kernel=paged_gather_kernel, name=f"paged_gather[{values}]",
+        args={"pool_ptr": Tensor((NB, 16), (16, 1)), "table_ptr": Tensor((NT,), (1,), values=values),
+              "out_ptr": Tensor((NT, 16), (16, 1), output=True)},
+        constexprs=[{"PAGE": 16}], grid=(NT,), domain=[NB <= 4096, NT <= 4096],
+        bounded_shapes=[{"NB": 3, "NT": 5}])

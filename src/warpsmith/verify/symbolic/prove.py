@@ -86,7 +86,7 @@ class _Instance:
 
 
 class Prover:
-    def __init__(self, contract: KernelContract, consts: Mapping[str, Any], timeout_ms: int = 4_000) -> None:
+    def __init__(self, contract: KernelContract, consts: Mapping[str, Any], timeout_ms: int = 3_000) -> None:
         self.c, self.consts, self.timeout_ms = contract, dict(consts), timeout_ms
         self.grid = tuple(contract.grid_for(consts))
         self.tensors = contract.tensors()
@@ -228,19 +228,30 @@ class Prover:
     def _race_enumerated(self, tr: Trace, stores: list[Access], shape: Mapping[str, int]) -> dict | None:
         """Every store instance on one concrete shape: the first address two (program, lane) pairs write."""
         env, grid = self._concrete(shape)
-        owner: dict[int, tuple] = {}
+        rows = []  # (offset, program, store statement, lane) per written element
+        programs: dict[tuple, int] = {}
         for k, a in enumerate(stores):
             for e in instances(a, env, grid, tr.pids):
-                pid = tuple(e[str(tr.pids[ax])] for ax in sorted(tr.pids))
-                mask = evaluate(a.mask, e, a.shape)
-                offs = evaluate(a.offset, e, a.shape)
-                for lanes in zip(*np.nonzero(mask)):
-                    o = int(offs[lanes])
-                    who = (pid, tuple(int(v) for v in lanes), k)
-                    if o in owner and (owner[o][0] != pid or (owner[o][2] == k and owner[o][1] != who[1])):
-                        return {**shape, "address": o, "first": str(owner[o][:2]), "second": str(who[:2])}
-                    owner.setdefault(o, who)
-        return None
+                pid = programs.setdefault(tuple(e[str(tr.pids[ax])] for ax in sorted(tr.pids)), len(programs))
+                mask = evaluate(a.mask, e, a.shape).ravel()
+                offs = evaluate(a.offset, e, a.shape).ravel()
+                lanes = np.flatnonzero(mask)
+                rows.append(np.stack([offs[lanes], np.full_like(lanes, pid), np.full_like(lanes, k), lanes], axis=1))
+        if not rows:
+            return None
+        t = np.unique(np.concatenate(rows), axis=0)  # one row per (offset, program, statement, lane)
+        by_prog = np.unique(t[:, :2], axis=0)  # distinct (offset, program)
+        off, counts = np.unique(by_prog[:, 0], return_counts=True)
+        clash = off[counts > 1]
+        if not len(clash):
+            same, counts = np.unique(t[:, :3], axis=0, return_counts=True)  # same program and statement
+            clash = same[counts > 1][:, 0]
+        if not len(clash):
+            return None
+        who = t[t[:, 0] == clash[0]]
+        names = {v: k for k, v in programs.items()}
+        return {**shape, "address": int(clash[0]),
+                "writers": [f"program {names[int(r[1])]} lane {int(r[3])}" for r in who[:4]]}
 
     def coverage(self, tr: Trace, stores: list[Access], base: str) -> Obligation:
         t0 = time.perf_counter()
@@ -266,15 +277,13 @@ class Prover:
             env, grid = self._concrete(shape)
             tshape = tuple(int(evaluate(d, env, ())) for d in t.shape)
             strides = [int(evaluate(s, env, ())) for s in t.strides]
-            hits = np.zeros(int(np.prod(tshape)) if tshape else 1, dtype=np.int64)
-            flat = {sum(i * s for i, s in zip(ix, strides)): n for n, ix in enumerate(np.ndindex(*tshape))}
+            decode = _Decoder(tshape, strides)
+            hits = np.zeros(decode.size, dtype=np.int64)
             for a in stores:
                 for e in instances(a, env, grid, tr.pids):
-                    mask = evaluate(a.mask, e, a.shape)
-                    offs = evaluate(a.offset, e, a.shape)[mask]
-                    for o in offs.ravel().tolist():
-                        if o in flat:
-                            hits[flat[o]] += 1
+                    offs = evaluate(a.offset, e, a.shape)[evaluate(a.mask, e, a.shape)]
+                    flat = decode.flat(offs)
+                    np.add.at(hits, flat[flat >= 0], 1)
             missing = np.flatnonzero(hits == 0)
             return None if not len(missing) else {**shape, "index": list(np.unravel_index(missing[0], tshape))}
 
@@ -327,16 +336,22 @@ class Prover:
             env, grid = self._concrete(shape)
             tshape = tuple(int(evaluate(d, env, ())) for d in t.shape)
             strides = [int(evaluate(s, env, ())) for s in t.strides]
-            seen: dict[tuple, list[int]] = {}
-            decode = {sum(i * s for i, s in zip(ix, strides)): ix for ix in np.ndindex(*tshape)}
+            decode = _Decoder(tshape, strides)
+            parts = []  # rows: program coordinates except the split axis, the tensor index
             for a in loads:
                 for e in instances(a, env, grid, tr.pids):
-                    key_p = tuple(e[str(tr.pids[k])] for k in sorted(tr.pids) if k != sp.axis)
-                    mask = evaluate(a.mask, e, a.shape)
-                    for o in evaluate(a.offset, e, a.shape)[mask].ravel().tolist():
-                        ix = decode[o]
-                        key = key_p + tuple(v for r, v in enumerate(ix) if r != sp.dim)
-                        seen.setdefault(key, []).append(ix[sp.dim])
+                    key_p = [e[str(tr.pids[k])] for k in sorted(tr.pids) if k != sp.axis]
+                    flat = decode.flat(evaluate(a.offset, e, a.shape)[evaluate(a.mask, e, a.shape)])
+                    ix = np.stack(np.unravel_index(flat[flat >= 0], tshape), axis=1) if len(tshape) else flat[:, None]
+                    parts.append(np.concatenate([np.tile(np.asarray(key_p, dtype=np.int64), (len(ix), 1)), ix], axis=1))
+            if not parts:
+                return None
+            rows = np.concatenate(parts)
+            npk = len(rows[0]) - len(tshape)
+            keep = [c for c in range(rows.shape[1]) if c != npk + sp.dim]
+            seen: dict[tuple, list[int]] = {}
+            for row_key, j in zip(map(tuple, rows[:, keep].tolist()), rows[:, npk + sp.dim].tolist()):
+                seen.setdefault(row_key, []).append(j)
             for key, js in seen.items():
                 if sorted(js) != list(range(tshape[sp.dim])):
                     return {**shape, "output_key": list(key), "indices_read": sorted(js)[:16]}
@@ -376,9 +391,26 @@ class Prover:
         return rep
 
 
-def prove(contract: KernelContract, timeout_ms: int = 4_000) -> list[ProofReport]:
+def prove(contract: KernelContract, timeout_ms: int = 3_000) -> list[ProofReport]:
     """Prove every constexpr combination of ``contract``."""
     return [Prover(contract, consts, timeout_ms).run() for consts in contract.constexprs]
+
+
+class _Decoder:
+    """Element offsets of a (shape, strides) tensor back to flat indices (-1: not an element)."""
+
+    def __init__(self, shape: tuple[int, ...], strides: list[int]) -> None:
+        grids = np.meshgrid(*[np.arange(n, dtype=np.int64) for n in shape], indexing="ij") if shape else []
+        offs = sum((g * st for g, st in zip(grids, strides)), np.zeros(shape, dtype=np.int64)).ravel()
+        self.size = offs.size
+        self.order = np.argsort(offs, kind="stable")
+        self.sorted = offs[self.order]
+
+    def flat(self, offsets: np.ndarray) -> np.ndarray:
+        o = np.asarray(offsets, dtype=np.int64).ravel()
+        pos = np.clip(np.searchsorted(self.sorted, o), 0, max(0, self.size - 1))
+        hit = self.sorted[pos] == o if self.size else np.zeros(o.shape, bool)
+        return np.where(hit, self.order[pos], -1)
 
 
 def _contiguous_stride(shape: tuple, r: int) -> Any:
