@@ -131,3 +131,15 @@ def test_nan_and_inf_inputs_propagate_as_in_the_reference(activation):
     v, cfg = config_for("tiled", p)
     _, (ok, msg) = run(v, p, cfg, dist="specials")
     assert ok, msg
+
+
+def test_operands_beyond_32_bit_indexing_are_refused():
+    from warpsmith.errors import InvalidInputError
+
+    p = MATMUL.problem({"M": 4, "N": 4, "K": 4}, "float16")
+    v, cfg = config_for("tiled", p)
+    # a view with a huge row stride (on the meta device: no memory); refused before any launch
+    a = torch.empty_strided((4, 4), (2**29, 1), dtype=torch.float16, device="meta")
+    b = torch.empty((4, 4), dtype=torch.float16, device="meta")
+    with pytest.raises(InvalidInputError, match="32 bits"):
+        v.launch({"a": a, "b": b}, p, cfg)

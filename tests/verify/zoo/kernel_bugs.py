@@ -7,7 +7,7 @@ from warpsmith._triton import tl, triton
 from warpsmith.verify.symbolic import KernelContract, Split, Tensor, cdiv, sizes
 
 M, N, K, S = sizes("M N K S")
-DOMAIN = [M <= 2**16, N <= 2**16, K <= 2**16]
+DOMAIN = [M <= 2**16, N <= 2**16, K <= 2**16, (M + 64) * (N + 64) < 2**31]  # 32-bit indexing
 SHAPES = [{"M": 1, "N": 1, "K": 1, "S": 1}, {"M": 37, "N": 23, "K": 40, "S": 3}]
 
 
@@ -34,11 +34,11 @@ def rows_kernel(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr, BUG: tl.constexpr):
             tl.store(y_ptr + rm[:, None] * N + cols[None, :], x, mask=mask)
 
 
-def _rows(bug: str, grid) -> KernelContract:
+def _rows(bug: str, grid, domain=DOMAIN) -> KernelContract:
     return KernelContract(
         kernel=rows_kernel, name=f"rows[{bug}]",
         args={"x_ptr": Tensor((M, N), (N, 1)), "y_ptr": Tensor((M, N), (N, 1), output=True), "M": M, "N": N},
-        constexprs=[{"BLOCK": 16, "BUG": bug}], grid=grid, domain=DOMAIN, bounded_shapes=SHAPES)
+        constexprs=[{"BLOCK": 16, "BUG": bug}], grid=grid, domain=domain, bounded_shapes=SHAPES)
 
 
 @triton.jit
@@ -80,6 +80,8 @@ BUGS = {
     "rows[no_mask]": (_rows("no_mask", lambda c: (cdiv(M, c["BLOCK"]),)), "in_bounds"),
     "rows[wrong_stride]": (_rows("wrong_stride", lambda c: (cdiv(M, c["BLOCK"]),)), "in_bounds"),
     "rows[overlap]": (_rows("overlap", lambda c: (cdiv(M, c["BLOCK"]),)), "race_free"),
+    # a correct kernel whose declared domain allows 2^32-element matrices: int32 indices wrap
+    "rows[int32_overflow]": (_rows("none", lambda c: (cdiv(M, c["BLOCK"]),), DOMAIN[:3]), "int32_no_overflow"),
     "rows[missing_tail_tile]": (_rows("none", lambda c: (M / c["BLOCK"],)), "coverage"),
     "duplicate_writer": (KernelContract(
         kernel=duplicate_writer_kernel, args={"x_ptr": Tensor((M,), (1,)), "y_ptr": Tensor((M,), (1,), output=True),

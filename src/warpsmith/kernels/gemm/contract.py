@@ -2,7 +2,9 @@
 
 Operands A and B have *any* non-negative strides (transposed views included); C and the
 split-K workspace are contiguous, as the launchers allocate them. Sizes range over
-1 <= M, N, K <= 2^20, batch 1 <= B <= 64. ``CONTRACTS`` (what ``warpsmith prove`` and the
+1 <= M, N, K <= 2^20, batch 1 <= B <= 64, with the launcher's 32-bit indexing precondition
+(every offset within one batch entry, tile overshoot included, below 2^31; the launcher refuses
+larger operands). ``CONTRACTS`` (what ``warpsmith prove`` and the
 tests prove) covers each kernel with and without the EVEN_K specialization, which is proved
 under its guard K % BLOCK_K == 0; :func:`for_config` builds the contracts of one tuned config
 (the verifier proves a winner's exact constexprs).
@@ -13,11 +15,19 @@ from typing import Any, Mapping
 
 from ...verify.symbolic import KernelContract, Split, Tensor, cdiv, sizes
 from . import kernel as K_
+from .variant import INDEX_LIMIT, MAX_BLOCK
 
 M, N, K, B = sizes("M N K B")
 sab, sam, sak, sbb, sbk, sbn, sbias = sizes("stride_ab stride_am stride_ak stride_bb stride_bk stride_bn stride_bias")
 S, P = sizes("SPLIT_K PROGRAMS")
-DOMAIN = [M <= 2**20, N <= 2**20, K <= 2**20, B <= 64]
+def _span(rows, cols, sr, sc):
+    return (rows + MAX_BLOCK) * sr + (cols + MAX_BLOCK) * sc
+
+
+# sizes, and the launcher's 32-bit indexing precondition (variant.index_span < INDEX_LIMIT)
+DOMAIN = [M <= 2**20, N <= 2**20, K <= 2**20, B <= 64,
+          _span(M, K, sam, sak) < INDEX_LIMIT, _span(K, N, sbk, sbn) < INDEX_LIMIT, _span(M, N, N, 1) < INDEX_LIMIT,
+          _span(N, 0, sbias, 0) < INDEX_LIMIT]
 _SHAPES = [{"M": 1, "N": 1, "K": 1, "B": 1}, {"M": 37, "N": 19, "K": 41, "B": 2}, {"M": 17, "N": 33, "K": 64, "B": 1},
            {"M": 5, "N": 70, "K": 96, "B": 3}]  # the last two also satisfy the EVEN_K guards
 BOUNDED = [{**s, "stride_ab": s["M"] * s["K"], "stride_am": s["K"], "stride_ak": 1, "stride_bb": s["K"] * s["N"],

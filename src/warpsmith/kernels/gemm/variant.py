@@ -21,12 +21,23 @@ from ...space import Bool, Enum, IntRange, Pow2, Space, fixed
 from ...spec import Problem
 from ...targets import Target
 from .. import common
+from ...errors import InvalidInputError
 from ..base import Config, Guard, Variant, scratch
 from . import kernel as K
 
 _EVEN_K = Guard("EVEN_K", "K % BLOCK_K == 0", lambda p, c: p.shape["K"] % c["BLOCK_K"] == 0,
                 lambda shape, c: {**shape, "K": -(-shape["K"] // c["BLOCK_K"]) * c["BLOCK_K"]})
 _MAX_ACC_PER_THREAD = 128  # fp32 accumulator registers per thread before spilling
+# The kernels index within one batch entry in int32 (Triton wraps on overflow). Every element offset a
+# program computes, including the overshoot of a last partial tile (< MAX_BLOCK rows or columns),
+# must stay below INDEX_LIMIT; kernel/contract.py states the same as a precondition of the proofs.
+INDEX_LIMIT = 2**31
+MAX_BLOCK = 256
+
+
+def index_span(rows: int, cols: int, stride_r: int, stride_c: int) -> int:
+    """Largest element offset a tile may compute over a rows x cols operand (overshoot included)."""
+    return (rows + MAX_BLOCK) * abs(stride_r) + (cols + MAX_BLOCK) * abs(stride_c)
 
 
 def _pow2_cap(n: int, lo: int, hi: int) -> int:
@@ -106,7 +117,13 @@ class _Gemm(Variant):
         sb = (b.stride(0) if b.dim() == 3 else 0, b.stride(-2), b.stride(-1))
         sc = (out.stride(0) if out.dim() == 3 else 0, out.stride(-2), out.stride(-1))
         has_bias = bias is not None
-        return a, b, (bias if has_bias else out), out, (M, N, Kd, batch), sa, sb, sc, (bias.stride(0) if has_bias else 0), has_bias
+        sbias = bias.stride(0) if has_bias else 0
+        for name, span in (("a", index_span(M, Kd, sa[1], sa[2])), ("b", index_span(Kd, N, sb[1], sb[2])),
+                           ("output", index_span(M, N, sc[1], sc[2])), ("bias", index_span(N, 0, sbias, 0))):
+            if span >= INDEX_LIMIT:
+                raise InvalidInputError(f"size of {name}", f"element offsets below 2^31 within one batch entry "
+                                        "(the kernels index in 32 bits)", f"offsets up to {span}")
+        return a, b, (bias if has_bias else out), out, (M, N, Kd, batch), sa, sb, sc, sbias, has_bias
 
     @staticmethod
     def _meta(p: Problem, c: Mapping[str, Any]) -> dict:

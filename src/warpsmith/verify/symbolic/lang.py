@@ -84,7 +84,13 @@ def binop(a: Any, b: Any, op: Callable[[Any, Any], Any], kind: str) -> Any:
     if kind not in ("and", "or", "eq"):
         x, y = _to_int(x), _to_int(y)
     elem = a.elem if a.is_ptr else b.elem
-    return SymTensor(op(x, y), shape, base if kind != "cmp" else None, a.int64 or b.int64, elem)
+    out = SymTensor(op(x, y), shape, base if kind != "cmp" else None, a.int64 or b.int64, elem)
+    if kind in ("add", "sub", "mul") and not out.int64 and base is None and _ACTIVE:
+        _ACTIVE[-1].int32_result(out)  # Triton's int32 arithmetic wraps: the prover checks it does not
+    return out
+
+
+_ACTIVE: list = []  # the tracer running now (set by Tracer.compile's callers)
 
 
 _OPS = {

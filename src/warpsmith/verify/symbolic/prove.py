@@ -9,7 +9,10 @@ grid, every lane and every loop iteration:
 2. ``race_free``: no two distinct (program, lane) pairs store to one address (atomics exempt);
 3. ``coverage``: every element of each output tensor is written;
 4. ``split_coverage``: with a declared split reduction, every reduction index of each output
-   contribution is read by exactly one (split, iteration, lane).
+   contribution is read by exactly one (split, iteration, lane);
+5. ``int32_no_overflow``: no 32-bit integer add, subtract or multiply wraps, in any lane (masked
+   or not: Triton's int32 arithmetic wraps before any mask applies), since a wrapped index would
+   make every other proof, done over unbounded integers, meaningless.
 
 Statuses: ``proved`` (z3 found no counterexample in the whole domain), ``failed`` with a
 concrete counterexample (sizes, program ids, lanes, address), ``bounded(N shapes)`` (no proof
@@ -32,7 +35,7 @@ from .lang import SymbolicError
 from .tracer import Access, Trace, Tracer
 from .values import lane
 
-OBLIGATIONS = ("in_bounds", "race_free", "coverage", "split_coverage")
+OBLIGATIONS = ("in_bounds", "race_free", "coverage", "split_coverage", "int32_no_overflow")
 
 
 @dataclass
@@ -97,6 +100,9 @@ class Prover:
         values = {k: t.values for k, t in self.tensors.items() if t.values is not None}
         tracer = Tracer(self.c.name, self.grid, values)
         fn = tracer.compile(self.c.kernel)
+        from . import lang
+
+        lang._ACTIVE.append(tracer)
         from .values import SymTensor
 
         kwargs: dict[str, Any] = {}
@@ -106,7 +112,10 @@ class Prover:
             else:
                 kwargs[name] = SymTensor(v if isinstance(v, z3.ExprRef) else z3.IntVal(int(v)))
         kwargs.update(self.consts)
-        fn(**kwargs)
+        try:
+            fn(**kwargs)
+        finally:
+            lang._ACTIVE.pop()
         for axis in range(len(self.grid)):  # every grid axis is a program coordinate, used or not
             tracer.pid(axis)
         return tracer.trace
@@ -290,6 +299,43 @@ class Prover:
         st, detail, cex = self._bounded(concrete)
         return Obligation("coverage", base, st, f"{detail} (no quantified proof: {m})", cex, time.perf_counter() - t0)
 
+    def int32_no_overflow(self, tr: Trace) -> Obligation:
+        t0 = time.perf_counter()
+        lo, hi = -(2**31), 2**31 - 1
+        subject = f"{len(tr.int32_ops)} int32 results"
+        unproved, seen = [], set()
+        for op in tr.int32_ops:
+            key = (op.expr.get_id(), len(op.loops), op.shape)
+            if key in seen:  # the same value computed again (e.g. an index used by a load and a store)
+                continue
+            seen.add(key)
+            inst = _Instance(op, tr.pids, "o")  # an Int32Op has the fields an instance needs
+            e = inst.sub(op.expr)
+            status, m = self._solve(inst.constraints(self.grid) + [z3.Or(e < lo, e > hi)],
+                                    timeout_ms=min(self.timeout_ms, 400))
+            if status == "sat":
+                return Obligation("int32_no_overflow", op.where, "failed", "a 32-bit integer result wraps",
+                                  self._cex(m, {"value": e, **{f"pid{k}": v for k, v in inst.pids.items()}}),
+                                  time.perf_counter() - t0)
+            if status == "unknown":
+                unproved.append(op)
+        if not unproved:
+            return Obligation("int32_no_overflow", subject, "proved", seconds=time.perf_counter() - t0)
+
+        def concrete(shape):
+            env, grid = self._concrete(shape)
+            for op in unproved:
+                for ev in instances(op, env, grid, tr.pids):
+                    v = evaluate(op.expr, ev, op.shape)
+                    if v.size and (v.min() < lo or v.max() > hi):
+                        return {**shape, "at": op.where, "value": int(v.max() if v.max() > hi else v.min())}
+            return None
+
+        st, detail, cex = self._bounded(concrete)
+        where = ", ".join(sorted({op.where for op in unproved}))
+        return Obligation("int32_no_overflow", subject, st, f"{detail} (no quantified proof for {where})", cex,
+                          time.perf_counter() - t0)
+
     def split_coverage(self, tr: Trace) -> Obligation | None:
         sp = self.c.split
         if sp is None:
@@ -382,6 +428,7 @@ class Prover:
                 writes = [a for a in tr.accesses if a.base == base and a.kind in ("store", "atomic")]
                 rep.obligations.append(self.coverage(tr, writes, base) if writes else
                                        Obligation("coverage", base, "failed", "the kernel never writes this output"))
+        rep.obligations.append(self.int32_no_overflow(tr))
         split = self.split_coverage(tr)
         if split is not None:
             rep.obligations.append(split)

@@ -46,9 +46,20 @@ class Access:
 
 
 @dataclass
+class Int32Op:
+    expr: Any
+    shape: tuple[int, ...]
+    conds: list[Any]
+    loops: list[Any]
+    where: str
+    mask: Any = z3.BoolVal(True)  # arithmetic happens in every lane, masked or not
+
+
+@dataclass
 class Trace:
     kernel: str
     accesses: list[Access] = field(default_factory=list)
+    int32_ops: list[Int32Op] = field(default_factory=list)
     pids: dict[int, Any] = field(default_factory=dict)
     havocs: list[str] = field(default_factory=list)
     loop_facts: list[Any] = field(default_factory=list)  # e.g. positive steps, assumed and checked
@@ -224,6 +235,14 @@ class Tracer:
 
     def grid(self, axis: int) -> Any:
         return _int_expr(self.grid_exprs[axis]) if axis < len(self.grid_exprs) else z3.IntVal(1)
+
+    def int32_result(self, value: SymTensor) -> None:
+        """Record an int32 add/sub/mul result (it must not wrap) when every enclosing loop is in pass 2."""
+        if all(lp.phase == 2 for lp in self.loops) and not z3.is_int_value(z3.simplify(value.expr)):
+            frame = inspect.currentframe().f_back.f_back.f_back
+            where = f"{frame.f_code.co_name}:{frame.f_lineno}" if frame else "?"
+            self.trace.int32_ops.append(Int32Op(value.expr, value.shape, [lp.range_cond for lp in self.loops],
+                                                [(lp.t, lp.trip) for lp in self.loops], where))
 
     def access(self, kind: str, ptr: Any, mask: Any) -> Any:
         ptr = as_sym(ptr)
