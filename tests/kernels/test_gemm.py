@@ -92,6 +92,11 @@ def test_splitk_uneven_slices_and_atomic_reduce():
     assert v.is_deterministic({"REDUCE": "workspace"}) and not v.is_deterministic({"REDUCE": "atomic"})
     tiny = MATMUL.problem({"M": 4, "N": 4, "K": 16}, "float16")
     assert "empty slices" in v.rejection(tiny, {**cfg, "SPLIT_K": 4}, H100)
+    # slices are rounded up to BLOCK_K: K=1154 in 12 slices of 128 leaves the last two empty
+    # (found by the prover: their start index overshoots K and its int32 offset wrapped)
+    wide = MATMUL.problem({"M": 4, "N": 4, "K": 1154}, "float16")
+    assert "empty slices" in v.rejection(wide, {**cfg, "BLOCK_K": 32, "SPLIT_K": 12}, H100)
+    assert v.rejection(wide, {**cfg, "BLOCK_K": 32, "SPLIT_K": 10}, H100) is None  # 9 slices of 128, one of 2
 
 
 def test_tf32_is_emulated_and_rejected_by_the_fp32_contract():

@@ -72,9 +72,10 @@ def splitk(constexprs: list[dict]) -> KernelContract:
         args={**_OPERANDS, "p_ptr": Tensor((B, parts, M, N), (M * N * parts, M * N, N, 1), output=True),
               "K_PER_SPLIT": cdiv(cdiv(K, S), bk) * bk},
         constexprs=constexprs, grid=lambda c: (_tiles(c), S, B),
-        # the validity predicate: every slice non-empty (SPLIT_K <= number of BLOCK_K steps)
-        domain=DOMAIN + [S >= 1, S <= 16, S <= cdiv(K, bk)],
-        bounded_shapes=[{**s, "SPLIT_K": sk} for s in BOUNDED for sk in (1, 3) if sk <= -(-s["K"] // bk)],
+        # the validity predicate (SplitKGemm.invalid): every slice non-empty
+        domain=DOMAIN + [S >= 1, S <= 16, (S - 1) * (cdiv(cdiv(K, S), bk) * bk) < K],
+        bounded_shapes=[{**s, "SPLIT_K": sk} for s in BOUNDED for sk in (1, 2, 3)
+                        if (sk - 1) * (-(-(-(-s["K"] // sk)) // bk) * bk) < s["K"]],
         split=Split("a_ptr", dim=2, axis=1), guards=_EVEN_K)
 
 

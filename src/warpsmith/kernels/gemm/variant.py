@@ -166,8 +166,9 @@ class SplitKGemm(_Gemm):
         why = super().invalid(p, c, target)
         if why:
             return why
-        if triton.cdiv(p.shape["K"], c["BLOCK_K"]) < c["SPLIT_K"]:
-            return f"SPLIT_K={c['SPLIT_K']} leaves empty slices: K={p.shape['K']} has fewer BLOCK_K={c['BLOCK_K']} steps"
+        if (c["SPLIT_K"] - 1) * self.k_per_split(p, c) >= p.shape["K"]:
+            return (f"SPLIT_K={c['SPLIT_K']} leaves empty slices: K={p.shape['K']} in slices of "
+                    f"{self.k_per_split(p, c)} (a multiple of BLOCK_K={c['BLOCK_K']})")
         return None
 
     def default_config(self, p, target):
