@@ -6,7 +6,6 @@ error, out of resources, a launch error) scores ``inf`` with the reason kept, ne
 from __future__ import annotations
 
 import math
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -99,7 +98,3 @@ class Evaluator:
         if not self.measured:
             return None
         return time_gpu(lambda x: self.spec.reference(x, self.problem.attrs), self.inputs()).median_ms
-
-
-def wall() -> float:
-    return time.perf_counter()

@@ -5,8 +5,7 @@ from typing import Optional
 
 import torch
 
-from ..spec import MATMUL, Problem
-from ..spec.dtypes import dtype_name
+from ..spec import Problem
 from .dispatch import select
 
 
@@ -73,4 +72,4 @@ def _backward(ctx, grad):
 
 matmul_op.register_autograd(_backward, setup_context=_setup)
 
-__all__ = ["matmul_op", "problem_of", "dtype_name", "MATMUL"]
+__all__ = ["matmul_op", "problem_of"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CERT_FORMAT = 1
-SYMBOLIC_OBLIGATIONS = ("in_bounds", "race_free", "coverage", "split_coverage")
+from .symbolic.prove import OBLIGATIONS as SYMBOLIC_OBLIGATIONS
 
 
 @dataclass

@@ -87,16 +87,16 @@ def reduce(constexprs: list[dict]) -> KernelContract:
         domain=DOMAIN + [S >= 1, S <= 16], bounded_shapes=[{**s, "SPLIT_K": 2} for s in BOUNDED])
 
 
-def _meta(bm: int, bn: int, bk: int, even_k: bool, **extra: Any) -> dict:
-    return dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=4, EVEN_K=even_k, IS_FP32=False, PRECISION="ieee",
-                EMULATE=False, **extra)
+def _meta(bm: int, bn: int, bk: int, even_k: bool, group_m: int = 4, precision: str = "ieee", **extra: Any) -> dict:
+    """The constexprs of one GEMM launch as the GPU compiles it (no interpreter emulation)."""
+    return dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group_m, EVEN_K=even_k, IS_FP32=False,
+                PRECISION=precision, EMULATE=False, **extra)
 
 
 def for_config(variant: str, config: Mapping[str, Any], has_bias: bool, activation: str) -> list[KernelContract]:
     """The contracts that cover exactly the kernels and constexprs ``config`` launches."""
-    meta = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
-                GROUP_M=config["GROUP_M"], EVEN_K=bool(config["EVEN_K"]), IS_FP32=False,
-                PRECISION=config.get("PRECISION", "ieee"), EMULATE=False)
+    meta = _meta(config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"], bool(config["EVEN_K"]),
+                 config["GROUP_M"], config.get("PRECISION", "ieee"))
     epi = dict(HAS_BIAS=has_bias, ACTIVATION=activation)
     if variant == "tiled":
         return [tiled([{**meta, **epi}])]

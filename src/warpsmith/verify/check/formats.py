@@ -45,12 +45,15 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ...errors import InvalidInputError
+from ...spec.opspec import DISTRIBUTIONS as SPEC_DISTRIBUTIONS
 
 Number = int | float
 Inputs = list[Any]
 Outputs = tuple[Any, ...]
 #: The float input distributions trials cycle through (drawn by :func:`warpsmith.spec.opspec.draw`).
-DISTRIBUTIONS: tuple[str, ...] = ("normal", "uniform", "outliers", "tiny")
+# The spec's distributions, less those an arbitrary problem may not accept: "large" needs the op's
+# own scale, "specials" (NaN/Inf inputs) would make many references reject their inputs.
+DISTRIBUTIONS: tuple[str, ...] = tuple(d for d in SPEC_DISTRIBUTIONS if d not in ("large", "specials"))
 
 
 class CandidateError(Exception):

@@ -111,6 +111,8 @@ class Loop:
         self.phase = 0
         self.placeholders: dict[str, Any] = {}
         self.closed: dict[str, Any] = {}
+        self.ends: dict[str, Any] = {}  # values at the end of the pass-1 body
+        self.deltas: dict[str, tuple[SymTensor, Any]] = {}  # affine carried values: (initial, per-iteration delta)
 
     def passes(self):
         self.tracer.loops.append(self)
@@ -157,7 +159,6 @@ class Loop:
             if _mentions(delta, ph) or _mentions(delta, self.t):
                 self.closed[name] = self._havoc(name, v0)
                 continue
-            self.deltas = getattr(self, "deltas", {})
             self.deltas[name] = (v0, delta)
             self.closed[name] = SymTensor(v0.expr + self.t * delta, _bshape(v0, end), v0.base or end.base,
                                           v0.int64 or end.int64, v0.elem)
@@ -171,14 +172,14 @@ class Loop:
 
     def after(self, name: str) -> Any:
         v0 = self.carried[name]
-        if name in getattr(self, "deltas", {}):
+        if name in self.deltas:
             v0, delta = self.deltas[name]
             return SymTensor(v0.expr + self.trip * delta, v0.shape, v0.base, v0.int64, v0.elem)
         closed = self.closed.get(name, UNDEF)
         if closed is DATA or v0 is DATA:
             return DATA
         if v0 is UNDEF:  # body-local: after the loop it holds the last iteration's value (unknown here)
-            end = self.ends.get(name, UNDEF) if hasattr(self, "ends") else UNDEF
+            end = self.ends.get(name, UNDEF)
             return DATA if end is DATA or end is UNDEF else self._havoc(name, as_sym(end))
         return closed
 
