@@ -119,7 +119,7 @@ class ScratchAccumulator(TiledGemm):  # starts from a fresh uninitialised buffer
     (OverflowsEarly(), "error_contract", "infinities differ"),
     (SkipsLastRow(), "error_contract", "left unwritten (poison survived)"),
     (MutatesInput(), "error_contract", "input 'a' was modified"),
-    (ReturnsFreshTensor(), "error_contract", "returned a tensor other than the output"),
+    (ReturnsFreshTensor(), "error_contract", "returned tensors other than the outputs"),
     (Flaky(), "determinism", "two runs on the same inputs differ"),
     (TransposesB(), "error_contract", "exceeds contract"),
     (UninitialisedAccumulator(), "error_contract", "poison survived"),

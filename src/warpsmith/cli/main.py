@@ -76,10 +76,12 @@ def _leaderboard(result, rows: int = 10) -> Table:
 @click.option("--time-budget", default=None, type=float, help="Seconds (stop searching after this long).")
 @click.option("--strategy", default="evolutionary", show_default=True, help="random | evolutionary | pattern.")
 @click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--bias", is_flag=True, help="Add a bias vector (N,) in the epilogue.")
-@click.option("--activation", default="none", show_default=True, help="none | relu | gelu | silu.")
-@click.option("--layout", default="nn", show_default=True, help="nn | tn | nt | tt (t: operand stored transposed).")
-@click.option("--allow-tf32", is_flag=True, help="fp32 only: accept tf32 products under a tf32 error contract.")
+@click.option("--attr", "attr_items", multiple=True, metavar="NAME=VALUE",
+              help="An op attribute, repeatable (e.g. --attr reduction=sum); `warpsmith ops` lists each op's.")
+@click.option("--bias", is_flag=True, help="matmul: add a bias vector (N,) in the epilogue (= --attr bias=True).")
+@click.option("--activation", default=None, help="matmul: none | relu | gelu | silu (= --attr activation=...).")
+@click.option("--layout", default=None, help="matmul: nn | tn | nt | tt, t: operand stored transposed (= --attr layout=...).")
+@click.option("--allow-tf32", is_flag=True, help="matmul, fp32: accept tf32 products under a tf32 error contract.")
 @click.option("--prove/--no-prove", default=True, show_default=True,
               help="Prove the finalists' kernels symbolically (memory safety, races, coverage) as part of verification.")
 @click.option("--finalists", default=4, show_default=True, type=int, help="Candidates verified, best first.")
@@ -89,7 +91,8 @@ def _leaderboard(result, rows: int = 10) -> Table:
               help="Write the result as JSON here.")
 @handle_errors
 def tune(op: str, shape: str, dtype: str, target: str | None, budget: int, time_budget: float | None,
-         strategy: str, seed: int, bias: bool, activation: str, layout: str, allow_tf32: bool, prove: bool, finalists: int,
+         strategy: str, seed: int, attr_items: tuple[str, ...], bias: bool, activation: str | None, layout: str | None,
+         allow_tf32: bool, prove: bool, finalists: int,
          db_path: Path | None, json_out: Path | None) -> None:
     """Search OP's kernel space for one shape, verify the winner, record it in the tuning DB."""
     from ..db import TuningDB
@@ -100,7 +103,8 @@ def tune(op: str, shape: str, dtype: str, target: str | None, budget: int, time_
     from ..targets import get_target
 
     spec = get_op(op)
-    attrs = {"bias": bias, "activation": activation, "layout": layout, "allow_tf32": allow_tf32}
+    shortcuts = {"bias": bias or None, "activation": activation, "layout": layout, "allow_tf32": allow_tf32 or None}
+    attrs = {**{k: v for k, v in shortcuts.items() if v is not None}, **spec.parse_attrs(attr_items)}
     problem = spec.problem(shape, dtype, attrs)
     if target is not None:
         get_target(target)
@@ -143,6 +147,22 @@ def tune(op: str, shape: str, dtype: str, target: str | None, budget: int, time_
     out.print(f"verified: {checks}")
     out.print(f"recorded as #{result.record_id} in {store.path} ({result.evaluations} evaluations, "
               f"{result.elapsed_s:.1f} s)")
+
+
+@cli.command()
+def ops() -> None:
+    """The ops that can be tuned: axes, dtypes, attributes and variants."""
+    from ..kernels.registry import variants
+    from ..spec import OPS, Scalar
+
+    for name, spec in OPS.items():
+        axes = ", ".join(f"{a.name}{'?' if a.optional else ''} ({a.doc})" for a in spec.axes)
+        click.echo(f"{name}: variants {', '.join(variants(name))}")
+        click.echo(f"  axes: {axes}")
+        click.echo(f"  dtypes: {', '.join(str(d).replace('torch.', '') for d in spec.dtypes)}")
+        for k, c in spec.attr_choices.items():
+            text = str(c) if isinstance(c, Scalar) else "|".join(map(str, c))
+            click.echo(f"  --attr {k}={text} (default {c.default if isinstance(c, Scalar) else c[0]})")
 
 
 @cli.command()

@@ -9,7 +9,9 @@ A variant declares, in one place each:
   guard holds, e.g. ``EVEN_K`` needs ``K % BLOCK_K == 0``); dispatch re-checks them;
 - ``default_config(problem, target)``: the heuristic used when the DB has no record;
 - ``launch(inputs, problem, config, out=None)``: allocate, compute the grid, launch;
-- ``is_deterministic(config)``: whether two runs give bitwise the same output.
+- ``is_deterministic(config)``: whether two runs give bitwise the same output;
+- ``cost_model`` and, for the ``"memory"`` model, ``work(problem, config)``: what the cost model
+  needs to predict a config's time (search/cost.py).
 """
 from __future__ import annotations
 
@@ -72,6 +74,7 @@ class Variant(abc.ABC):
     name: str = ""
     guards: tuple[Guard, ...] = ()
     kernel_modules: tuple[Any, ...] = ()  # modules holding the @triton.jit code it launches
+    cost_model: str = "memory"  # "memory" (needs work()) or "gemm"; see search/cost.py
 
     @abc.abstractmethod
     def space(self, problem: Problem, target: Target) -> Space:
@@ -86,8 +89,11 @@ class Variant(abc.ABC):
 
     @abc.abstractmethod
     def launch(self, inputs: Mapping[str, torch.Tensor], problem: Problem, config: Mapping[str, Any],
-               out: torch.Tensor | None = None) -> torch.Tensor:
-        """Allocate the output (unless ``out`` is given), compute the grid, launch; returns the output."""
+               out: Any = None) -> Any:
+        """Allocate the outputs (unless ``out`` is given), compute the grid, launch; returns the outputs.
+
+        One output: ``out`` and the result are a tensor; several: a tuple in the order of the
+        op's ``OpSpec.outputs``. Given ``out``, the launcher writes into it and returns it."""
 
     def is_deterministic(self, config: Mapping[str, Any]) -> bool:
         return True
@@ -95,6 +101,10 @@ class Variant(abc.ABC):
     def contracts(self, problem: Problem, config: Mapping[str, Any]) -> list[Any]:
         """Launch contracts (verify/symbolic) of exactly the kernels and constexprs ``config`` launches."""
         return []
+
+    def work(self, problem: Problem, config: Mapping[str, Any]) -> Any:
+        """A :class:`warpsmith.search.memory_model.MemoryWork` for memory-bound variants."""
+        raise NotImplementedError(f"{self.op}/{self.name} does not describe its work for the memory cost model")
 
     def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:
         """The block size each axis is cut into (the verifier tests sizes that are not multiples)."""

@@ -1,4 +1,4 @@
 """Dispatch at call time and the torch.library custom ops."""
-from .dispatch import Choice, clear_cache, select
+from .dispatch import Choice, clear_cache, launch, select
 
-__all__ = ["Choice", "clear_cache", "select"]
+__all__ = ["Choice", "clear_cache", "launch", "select"]

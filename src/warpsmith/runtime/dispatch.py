@@ -2,7 +2,7 @@
 
 The best verified DB record for the call's key (op, shape, dtype, attributes, target) whose
 kernel source and Triton version are unchanged and whose guards hold for this call; otherwise
-the op's heuristic default. Lookups are cached per key; :func:`clear_cache` drops the cache (the tuner calls it).
+the heuristic default of the op's first variant that accepts the problem. Lookups are cached per key; :func:`clear_cache` drops the cache (the tuner calls it).
 """
 from __future__ import annotations
 
@@ -12,13 +12,10 @@ from typing import Any
 from ..db import TuningDB
 from ..errors import DatabaseError
 from ..kernels.base import Variant
-from ..kernels.registry import variants
+from ..kernels.registry import default_variant, variants
 from ..settings import settings
 from ..spec import Problem
 from ..targets import current_device, versions
-
-DEFAULT_VARIANT = {"matmul": "tiled"}
-
 
 @dataclass(frozen=True)
 class Choice:
@@ -36,7 +33,7 @@ def clear_cache() -> None:
 
 
 def _key(problem: Problem, target: str, db_path: str) -> tuple:
-    return (problem.op, tuple(problem.shape.items()), problem.dtype, tuple(sorted(problem.attrs.items())), target, db_path)
+    return (problem.op, tuple(problem.shape.items()), problem.dtype, tuple(sorted(problem.key_attrs.items())), target, db_path)
 
 
 def select(problem: Problem) -> Choice:
@@ -50,7 +47,7 @@ def select(problem: Problem) -> Choice:
     if s.dispatch == "tuned" and s.db_path.exists():
         try:
             ranked = TuningDB(s.db_path).ranked(
-                problem.op, dict(problem.shape), problem.dtype_name, dict(problem.attrs), target.name,
+                problem.op, dict(problem.shape), problem.dtype_name, problem.key_attrs, target.name,
                 {n: v.source_hash() for n, v in vs.items()}, {"triton": versions()["triton"]})
         except DatabaseError:
             ranked = []  # an unreadable DB never breaks a call; `warpsmith db list` reports it
@@ -59,7 +56,13 @@ def select(problem: Problem) -> Choice:
                 choice = Choice(vs[rec.variant], dict(rec.config), "db", rec.id)
                 break
     if choice is None:
-        v = vs[DEFAULT_VARIANT[problem.op]]
+        v = default_variant(problem, target)
         choice = Choice(v, v.default_config(problem, target), "default")
     _cache[key] = choice
     return choice
+
+
+def launch(problem: Problem, inputs: dict[str, Any], out: Any = None) -> Any:
+    """Run ``problem`` on ``inputs`` with the selected config (what every custom op calls)."""
+    choice = select(problem)
+    return choice.variant.launch(inputs, problem, choice.config, out=out)

@@ -6,7 +6,7 @@ from typing import Optional
 import torch
 
 from ..spec import Problem
-from .dispatch import select
+from .dispatch import launch
 
 
 def problem_of(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor], activation: str) -> Problem:
@@ -22,10 +22,8 @@ def problem_of(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor], a
 
 @torch.library.custom_op("warpsmith::matmul", mutates_args=())
 def matmul_op(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor], activation: str) -> torch.Tensor:
-    problem = problem_of(a, b, bias, activation)
-    choice = select(problem)
     inputs = {"a": a, "b": b} if bias is None else {"a": a, "b": b, "bias": bias}
-    return choice.variant.launch(inputs, problem, choice.config)
+    return launch(problem_of(a, b, bias, activation), inputs)
 
 
 @matmul_op.register_fake

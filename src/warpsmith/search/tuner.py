@@ -175,7 +175,7 @@ def tune(op: str, problem: Problem, *, target: str | None = None, budget: int = 
 def _record(result: TuneResult, s: Score, cert: dict[str, Any] | None, verified: bool) -> TuningRecord:
     p = result.problem
     return TuningRecord(
-        op=p.op, variant=s.variant, shape=dict(p.shape), dtype=p.dtype_name, attrs=dict(p.attrs),
+        op=p.op, variant=s.variant, shape=dict(p.shape), dtype=p.dtype_name, attrs=p.key_attrs,
         target=result.target.name, fingerprint=fingerprint(op_variants(p.op)[s.variant].source_hash()),
         config=dict(s.config), timing_kind=result.timing_kind, time_ms=s.ms, baseline_ms=result.baseline_ms,
         verified=verified, certificate=cert)

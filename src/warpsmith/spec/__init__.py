@@ -3,7 +3,7 @@ from ..errors import UnknownNameError
 from .contract import ErrorContract
 from .dtypes import DTYPES, dtype_name, parse_dtype
 from .matmul import MATMUL, MatmulSpec
-from .opspec import DISTRIBUTIONS, INTEGERS, Axis, OpSpec, Problem, parse_shape
+from .opspec import DISTRIBUTIONS, INTEGERS, Axis, OpSpec, Problem, Scalar, as_tuple, parse_shape
 
 OPS: dict[str, OpSpec] = {MATMUL.name: MATMUL}
 
@@ -15,4 +15,4 @@ def get_op(name: str) -> OpSpec:
 
 
 __all__ = ["ErrorContract", "DTYPES", "dtype_name", "parse_dtype", "MATMUL", "MatmulSpec", "DISTRIBUTIONS", "INTEGERS",
-           "Axis", "OpSpec", "Problem", "parse_shape", "OPS", "get_op"]
+           "Axis", "OpSpec", "Problem", "Scalar", "as_tuple", "parse_shape", "OPS", "get_op"]

@@ -96,6 +96,10 @@ class MatmulSpec(OpSpec):
             return Problem(p.op, p.shape, p.dtype, {**p.attrs, "activation": "none"})
         return p
 
+    def outputs(self, p: Problem) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+        lead = (p.shape["B"],) if "B" in p.shape else ()
+        return ((lead + (p.shape["M"], p.shape["N"]), p.dtype),)
+
     def reference(self, inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> torch.Tensor:
         c = torch.matmul(inputs["a"], inputs["b"])
         if attrs.get("bias"):

@@ -17,6 +17,13 @@ DISTRIBUTIONS = ("normal", "uniform", "outliers", "tiny", "large", "specials")
 INTEGERS = "integers"
 
 
+def as_tuple(x: Any) -> tuple:
+    """An op has one output or several (e.g. a normalization's result and its saved statistics):
+    the reference, the error scale, the contract and a launcher give a tensor or a tuple in one
+    order. This returns ``x`` as a tuple (a single tensor or contract becomes a 1-tuple)."""
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
 @dataclass(frozen=True)
 class Axis:
     """A named size. ``optional`` axes may be absent (e.g. a batch dimension)."""
@@ -29,13 +36,47 @@ class Axis:
 
 
 @dataclass(frozen=True)
+class Scalar:
+    """A continuous attribute (e.g. ``eps``, label smoothing): any number in ``[lo, hi]``.
+
+    The kernel takes it as a runtime argument, so it is not part of the tuning key: one tuned
+    record serves every value (see :attr:`Problem.key_attrs`).
+    """
+
+    default: float | int
+    lo: float
+    hi: float
+    integer: bool = False
+
+    def parse(self, value: Any) -> float | int:
+        ok_type = (int,) if self.integer else (int, float)
+        if isinstance(value, bool) or not isinstance(value, ok_type) or not self.lo <= value <= self.hi:
+            kind = "an integer" if self.integer else "a number"
+            raise InvalidInputError("value", f"{kind} in [{self.lo:g}, {self.hi:g}]", value)
+        return int(value) if self.integer else float(value)
+
+    def __str__(self) -> str:
+        return f"{'integer' if self.integer else 'number'} in [{self.lo:g}, {self.hi:g}]"
+
+
+@dataclass(frozen=True)
 class Problem:
-    """One instance of an op: sizes, dtype and op-specific attributes (all validated)."""
+    """One instance of an op: sizes, dtype and op-specific attributes (all validated).
+
+    ``scalars`` names the attributes that are continuous (:class:`Scalar`); the tuning key leaves
+    them out.
+    """
 
     op: str
     shape: Mapping[str, int]
     dtype: torch.dtype
     attrs: Mapping[str, Any] = field(default_factory=dict)
+    scalars: frozenset[str] = frozenset()
+
+    @property
+    def key_attrs(self) -> dict[str, Any]:
+        """The attributes a tuned config depends on (the DB and dispatch key)."""
+        return {k: v for k, v in self.attrs.items() if k not in self.scalars}
 
     @property
     def dtype_name(self) -> str:
@@ -57,7 +98,7 @@ class OpSpec(abc.ABC):
     name: str = ""
     axes: tuple[Axis, ...] = ()
     dtypes: tuple[torch.dtype, ...] = ()
-    attr_choices: Mapping[str, tuple[Any, ...]] = {}
+    attr_choices: Mapping[str, tuple[Any, ...] | Scalar] = {}  # a tuple's first entry is the default
 
     # ---- problems -------------------------------------------------------------------
     def problem(self, shape: Mapping[str, int] | str, dtype: str | torch.dtype,
@@ -77,15 +118,45 @@ class OpSpec(abc.ABC):
             raise InvalidInputError(f"shape of {self.name}", "sizes for axes " + ", ".join(missing),
                                     ",".join(f"{k}={v}" for k, v in sizes.items()) or "nothing")
         ordered = {a.name: sizes[a.name] for a in self.axes if a.name in sizes}
-        full_attrs = {k: choices[0] for k, choices in self.attr_choices.items()}
+        full_attrs = {k: c.default if isinstance(c, Scalar) else c[0] for k, c in self.attr_choices.items()}
         for k, v in (attrs or {}).items():
             if k not in self.attr_choices:
                 raise UnknownNameError(f"attribute of {self.name}", k, list(self.attr_choices))
-            if v not in self.attr_choices[k]:
-                raise InvalidInputError(f"attribute {k} of {self.name}",
-                                        "one of " + ", ".join(map(str, self.attr_choices[k])), v)
+            choices = self.attr_choices[k]
+            if isinstance(choices, Scalar):
+                try:
+                    v = choices.parse(v)
+                except InvalidInputError:
+                    raise InvalidInputError(f"attribute {k} of {self.name}", str(choices), v) from None
+            elif v not in choices:
+                raise InvalidInputError(f"attribute {k} of {self.name}", "one of " + ", ".join(map(str, choices)), v)
             full_attrs[k] = v
-        return Problem(self.name, ordered, parse_dtype(dtype, self.dtypes), full_attrs)
+        scalars = frozenset(k for k, c in self.attr_choices.items() if isinstance(c, Scalar))
+        return Problem(self.name, ordered, parse_dtype(dtype, self.dtypes), full_attrs, scalars)
+
+    def parse_attrs(self, items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+        """``["reduction=sum", "smoothing=0.1"]`` → attributes, each value matched to one of its choices."""
+        out: dict[str, Any] = {}
+        for item in items:
+            name, sep, text = item.partition("=")
+            name, text = name.strip(), text.strip()
+            if not sep or not name:
+                raise InvalidInputError("attribute", "NAME=VALUE, e.g. reduction=mean", item)
+            if name not in self.attr_choices:
+                raise UnknownNameError(f"attribute of {self.name}", name, list(self.attr_choices))
+            choices = self.attr_choices[name]
+            if isinstance(choices, Scalar):
+                try:
+                    out[name] = int(text) if choices.integer else float(text)
+                except ValueError:
+                    raise InvalidInputError(f"attribute {name} of {self.name}", str(choices), text) from None
+                continue
+            match = [c for c in choices if str(c).lower() == text.lower()]
+            if not match:
+                raise InvalidInputError(f"attribute {name} of {self.name}",
+                                        "one of " + ", ".join(map(str, self.attr_choices[name])), text)
+            out[name] = match[0]
+        return out
 
     # ---- to be provided by each op ------------------------------------------------------
     @abc.abstractmethod
@@ -109,16 +180,23 @@ class OpSpec(abc.ABC):
         return problem
 
     @abc.abstractmethod
-    def reference(self, inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> torch.Tensor:
-        """The plain-PyTorch reference (the single source of truth; float64 inputs give the oracle)."""
+    def outputs(self, problem: Problem) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+        """Shape and dtype of each output, in the order the reference returns them."""
 
     @abc.abstractmethod
-    def error_scale(self, inputs64: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> torch.Tensor:
-        """Per-element magnitude the accumulated rounding error scales with (e.g. ``|A| @ |B|``)."""
+    def reference(self, inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> Any:
+        """The plain-PyTorch reference (the single source of truth; float64 inputs give the oracle).
+
+        Returns one tensor, or a tuple in the order of :meth:`outputs`."""
 
     @abc.abstractmethod
-    def contract(self, problem: Problem) -> ErrorContract:
-        """The error contract for this problem (from dtypes and reduction length)."""
+    def error_scale(self, inputs64: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> Any:
+        """Per-element magnitude the accumulated rounding error scales with (e.g. ``|A| @ |B|``);
+        one tensor per output, like :meth:`reference`."""
+
+    @abc.abstractmethod
+    def contract(self, problem: Problem) -> ErrorContract | tuple[ErrorContract, ...]:
+        """The error contract for this problem (from dtypes and reduction length), one per output."""
 
     @abc.abstractmethod
     def flops(self, problem: Problem) -> float:
@@ -129,8 +207,8 @@ class OpSpec(abc.ABC):
         """Bytes a perfect kernel must move to and from DRAM."""
 
     # ---- shared helpers -----------------------------------------------------------------
-    def oracle(self, inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The reference in float64 on the same inputs, and the error scale."""
+    def oracle(self, inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> tuple[Any, Any]:
+        """The reference in float64 on the same inputs, and the error scale (each a tensor or a tuple)."""
         x64 = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in inputs.items()}
         return self.reference(x64, attrs), self.error_scale(x64, attrs)
 

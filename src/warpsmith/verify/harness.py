@@ -6,38 +6,43 @@ from typing import Any, Mapping
 import torch
 
 from ..kernels.base import Variant, poison_fill, poisoned_allocations
-from ..spec import Problem
+from ..spec import Problem, as_tuple, get_op
 
 
 class HarnessFailure(Exception):
     """The candidate misbehaved (the message names how)."""
 
 
-def output_like(problem: Problem, device: torch.device) -> torch.Tensor:
-    M, N = problem.shape["M"], problem.shape["N"]
-    shape = (problem.shape["B"], M, N) if "B" in problem.shape else (M, N)
-    return poison_fill(torch.empty(shape, dtype=problem.dtype, device=device))
+def output_like(problem: Problem, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """The op's outputs, allocated and filled with NaN (integers: -1)."""
+    return tuple(poison_fill(torch.empty(shape, dtype=dtype, device=device))
+                 for shape, dtype in get_op(problem.op).outputs(problem))
 
 
 def run_guarded(variant: Variant, problem: Problem, config: Mapping[str, Any],
-                inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """Launch into a NaN-poisoned output (scratch poisoned too); fail if inputs changed or output is odd."""
+                inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """Launch into NaN-poisoned outputs (scratch poisoned too); fail if inputs changed or an output is odd.
+
+    The launcher gets ``out=`` a tensor for a one-output op, else a tuple; returns the outputs as a tuple.
+    """
     device = next(iter(inputs.values())).device
     before = {k: v.clone() for k, v in inputs.items()}
-    out = output_like(problem, device)
+    outs = output_like(problem, device)
     with poisoned_allocations():
-        result = variant.launch(inputs, problem, config, out=out)
+        result = variant.launch(inputs, problem, config, out=outs[0] if len(outs) == 1 else outs)
     if device.type == "cuda":
         torch.cuda.synchronize()
-    if result is not out:
-        raise HarnessFailure("launcher returned a tensor other than the output it was given")
-    if type(result) is not torch.Tensor:
-        raise HarnessFailure(f"output is a {type(result).__name__}, not a plain torch.Tensor")
+    results = as_tuple(result)
+    if len(results) != len(outs) or any(r is not o for r, o in zip(results, outs)):
+        raise HarnessFailure("launcher returned tensors other than the outputs it was given")
+    for r in results:
+        if type(r) is not torch.Tensor:
+            raise HarnessFailure(f"output is a {type(r).__name__}, not a plain torch.Tensor")
     for k, v in inputs.items():
         if not torch.equal(v, before[k]) and not (v.is_floating_point() and torch.equal(v.isnan(), before[k].isnan())
                                                   and torch.equal(v.nan_to_num(), before[k].nan_to_num())):
             raise HarnessFailure(f"input {k!r} was modified")
-    return result
+    return results
 
 
 def unwritten(out: torch.Tensor, ref64: torch.Tensor) -> int:

@@ -14,25 +14,30 @@ from typing import Any, Mapping
 import torch
 
 from ..kernels.base import Variant
-from ..spec import DISTRIBUTIONS, OpSpec, Problem
+from ..spec import DISTRIBUTIONS, OpSpec, Problem, as_tuple
 from ..targets import Target, versions
 from .certificate import Certificate, Check
 from .harness import HarnessFailure, run_guarded, unwritten
 
 
 def _contract_run(spec: OpSpec, problem: Problem, variant: Variant, config: Mapping[str, Any],
-                  inputs: Mapping[str, torch.Tensor]) -> tuple[str | None, torch.Tensor | None]:
-    """One guarded run judged by the contract; returns (failure reason or None, the output)."""
+                  inputs: Mapping[str, torch.Tensor]) -> tuple[str | None, tuple[torch.Tensor, ...] | None]:
+    """One guarded run, each output judged by its contract; returns (failure reason or None, the outputs)."""
     try:
-        out = run_guarded(variant, problem, config, inputs)
+        outs = run_guarded(variant, problem, config, inputs)
     except HarnessFailure as exc:
         return str(exc), None
-    ref64, scale = spec.oracle(inputs, problem.attrs)
-    holes = unwritten(out, ref64)
-    if holes:
-        return f"{holes} of {out.numel()} output elements left unwritten (poison survived)", out
-    ok, msg = spec.contract(problem).check(out, ref64, scale, spec.reference(inputs, problem.attrs))
-    return (None if ok else msg), out
+    ref64, scale = (as_tuple(x) for x in spec.oracle(inputs, problem.attrs))
+    refs, contracts = as_tuple(spec.reference(inputs, problem.attrs)), as_tuple(spec.contract(problem))
+    for i, out in enumerate(outs):
+        where = f"output {i}: " if len(outs) > 1 else ""
+        holes = unwritten(out, ref64[i])
+        if holes:
+            return f"{where}{holes} of {out.numel()} output elements left unwritten (poison survived)", outs
+        ok, msg = contracts[i].check(out, ref64[i], scale[i], refs[i])
+        if not ok:
+            return where + msg, outs
+    return None, outs
 
 
 def exact_on(spec: OpSpec, problem: Problem, inputs: Mapping[str, torch.Tensor]) -> bool:
@@ -43,7 +48,8 @@ def exact_on(spec: OpSpec, problem: Problem, inputs: Mapping[str, torch.Tensor])
     """
     as32 = {k: v.to(torch.float32) if v.is_floating_point() else v for k, v in inputs.items()}
     as64 = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in inputs.items()}
-    return torch.equal(spec.reference(as32, problem.attrs).to(torch.float64), spec.reference(as64, problem.attrs))
+    return all(torch.equal(r32.to(torch.float64), r64) for r32, r64 in
+               zip(as_tuple(spec.reference(as32, problem.attrs)), as_tuple(spec.reference(as64, problem.attrs))))
 
 
 def _identity_test(spec: OpSpec, problem: Problem, variant: Variant, config: Mapping[str, Any],
@@ -55,14 +61,16 @@ def _identity_test(spec: OpSpec, problem: Problem, variant: Variant, config: Map
         if ex is None or not exact_on(spec, ip, ex):
             continue
         try:
-            out = run_guarded(variant, ip, config, ex)
+            outs = run_guarded(variant, ip, config, ex)
         except HarnessFailure as exc:
             return "exact_identity", f"failed({exc})", ""
-        expect = spec.oracle(ex, ip.attrs)[0].to(ip.dtype).to(out.device)
-        if not torch.equal(out, expect):
-            bad = tuple((out != expect).nonzero()[0].tolist())
-            return "exact_identity", (f"failed(first mismatch at {bad}: got {out[bad].item()}, "
-                                      f"exact {expect[bad].item()})"), ""
+        for i, (out, exact) in enumerate(zip(outs, as_tuple(spec.oracle(ex, ip.attrs)[0]))):
+            expect = exact.to(out.dtype).to(out.device)
+            if not torch.equal(out, expect):
+                bad = tuple((out != expect).nonzero()[0].tolist())
+                which = f"output {i}, " if len(outs) > 1 else ""
+                return "exact_identity", (f"failed({which}first mismatch at {bad}: got {out[bad].item()}, "
+                                          f"exact {expect[bad].item()})"), ""
         note = "" if ip == problem else f" on the exact counterpart {ip.describe()}"
         return "exact_identity", "tested(1 trials)", "exactness detected (fp32 reference == fp64); bitwise equality" + note
     return None
@@ -169,7 +177,7 @@ def verify_candidate(spec: OpSpec, problem: Problem, variant: Variant, config: M
             "the reference in fp32 differs from fp64 there (e.g. transcendental functions); the error contract covers it")
 
     inputs, out = first
-    same = torch.equal(out, run_guarded(variant, problem, config, inputs))
+    same = all(torch.equal(a, b) for a, b in zip(out, run_guarded(variant, problem, config, inputs)))
     if cert.deterministic and not same:
         add("determinism", "failed(two runs on the same inputs differ)")
         return cert

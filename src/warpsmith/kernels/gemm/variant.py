@@ -51,6 +51,7 @@ def _emulate(problem: Problem, config: Mapping[str, Any]) -> bool:
 
 class _Gemm(Variant):
     op = "matmul"
+    cost_model = "gemm"
     guards = (_EVEN_K,)
     kernel_modules = (K, common)
 
@@ -94,6 +95,8 @@ class _Gemm(Variant):
         cfg["num_warps"] = 8 if cfg["BLOCK_M"] * cfg["BLOCK_N"] >= 128 * 128 else 4
         while self.invalid(p, cfg, target) and cfg["num_stages"] > 1:
             cfg["num_stages"] -= 1
+        while self.invalid(p, cfg, target) and cfg["num_warps"] > 2:  # small tiles: fewer warps
+            cfg["num_warps"] //= 2
         return cfg
 
     def contracts(self, problem: Problem, config: Mapping[str, Any]) -> list[Any]:

@@ -1,25 +1,15 @@
-"""The public ops: validate, then call the ``warpsmith::`` custom op (which dispatches).
-
-Example:
-    >>> import torch, warpsmith.ops as wops
-    >>> c = wops.matmul(torch.randn(64, 32).half(), torch.randn(32, 16).half(), activation="relu")
-"""
+"""``warpsmith.ops.matmul``: validate, then call the ``warpsmith::matmul`` custom op."""
 from __future__ import annotations
 
 from typing import Optional
 
 import torch
 
-from .errors import InvalidInputError
-from .runtime.matmul_op import matmul_op
-from .spec.matmul import ACTIVATIONS, MATMUL
-from .spec.dtypes import dtype_name
-
-
-def _check_tensor(name: str, t: object) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor):
-        raise InvalidInputError(name, "a torch.Tensor", type(t).__name__)
-    return t
+from ..errors import InvalidInputError
+from ..runtime.matmul_op import matmul_op
+from ..spec.dtypes import dtype_name
+from ..spec.matmul import ACTIVATIONS, MATMUL
+from .validate import check_device, check_tensor as _check_tensor
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None,
@@ -67,12 +57,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None
             raise InvalidInputError("dtype of bias", f"{a.dtype} (as a)", str(bias.dtype))
         if bias.device != a.device:
             raise InvalidInputError("device of bias", f"{a.device} (as a)", str(bias.device))
-    from ._triton import INTERPRET
-
-    if not INTERPRET and a.device.type != "cuda":
-        raise InvalidInputError("device of a", "a CUDA tensor (Triton runs natively on this machine)", str(a.device))
-    if INTERPRET and a.device.type != "cpu":
-        raise InvalidInputError("device of a", "a CPU tensor (kernels run under Triton's interpreter here)", str(a.device))
+    check_device("a", a)
     return matmul_op(a, b, bias, act)
 
 
