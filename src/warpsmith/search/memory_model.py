@@ -9,7 +9,9 @@ turns it into a predicted time on a target. It accounts for
   each resident program keeps about one block of loads outstanding;
 - wave quantization: the last wave of programs runs with fewer in flight;
 - the latency chain of a program's dependent loop iterations and per-program overhead;
-- one launch overhead per kernel launched.
+- one launch overhead per kernel launched;
+- math, where a kernel also does some (a fused linear cross-entropy's matmuls): the time is at
+  least ``flops`` at the target's peak for ``math_kind`` times MATH_EFF.
 
 It is a ranking model; its constants are educated guesses, uncalibrated until GPU
 measurements exist, and every figure it gives is labelled *predicted*.
@@ -26,6 +28,7 @@ LATENCY_NS = 700.0  # DRAM round trip under load
 PROGRAM_OVERHEAD_NS = 250.0  # launching and retiring one program, not overlapped within its slot
 MAX_PROGRAMS_PER_SM = 32
 MAX_REGS_PER_THREAD = 255
+MATH_EFF = 0.7  # fraction of peak matrix throughput a good fused kernel reaches
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,8 @@ class MemoryWork:
         regs_per_thread: estimated 32-bit registers per thread (elements held live, plus overhead).
         smem_bytes: shared memory per program.
         launches: kernel launches.
+        flops: floating-point operations (0 for a purely memory-bound kernel).
+        math_kind: the peak-table entry those flops run at ("bf16", "fp32", ...).
     """
 
     bytes_moved: float
@@ -51,6 +56,8 @@ class MemoryWork:
     regs_per_thread: int = 32
     smem_bytes: int = 0
     launches: int = 1
+    flops: float = 0.0
+    math_kind: str = "fp32"
 
 
 def programs_per_sm(w: MemoryWork, target: Target) -> int:
@@ -81,4 +88,6 @@ def predict_ms(w: MemoryWork, target: Target) -> float:
             wave_bw = n * per_program / _bandwidth(n, w, target)
             chain = w.steps * LATENCY_NS * 1e-9  # a program's dependent round trips
             t += count * (max(wave_bw, chain) + PROGRAM_OVERHEAD_NS * 1e-9)
+    if w.flops:
+        t = max(t, w.flops / (target.peak(w.math_kind) * 1e12 * MATH_EFF))
     return (t + w.launches * target.launch_us * 1e-6) * 1e3
