@@ -21,6 +21,7 @@ Supported families (tested on tiny random models built from a config): llama, mi
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import importlib
 import types
 from dataclasses import dataclass, field
@@ -125,7 +126,9 @@ def _fused_forward(original):
                                           reduction="mean" if num_items is None else "sum")
         if num_items is not None:
             loss = loss / num_items
-        extra = {k: getattr(outputs, k) for k in ("past_key_values", "cache") if hasattr(outputs, k)}
+        # the cache field is ``cache`` in transformers 5, ``past_key_values`` before
+        names = {f.name for f in dataclasses.fields(CausalLMOutputWithPast)}
+        extra = {k: getattr(outputs, k, None) for k in ("cache", "past_key_values") if k in names}
         return CausalLMOutputWithPast(loss=loss, logits=None, hidden_states=outputs.hidden_states,
                                       attentions=outputs.attentions, **extra)
 

@@ -10,7 +10,7 @@ A variant declares, in one place each:
 - ``default_config(problem, target)``: the heuristic used when the DB has no record;
 - ``launch(inputs, problem, config, out=None)``: allocate, compute the grid, launch;
 - ``is_deterministic(config)``: whether two runs give bitwise the same output;
-- ``cost_model`` and, for the ``"memory"`` model, ``work(problem, config)``: what the cost model
+- ``cost_model`` and, for the ``"memory"`` model, ``work(problem, config, target)``: what the cost model
   needs to predict a config's time (search/cost.py).
 """
 from __future__ import annotations
@@ -102,8 +102,9 @@ class Variant(abc.ABC):
         """Launch contracts (verify/symbolic) of exactly the kernels and constexprs ``config`` launches."""
         return []
 
-    def work(self, problem: Problem, config: Mapping[str, Any]) -> Any:
-        """A :class:`warpsmith.search.memory_model.MemoryWork` for memory-bound variants."""
+    def work(self, problem: Problem, config: Mapping[str, Any], target: Target) -> Any:
+        """A :class:`warpsmith.search.memory_model.MemoryWork` for memory-bound variants (the target
+        sizes persistent grids)."""
         raise NotImplementedError(f"{self.op}/{self.name} does not describe its work for the memory cost model")
 
     def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:

@@ -11,8 +11,9 @@ operands are rounded to tf32 (10 mantissa bits, round half away from zero, as
 ``cvt.rna.tf32.f32`` does) so the error contract sees tf32's real error.
 
 The interpreter also converts fp32 to bfloat16 by truncation, where the GPU rounds
-to nearest even; ``to_output`` rounds first under ``EMULATE`` so the stored value
-is the one the GPU stores.
+to nearest even (and it mangles subnormals, e.g. 2.16e-39 becomes 5.9e-39);
+``to_output`` rounds first under ``EMULATE`` and moves the bits itself, so the stored
+value is the one the GPU stores.
 """
 from .._triton import tl, triton
 
@@ -37,7 +38,9 @@ def to_output(x, out_ptr, EMULATE: tl.constexpr):
     """Cast an fp32 value to the element type of ``out_ptr`` (round to nearest even)."""
     if EMULATE:
         if out_ptr.dtype.element_ty == tl.bfloat16:
-            x = round_to_bf16(x)
+            # the interpreter's own fp32 -> bf16 conversion also mangles subnormals: move the bits
+            bits = round_to_bf16(x).to(tl.uint32, bitcast=True)
+            return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
     return x.to(out_ptr.dtype.element_ty)
 
 

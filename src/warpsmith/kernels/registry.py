@@ -6,10 +6,20 @@ from ..spec import Problem
 from ..targets import Target
 from .base import Variant
 from .gemm.variant import VARIANTS as _GEMM
+from .norm.variant import VARIANTS as _NORM
+from .activation.variant import VARIANTS as _ACTIVATION
+from .rope.variant import VARIANTS as _ROPE
+from .softmax.variant import VARIANTS as _SOFTMAX
+from .xent.variant import VARIANTS as _XENT
 
 # one line per kernel family: its VARIANTS list (each Variant names its op)
 _FAMILIES: tuple[tuple[Variant, ...], ...] = (
     tuple(_GEMM),
+    tuple(_NORM),
+    tuple(_ACTIVATION),
+    tuple(_ROPE),
+    tuple(_SOFTMAX),
+    tuple(_XENT),
 )
 
 _BY_OP: dict[str, dict[str, Variant]] = {}

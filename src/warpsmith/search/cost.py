@@ -16,7 +16,7 @@ from . import gemm_model, memory_model
 
 _MODELS: dict[str, Callable[[Variant, Problem, Mapping[str, Any], Target], float]] = {
     "gemm": lambda v, p, c, t: gemm_model.predict_ms(v.name, p, c, t, v.smem_bytes(p, c)),
-    "memory": lambda v, p, c, t: memory_model.predict_ms(v.work(p, c), t),
+    "memory": lambda v, p, c, t: memory_model.predict_ms(v.work(p, c, t), t),
 }
 
 

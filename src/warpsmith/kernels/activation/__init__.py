@@ -1,0 +1,1 @@
+"""Gated activations: SwiGLU and GeGLU (erf and tanh forms), forward and backward."""

@@ -1,0 +1,1 @@
+"""Normalization: RMSNorm and LayerNorm forward and backward (row, persistent and looped variants)."""

@@ -1,0 +1,170 @@
+"""``warpsmith::rms_norm``, ``warpsmith::layer_norm`` and their ``*_backward`` custom ops, with fake
+(meta) kernels and autograd.
+
+The ops take validated 2-D (M, N) inputs (``warpsmith.ops.norm`` flattens the leading dimensions)
+and return a fixed number of tensors: ``(y, s, rstd)`` for RMSNorm and ``(y, s, mean, rstd)`` for
+LayerNorm, where ``s = x + residual`` is an empty (0,) tensor when no residual was given (a
+custom op's outputs cannot be optional). The backward ops return ``(dx, dw)`` and
+``(dx, dw, db)``, an absent parameter's gradient again an empty (0,) tensor. Autograd saves the
+normalized input (x, or s when the residual add was fused) and the statistics, so the backward
+never recomputes them; with a residual, the gradient flowing into the returned sum is added
+inside the backward kernel, and the result is the gradient of both x and the residual.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ..spec import Problem, get_op
+from .dispatch import launch
+
+Tensor = torch.Tensor
+
+
+def problem_of(op: str, x: Tensor, has_weight: bool, has_bias: bool, param_dtype: torch.dtype, residual: bool,
+               eps: float) -> Problem:
+    """The Problem a (validated) call solves; ``op`` is one of the four norm op names and
+    ``param_dtype`` the weight's (and bias') dtype: x's, or float32."""
+    weight_dtype = "float32" if param_dtype == torch.float32 and x.dtype != torch.float32 else "input"
+    attrs = {"weight": has_weight, "weight_dtype": weight_dtype, "residual": residual, "eps": eps}
+    if op.startswith("layer_norm"):
+        attrs["bias"] = has_bias
+    return get_op(op).problem({"M": x.shape[0], "N": x.shape[1]}, x.dtype, attrs)
+
+
+def _param_dtype(x: Tensor, *params: Optional[Tensor]) -> torch.dtype:
+    given = [p for p in params if p is not None]
+    return given[0].dtype if given else x.dtype
+
+
+def _empty(x: Tensor) -> Tensor:
+    return x.new_empty((0,))
+
+
+def _forward(op: str, x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], residual: Optional[Tensor],
+             eps: float) -> tuple[Tensor, ...]:
+    inputs = {"x": x}
+    for k, v in (("weight", weight), ("bias", bias), ("residual", residual)):
+        if v is not None:
+            inputs[k] = v
+    p = problem_of(op, x, weight is not None, bias is not None, _param_dtype(x, weight, bias), residual is not None, eps)
+    outs = launch(p, inputs)
+    if residual is None:
+        outs = (outs[0], _empty(x)) + tuple(outs[1:])
+    return tuple(outs)
+
+
+def _fake_forward(x: Tensor, residual: Optional[Tensor], stats: int) -> tuple[Tensor, ...]:
+    s = x.new_empty(x.shape) if residual is not None else _empty(x)
+    return (x.new_empty(x.shape), s) + tuple(x.new_empty((x.shape[0],), dtype=torch.float32) for _ in range(stats))
+
+
+# ---- RMSNorm ------------------------------------------------------------------------------------
+@torch.library.custom_op("warpsmith::rms_norm", mutates_args=())
+def rms_norm_op(x: Tensor, weight: Optional[Tensor], residual: Optional[Tensor],
+                eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    return _forward("rms_norm", x, weight, None, residual, eps)
+
+
+@rms_norm_op.register_fake
+def _(x, weight, residual, eps):
+    return _fake_forward(x, residual, 1)
+
+
+@torch.library.custom_op("warpsmith::rms_norm_backward", mutates_args=())
+def rms_norm_backward_op(dy: Tensor, x: Tensor, weight: Optional[Tensor], rstd: Tensor, ds: Optional[Tensor],
+                         eps: float) -> tuple[Tensor, Tensor]:
+    inputs = {"dy": dy, "x": x, "rstd": rstd}
+    if weight is not None:
+        inputs["weight"] = weight
+    if ds is not None:
+        inputs["ds"] = ds
+    p = problem_of("rms_norm_backward", x, weight is not None, False, _param_dtype(x, weight), ds is not None, eps)
+    outs = launch(p, inputs)
+    return outs[0], (outs[1] if weight is not None else _empty(x))
+
+
+@rms_norm_backward_op.register_fake
+def _(dy, x, weight, rstd, ds, eps):
+    return x.new_empty(x.shape), (weight.new_empty(weight.shape) if weight is not None else _empty(x))
+
+
+def _rows(t: Tensor) -> Tensor:
+    """A gradient as the kernels take it: unit stride along the row (a copy only if needed)."""
+    return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
+
+
+def _rms_setup(ctx, inputs, output) -> None:
+    x, weight, residual, eps = inputs
+    y, s, rstd = output
+    ctx.has_res = residual is not None
+    ctx.eps = eps
+    ctx.save_for_backward(s if ctx.has_res else x, weight, rstd)
+
+
+def _rms_backward(ctx, dy, ds, _drstd):
+    xn, weight, rstd = ctx.saved_tensors
+    dx, dw = rms_norm_backward_op(_rows(dy), xn, weight, rstd, _rows(ds) if ctx.has_res else None, ctx.eps)
+    return dx, (dw if weight is not None and ctx.needs_input_grad[1] else None), (dx if ctx.has_res else None), None
+
+
+rms_norm_op.register_autograd(_rms_backward, setup_context=_rms_setup)
+
+
+# ---- LayerNorm ----------------------------------------------------------------------------------
+@torch.library.custom_op("warpsmith::layer_norm", mutates_args=())
+def layer_norm_op(x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], residual: Optional[Tensor],
+                  eps: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return _forward("layer_norm", x, weight, bias, residual, eps)
+
+
+@layer_norm_op.register_fake
+def _(x, weight, bias, residual, eps):
+    return _fake_forward(x, residual, 2)
+
+
+@torch.library.custom_op("warpsmith::layer_norm_backward", mutates_args=())
+def layer_norm_backward_op(dy: Tensor, x: Tensor, weight: Optional[Tensor], has_bias: bool, mean: Tensor, rstd: Tensor,
+                           ds: Optional[Tensor], eps: float, param_dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
+    """``param_dtype``: the dtype of the weight and bias (that of db when there is no weight)."""
+    inputs = {"dy": dy, "x": x, "mean": mean, "rstd": rstd}
+    if weight is not None:
+        inputs["weight"] = weight
+    if ds is not None:
+        inputs["ds"] = ds
+    p = problem_of("layer_norm_backward", x, weight is not None, has_bias, param_dtype, ds is not None, eps)
+    outs = list(launch(p, inputs))
+    dw = outs.pop(1) if weight is not None else _empty(x)
+    db = outs.pop(1) if has_bias else _empty(x)
+    return outs[0], dw, db
+
+
+@layer_norm_backward_op.register_fake
+def _(dy, x, weight, has_bias, mean, rstd, ds, eps, param_dtype):
+    dw = weight.new_empty(weight.shape) if weight is not None else _empty(x)
+    db = x.new_empty((x.shape[1],), dtype=param_dtype) if has_bias else _empty(x)
+    return x.new_empty(x.shape), dw, db
+
+
+def _ln_setup(ctx, inputs, output) -> None:
+    x, weight, bias, residual, eps = inputs
+    y, s, mean, rstd = output
+    ctx.has_res = residual is not None
+    ctx.has_bias = bias is not None
+    ctx.param_dtype = _param_dtype(x, weight, bias)
+    ctx.eps = eps
+    ctx.save_for_backward(s if ctx.has_res else x, weight, mean, rstd)
+
+
+def _ln_backward(ctx, dy, ds, _dmean, _drstd):
+    xn, weight, mean, rstd = ctx.saved_tensors
+    dx, dw, db = layer_norm_backward_op(_rows(dy), xn, weight, ctx.has_bias, mean, rstd,
+                                        _rows(ds) if ctx.has_res else None, ctx.eps, ctx.param_dtype)
+    return (dx, dw if weight is not None and ctx.needs_input_grad[1] else None,
+            db if ctx.has_bias and ctx.needs_input_grad[2] else None, dx if ctx.has_res else None, None)
+
+
+layer_norm_op.register_autograd(_ln_backward, setup_context=_ln_setup)
+
+__all__ = ["rms_norm_op", "rms_norm_backward_op", "layer_norm_op", "layer_norm_backward_op", "problem_of"]
