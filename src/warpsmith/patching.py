@@ -25,7 +25,7 @@ import dataclasses
 import importlib
 import types
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 

@@ -52,6 +52,22 @@ def scratch(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) ->
     return poison_fill(t) if _POISON.get() else t
 
 
+def next_pow2(n: int) -> int:
+    """Smallest power of two >= n (1 for n <= 1)."""
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def is_pow2(n: Any) -> bool:
+    """Whether ``n`` is a positive integer power of two (bools are not integers here)."""
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 1 and n & (n - 1) == 0
+
+
+def persistent_programs(tiles: int, programs_per_sm: int, target: Target) -> int:
+    """Programs of a grid over ``tiles`` work items: one per tile, or with ``programs_per_sm`` > 0 a
+    persistent grid of that many programs per SM (never more than the tiles)."""
+    return max(1, min(tiles, programs_per_sm * target.sms)) if programs_per_sm else max(1, tiles)
+
+
 @dataclass(frozen=True)
 class Guard:
     """A specialization's precondition: where ``config[knob]`` is true, ``holds`` must be.

@@ -20,7 +20,7 @@ from ...spec import Problem
 from ...spec.activation import ACTIVATION_OPS, kernel_activation
 from ...targets import Target
 from .. import common
-from ..base import Config, Variant
+from ..base import Config, Variant, is_pow2, next_pow2, persistent_programs
 from . import kernel as K
 
 OPS = ("swiglu", "swiglu_backward", "geglu", "geglu_backward")
@@ -33,12 +33,6 @@ MAX_GRID_Y = 65535  # CUDA's limit on grid axis 1 (the column tiles of the 2-D g
 COL_LIMIT = 2**31  # column offsets are int32 (row offsets are int64)
 
 
-def _np2(n: int) -> int:
-    return triton.next_power_of_2(n)
-
-
-def _is_pow2(n: Any) -> bool:
-    return isinstance(n, int) and not isinstance(n, bool) and n >= 1 and n & (n - 1) == 0
 
 
 class Tiled(Variant):
@@ -56,15 +50,15 @@ class Tiled(Variant):
     def space(self, problem: Problem, target: Target) -> Space:
         d = self.default_config(problem, target)
         return Space({
-            "BLOCK_H": Pow2(16, max(16, min(MAX_BLOCK_H, _np2(problem.shape["H"]))), d["BLOCK_H"]),
-            "BLOCK_M": Pow2(1, max(1, min(MAX_BLOCK_M, _np2(problem.shape["M"]))), d["BLOCK_M"]),
+            "BLOCK_H": Pow2(16, max(16, min(MAX_BLOCK_H, next_pow2(problem.shape["H"]))), d["BLOCK_H"]),
+            "BLOCK_M": Pow2(1, max(1, min(MAX_BLOCK_M, next_pow2(problem.shape["M"]))), d["BLOCK_M"]),
             "num_warps": Enum(WARPS, d["num_warps"]),
             "PROGRAMS_PER_SM": Enum(PROGRAMS_PER_SM, d["PROGRAMS_PER_SM"]),
         })
 
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
         bh, bm, nw = c["BLOCK_H"], c["BLOCK_M"], c["num_warps"]
-        if not (_is_pow2(bh) and _is_pow2(bm)):
+        if not (is_pow2(bh) and is_pow2(bm)):
             return f"BLOCK_H={bh} and BLOCK_M={bm} must be powers of two"
         if nw not in WARPS or c["PROGRAMS_PER_SM"] not in PROGRAMS_PER_SM:
             return f"num_warps={nw} / PROGRAMS_PER_SM={c['PROGRAMS_PER_SM']} not in {WARPS} / {PROGRAMS_PER_SM}"
@@ -85,8 +79,8 @@ class Tiled(Variant):
 
     def default_config(self, p: Problem, target: Target) -> Config:
         H, M = p.shape["H"], p.shape["M"]
-        bh = max(16, min(1024, _np2(H)))
-        bm = max(1, min(MAX_BLOCK_M, _np2(M), 2048 // bh))
+        bh = max(16, min(1024, next_pow2(H)))
+        bm = max(1, min(MAX_BLOCK_M, next_pow2(M), 2048 // bh))
         tile = bm * bh
         nw = max(1, min(16, tile // 256))  # about 8 elements per thread (16-byte loads in fp16)
         cfg = {"BLOCK_H": bh, "BLOCK_M": bm, "num_warps": nw, "PROGRAMS_PER_SM": 0}
@@ -103,7 +97,7 @@ class Tiled(Variant):
     # ---- cost model -------------------------------------------------------------------------
     def programs(self, p: Problem, c: Mapping[str, Any], target: Target) -> int:
         tiles = triton.cdiv(p.shape["M"], c["BLOCK_M"]) * triton.cdiv(p.shape["H"], c["BLOCK_H"])
-        return min(tiles, c["PROGRAMS_PER_SM"] * target.sms) if c["PROGRAMS_PER_SM"] else tiles
+        return persistent_programs(tiles, c["PROGRAMS_PER_SM"], target)
 
     def work(self, p: Problem, c: Mapping[str, Any], target: Target) -> Any:
         from ...search.memory_model import MemoryWork
@@ -142,7 +136,6 @@ class Tiled(Variant):
 
     def _outputs(self, p: Problem, out: Any, device: torch.device) -> tuple[Any, list[torch.Tensor]]:
         """(what launch returns, the (M, H) views the kernel writes)."""
-        M, H = p.shape["M"], p.shape["H"]
         shapes = [shape for shape, _ in _outputs_of(self.op, p)]
         if out is None:
             outs = tuple(torch.empty(s, dtype=p.dtype, device=device) for s in shapes)
@@ -153,6 +146,7 @@ class Tiled(Variant):
                     or (o.shape[1] > 1 and o.stride(1) != 1) for o, s in zip(outs, shapes)):
                 raise InvalidInputError("out", f"{len(shapes)} tensor(s) of shapes {shapes}, {p.dtype}, on {device}, "
                                         "unit column stride", out)
+        H = p.shape["H"]
         views = [outs[0][:, :H], outs[0][:, H:]] if self.backward and p.attrs["packed"] else list(outs)
         return (outs[0] if len(outs) == 1 else outs), views
 

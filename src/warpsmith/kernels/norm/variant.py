@@ -31,7 +31,7 @@ from ...space import Enum, Pow2, Space, fixed
 from ...spec import Problem
 from ...targets import Target
 from .. import common
-from ..base import Config, Variant, scratch
+from ..base import Config, Variant, next_pow2, persistent_programs, scratch
 from . import kernel as K
 
 MAX_REGS = 255  # 32-bit registers per thread before spilling
@@ -40,9 +40,6 @@ WARPS = (1, 2, 4, 8, 16, 32)
 MAX_THREADS = 1024
 REDUCE_BLOCK_P, REDUCE_BLOCK_N, REDUCE_WARPS = 32, 64, 4
 
-
-def _pow2(n: int) -> int:
-    return triton.next_power_of_2(max(1, n))
 
 
 def _current_target() -> Target:
@@ -102,11 +99,11 @@ class _Norm(Variant):
 
     # ---- space ----------------------------------------------------------------------------
     def _rows_frag(self, p: Problem, default: int) -> Pow2:
-        hi = min(64, _pow2(p.shape["M"]))
+        hi = min(64, next_pow2(p.shape["M"]))
         return Pow2(1, hi, min(default, hi))
 
     def block_n(self, p: Problem, c: Mapping[str, Any]) -> int:
-        return c["BLOCK_N"] if self.looped else _pow2(p.shape["N"])
+        return c["BLOCK_N"] if self.looped else next_pow2(p.shape["N"])
 
     def rows(self, c: Mapping[str, Any]) -> int:
         return c.get("ROWS_PER_PROGRAM", 1)
@@ -229,7 +226,7 @@ class RowNorm(_NormForward):
                       "num_warps": Enum(WARPS, 4)})
 
     def _default_rows(self, p: Problem) -> int:
-        return max(1, min(_pow2(p.shape["M"]), 2048 // _pow2(p.shape["N"]), 64))
+        return max(1, min(next_pow2(p.shape["M"]), 2048 // next_pow2(p.shape["N"]), 64))
 
     def default_config(self, problem: Problem, target: Target) -> Config:
         cfg = self.space(problem, target).default()
@@ -249,8 +246,8 @@ class PersistentNorm(RowNorm):
         return Space(frags)
 
     def programs(self, p: Problem, c: Mapping[str, Any], target: Target | None = None) -> int:
-        sms = (target or _current_target()).sms
-        return max(1, min(triton.cdiv(p.shape["M"], self.rows(c)), c["PROGRAMS_PER_SM"] * sms))
+        return persistent_programs(triton.cdiv(p.shape["M"], self.rows(c)), c["PROGRAMS_PER_SM"],
+                                   target or _current_target())
 
     def steps(self, p: Problem, c: Mapping[str, Any], target: Target | None = None) -> float:
         return float(triton.cdiv(triton.cdiv(p.shape["M"], self.rows(c)), self.programs(p, c, target)))
@@ -264,7 +261,7 @@ class LoopedNorm(_NormForward):
     looped = True
 
     def space(self, problem: Problem, target: Target) -> Space:
-        hi = max(16, min(16384, _pow2(problem.shape["N"]) // 2))
+        hi = max(16, min(16384, next_pow2(problem.shape["N"]) // 2))
         return Space({"BLOCK_N": Pow2(16, hi, min(hi, 8192)), "num_warps": Enum(WARPS, 8)})
 
     def default_config(self, problem: Problem, target: Target) -> Config:
@@ -397,13 +394,13 @@ class PersistentNormBackward(_NormBackward):
     name = "persistent"
 
     def space(self, problem: Problem, target: Target) -> Space:
-        frags = self.space_common(problem, max(1, min(16, 1024 // _pow2(problem.shape["N"]))))
+        frags = self.space_common(problem, max(1, min(16, 1024 // next_pow2(problem.shape["N"]))))
         frags["PROGRAMS_PER_SM"] = Enum((1, 2, 4, 8), 2)
         return Space(frags)
 
     def programs(self, p: Problem, c: Mapping[str, Any], target: Target | None = None) -> int:
-        sms = (target or _current_target()).sms
-        return max(1, min(triton.cdiv(p.shape["M"], self.rows(c)), c["PROGRAMS_PER_SM"] * sms))
+        return persistent_programs(triton.cdiv(p.shape["M"], self.rows(c)), c["PROGRAMS_PER_SM"],
+                                   target or _current_target())
 
     def steps(self, p: Problem, c: Mapping[str, Any], target: Target | None = None) -> float:
         return float(triton.cdiv(triton.cdiv(p.shape["M"], self.rows(c)), self.programs(p, c, target)))
@@ -416,7 +413,7 @@ class RowNormBackward(_NormBackward):
     name = "row"
 
     def space(self, problem: Problem, target: Target) -> Space:
-        return Space(self.space_common(problem, max(1, min(16, 1024 // _pow2(problem.shape["N"])))))
+        return Space(self.space_common(problem, max(1, min(16, 1024 // next_pow2(problem.shape["N"])))))
 
     def _kernel(self):
         return K.norm_bwd_row_kernel
@@ -428,7 +425,7 @@ class LoopedNormBackward(_NormBackward):
 
     def space(self, problem: Problem, target: Target) -> Space:
         frags = self.space_common(problem, 4)
-        hi = max(16, min(8192, _pow2(problem.shape["N"]) // 2))
+        hi = max(16, min(8192, next_pow2(problem.shape["N"]) // 2))
         frags["BLOCK_N"] = Pow2(16, hi, min(hi, 1024))
         return Space(frags)
 

@@ -22,7 +22,7 @@ from ...spec import Problem
 from ...spec.rope import ROPE_OPS, head_dim, table_rows
 from ...targets import Target
 from .. import common
-from ..base import Config, Variant
+from ..base import Config, Variant, is_pow2, next_pow2
 from . import kernel as K
 
 OPS = ("rope", "rope_backward")
@@ -36,12 +36,6 @@ MAX_GRID_Z = 65535  # CUDA's limit on grid axis 2 (the batch of the 3-D grid)
 INDEX_LIMIT = 2**31  # token, head and pair indices are computed in int32 before widening
 
 
-def _np2(n: int) -> int:
-    return triton.next_power_of_2(n)
-
-
-def _is_pow2(n: Any) -> bool:
-    return isinstance(n, int) and not isinstance(n, bool) and n >= 1 and n & (n - 1) == 0
 
 
 def _spec(op: str):
@@ -67,10 +61,10 @@ class Tiled(Variant):
 
     def space(self, problem: Problem, target: Target) -> Space:
         d = self.default_config(problem, target)
-        r_hi = max(1, min(MAX_BLOCK_R, _np2(problem.shape["R2"])))
+        r_hi = max(1, min(MAX_BLOCK_R, next_pow2(problem.shape["R2"])))
         return Space({
-            "BLOCK_H": Pow2(1, max(1, min(MAX_BLOCK_H, _np2(self._heads(problem)))), d["BLOCK_H"]),
-            "BLOCK_S": Pow2(1, max(1, min(MAX_BLOCK_S, _np2(problem.shape["S"]))), d["BLOCK_S"]),
+            "BLOCK_H": Pow2(1, max(1, min(MAX_BLOCK_H, next_pow2(self._heads(problem)))), d["BLOCK_H"]),
+            "BLOCK_S": Pow2(1, max(1, min(MAX_BLOCK_S, next_pow2(problem.shape["S"]))), d["BLOCK_S"]),
             "BLOCK_R": Pow2(min(8, r_hi), r_hi, d["BLOCK_R"]),
             "num_warps": Enum(WARPS, d["num_warps"]),
             "PROGRAMS_PER_SM": Enum(PROGRAMS_PER_SM, d["PROGRAMS_PER_SM"]),
@@ -81,7 +75,7 @@ class Tiled(Variant):
 
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
         bh, bs, br, nw = c["BLOCK_H"], c["BLOCK_S"], c["BLOCK_R"], c["num_warps"]
-        if not all(_is_pow2(v) for v in (bh, bs, br)):
+        if not all(is_pow2(v) for v in (bh, bs, br)):
             return f"BLOCK_H={bh}, BLOCK_S={bs} and BLOCK_R={br} must be powers of two"
         if nw not in WARPS or c["PROGRAMS_PER_SM"] not in PROGRAMS_PER_SM:
             return f"num_warps={nw} / PROGRAMS_PER_SM={c['PROGRAMS_PER_SM']} not in {WARPS} / {PROGRAMS_PER_SM}"
@@ -100,9 +94,9 @@ class Tiled(Variant):
         return None
 
     def default_config(self, p: Problem, target: Target) -> Config:
-        br = max(1, min(64, _np2(p.shape["R2"])))
-        bh = max(1, min(16, _np2(self._heads(p))))
-        bs = max(1, min(MAX_BLOCK_S, _np2(p.shape["S"]), 1024 // (bh * br)))
+        br = max(1, min(64, next_pow2(p.shape["R2"])))
+        bh = max(1, min(16, next_pow2(self._heads(p))))
+        bs = max(1, min(MAX_BLOCK_S, next_pow2(p.shape["S"]), 1024 // (bh * br)))
         nw = max(1, min(8, bh * bs * br // 128))  # about 4 pairs (8 elements) per thread
         return {"BLOCK_H": bh, "BLOCK_S": bs, "BLOCK_R": br, "num_warps": nw, "PROGRAMS_PER_SM": 0}
 

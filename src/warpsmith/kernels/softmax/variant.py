@@ -27,7 +27,7 @@ from ...space import Enum, Pow2, Space, fixed
 from ...spec import Problem
 from ...targets import Target
 from .. import common
-from ..base import Config, Variant
+from ..base import Config, Variant, is_pow2, next_pow2, persistent_programs
 from . import kernel as K
 
 OPS = ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward")
@@ -40,12 +40,6 @@ MAX_CHUNK = 16384
 INDEX_LIMIT = 2**31  # offsets within a row are int32 (row offsets are int64)
 
 
-def _np2(n: int) -> int:
-    return triton.next_power_of_2(n)
-
-
-def _is_pow2(n: Any) -> bool:
-    return isinstance(n, int) and n >= 1 and n & (n - 1) == 0
 
 
 class _Softmax(Variant):
@@ -121,8 +115,8 @@ class SinglePass(_Softmax):
 
     def space(self, problem: Problem, target: Target) -> Space:
         d = self.default_config(problem, target)
-        block_n = _np2(problem.shape["N"])
-        rows_hi = max(1, min(_np2(problem.shape["M"]), MAX_ROWS, (MAX_ELEMS_PER_THREAD * 32 * 32) // block_n))
+        block_n = next_pow2(problem.shape["N"])
+        rows_hi = max(1, min(next_pow2(problem.shape["M"]), MAX_ROWS, (MAX_ELEMS_PER_THREAD * 32 * 32) // block_n))
         return Space({
             "BLOCK_N": fixed(block_n),
             "ROWS": Pow2(1, rows_hi, min(d["ROWS"], rows_hi)),
@@ -132,7 +126,7 @@ class SinglePass(_Softmax):
 
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
         bn, rows = c["BLOCK_N"], c["ROWS"]
-        if not _is_pow2(bn) or not _is_pow2(rows):
+        if not is_pow2(bn) or not is_pow2(rows):
             return f"BLOCK_N={bn} and ROWS={rows} must be powers of two"
         if bn < p.shape["N"]:
             return f"a row of N={p.shape['N']} does not fit in BLOCK_N={bn} (single pass holds the whole row)"
@@ -141,8 +135,8 @@ class SinglePass(_Softmax):
         return self._warps_invalid(rows * bn, c, MAX_ELEMS_PER_THREAD)
 
     def default_config(self, p: Problem, target: Target) -> Config:
-        block_n = _np2(p.shape["N"])
-        rows = max(1, min(_np2(p.shape["M"]), MAX_ROWS, 2048 // block_n))
+        block_n = next_pow2(p.shape["N"])
+        rows = max(1, min(next_pow2(p.shape["M"]), MAX_ROWS, 2048 // block_n))
         tile = rows * block_n
         warps = max(1, min(32, tile // 256))  # about 8 elements per thread; 64 at 65536
         return {"BLOCK_N": block_n, "ROWS": rows, "num_warps": warps, "PROGRAMS_PER_SM": 0}
@@ -153,7 +147,7 @@ class SinglePass(_Softmax):
 
     def programs(self, p: Problem, c: Mapping[str, Any], target: Target) -> int:
         tiles = triton.cdiv(p.shape["M"], c["ROWS"])
-        return min(tiles, c["PROGRAMS_PER_SM"] * target.sms) if c.get("PROGRAMS_PER_SM") else tiles
+        return persistent_programs(tiles, c.get("PROGRAMS_PER_SM", 0), target)
 
     def work(self, p: Problem, c: Mapping[str, Any], target: Target) -> Any:
         from ...search.memory_model import MemoryWork
@@ -189,19 +183,19 @@ class Online(_Softmax):
 
     def space(self, problem: Problem, target: Target) -> Space:
         d = self.default_config(problem, target)
-        top = _np2(problem.shape["N"])
+        top = next_pow2(problem.shape["N"])
         return Space({
             "BLOCK_N": Pow2(min(16, top), min(top, MAX_CHUNK), d["BLOCK_N"]),
             "num_warps": Enum(WARPS, d["num_warps"]),
         })
 
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
-        if not _is_pow2(c["BLOCK_N"]):
+        if not is_pow2(c["BLOCK_N"]):
             return f"BLOCK_N={c['BLOCK_N']} must be a power of two"
         return self._warps_invalid(c["BLOCK_N"], c, MAX_ELEMS_PER_THREAD_LOOPED)
 
     def default_config(self, p: Problem, target: Target) -> Config:
-        block_n = min(_np2(p.shape["N"]), 4096)
+        block_n = min(next_pow2(p.shape["N"]), 4096)
         return {"BLOCK_N": block_n, "num_warps": max(1, min(8, block_n // 512))}
 
     def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:
