@@ -14,7 +14,7 @@ from warpsmith.verify import verify_candidate
 
 H100 = get_target("h100")
 LOOPED = {"ROWS": 2, "BLOCK_V": 64, "num_warps": 2}
-FUSED = {"CHUNK": 8, "BLOCK_V": 32, "ROWS": 8, "num_warps": 1}
+FUSED = {"CHUNK": 8, "VCHUNK": 16, "BLOCK_V": 32, "ROWS": 8, "num_warps": 1}
 
 
 def run(op, name, shape, dtype, attrs=None, cfg=None, dist="normal", seed=0, inputs=None):
@@ -117,11 +117,19 @@ def test_fused_chunked_against_reference():
         for dtype, attrs in (("bfloat16", {"reduction": "mean", "bias": True, "label_smoothing": 0.1}),
                              ("float32", {"reduction": "none", "grads": "hidden"}),
                              ("float16", {"reduction": "sum", "bias": True})):
-            run(op, "chunked", {"M": 13, "H": 16, "V": 40}, dtype, attrs, FUSED)  # 2 chunks, 8 + 5 rows
+            run(op, "chunked", {"M": 13, "H": 16, "V": 40}, dtype, attrs, FUSED)  # 8 + 5 rows, 16 + 16 + 8 classes
     run("fused_linear_cross_entropy", "chunked", {"M": 13, "H": 16, "V": 40}, "float16", {"grads": "none"},
         {**FUSED, "BLOCK_V": 64})  # single-pass cross-entropy on the chunk
     run("fused_linear_cross_entropy", "chunked", {"M": 9, "H": 16, "V": 40}, "float32",
         {"reduction": "mean", "bias": True}, FUSED, dist="outliers")
+    # the weight's gradient over vocabulary chunks: large logits need both phases' logits bit-identical;
+    # the column slice's targets, ignore_index and smoothing placed by the global class index
+    for op in ("fused_linear_cross_entropy", "fused_linear_cross_entropy_backward"):
+        run(op, "chunked", {"M": 11, "H": 16, "V": 37}, "float32", {"reduction": "sum", "label_smoothing": 0.1},
+            {**FUSED, "VCHUNK": 8, "BLOCK_V": 64, "ROWS": 4}, dist="outliers", seed=3)
+        run(op, "chunked", {"M": 11, "H": 16, "V": 37}, "bfloat16",
+            {"reduction": "none", "bias": True, "label_smoothing": 0.2, "ignore_index": 3},
+            {**FUSED, "VCHUNK": 16, "BLOCK_V": 16, "ROWS": 2})
 
 
 def test_spaces_defaults_and_cost_model():
@@ -141,10 +149,13 @@ def test_spaces_defaults_and_cost_model():
     f = get_op("fused_linear_cross_entropy").problem({"M": 8192, "H": 4096, "V": 128256}, "bfloat16")
     v = get_variant("fused_linear_cross_entropy", "chunked")
     cfg = v.default_config(f, H100)
-    assert cfg["CHUNK"] == 256 and v.rejection(f, cfg, H100) is None  # the chunk of logits <= the hidden states
-    assert "chunk of" in v.rejection(f, {**cfg, "CHUNK": 1024}, H100)
+    # each chunk buffer <= 1/8 of the unfused logits: 1024 rows of logits, 8192 classes over all rows
+    assert cfg["CHUNK"] == 1024 and cfg["VCHUNK"] == 8192 and v.rejection(f, cfg, H100) is None
+    assert "chunk of" in v.rejection(f, {**cfg, "CHUNK": 2048}, H100)
+    assert "vocabulary chunk" in v.rejection(f, {**cfg, "VCHUNK": 16384}, H100)
     small, large = v.work(f, {**cfg, "CHUNK": 64}, H100), v.work(f, cfg, H100)
-    assert small.bytes_moved > large.bytes_moved and small.flops == large.flops == 6.0 * 8192 * 128256 * 4096
+    # four GEMMs: logits, grad_hidden, the logits again per vocabulary chunk, grad_weight
+    assert small.bytes_moved > large.bytes_moved and small.flops == large.flops == 8.0 * 8192 * 128256 * 4096
     assert predict_ms(v, f, cfg, H100) < predict_ms(v, f, {**cfg, "CHUNK": 64}, H100)
 
 
@@ -273,4 +284,7 @@ def test_symbolic_contracts_prove_or_bound_every_obligation():
     p = get_op("fused_linear_cross_entropy_backward").problem({"M": 8, "H": 8, "V": 40}, "float16",
                                                               {"reduction": "mean"})
     names = [c.name for c in for_config(get_variant(p.op, "chunked"), p, FUSED)]
-    assert names == ["xent_fwd_kernel[looped,G]", "xent_scale_kernel"]
+    assert names == ["xent_fwd_kernel[looped,SG]", "xent_bwd_kernel[scalar scale, column slice]", "xent_scale_kernel"]
+    for c in for_config(get_variant(p.op, "chunked"), p, FUSED)[1:2]:  # the column-slice backward proves too
+        for r in prove(c):
+            assert all(o.status == "proved" for o in r.obligations if o.name in ("in_bounds", "race_free"))

@@ -154,31 +154,43 @@ def test_dispatch_uses_a_record_for_every_label_smoothing():
                                F.cross_entropy(x, t, ignore_index=5, label_smoothing=0.3))
 
 
-def largest_allocation(fn) -> int:
-    """The most bytes one op allocated while ``fn`` ran (the profiler sees inside custom ops, which a
+def allocations(fn) -> list[int]:
+    """The bytes each op allocated while ``fn`` ran (the profiler sees inside custom ops, which a
     dispatch mode would not: it is suspended while the custom op it intercepted runs)."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
-    return max(e.self_cpu_memory_usage for e in prof.events())
+    return [e.self_cpu_memory_usage for e in prof.events() if e.self_cpu_memory_usage > 0]
+
+
+def largest_allocation(fn) -> int:
+    return max(allocations(fn))
 
 
 def test_fused_path_never_allocates_the_logits():
-    M, H, V, chunk = 64, 8, 96, 16
-    h = torch.randn(M, H, requires_grad=True)
-    w = torch.randn(V, H, requires_grad=True)
+    # the largest allocation is one of the two chunk buffers, (chunk, V) of phase 1 or (M, vchunk) of
+    # phase 2 (never both at once), never the (M, V) logits, never a (V, H) fp32 weight-gradient sum
+    M, H, V, chunk, vchunk = 64, 12, 96, 16, 32
     t = torch.randint(0, V, (M,))
-    cfg = {"CHUNK": chunk, "BLOCK_V": 128, "ROWS": 16, "num_warps": 4}
-    for reduction in ("mean", "none"):
-        _put(flce_problem(h, w, None, -100, 0.0, reduction, "all" if reduction == "mean" else "none"), "chunked", cfg)
-    _put(flce_problem(h, w, None, -100, 0.0, "none", "all", backward=True), "chunked", cfg)
-    logits_bytes = M * V * 4
-    for reduction in ("mean", "none"):
-        fused = largest_allocation(
-            lambda: wops.fused_linear_cross_entropy(h, w, t, reduction=reduction).sum().backward())
-        unfused = largest_allocation(lambda: F.cross_entropy(F.linear(h, w), t, reduction=reduction).sum().backward())
-        assert unfused >= logits_bytes
-        assert fused == chunk * V * 4 < logits_bytes, (reduction, fused)  # the largest is one chunk of logits
-    assert select(flce_problem(h, w, None, -100, 0.0, "mean", "all")).config["CHUNK"] == chunk
+    for dtype in (torch.float32, torch.bfloat16):
+        h = torch.randn(M, H, dtype=dtype, requires_grad=True)
+        w = torch.randn(V, H, dtype=dtype, requires_grad=True)
+        cfg = {"CHUNK": chunk, "VCHUNK": vchunk, "BLOCK_V": 128, "ROWS": 16, "num_warps": 4}
+        for reduction in ("mean", "none"):
+            _put(flce_problem(h, w, None, -100, 0.0, reduction, "all" if reduction == "mean" else "none"),
+                 "chunked", cfg)
+        _put(flce_problem(h, w, None, -100, 0.0, "none", "all", backward=True), "chunked", cfg)
+        e = dtype.itemsize
+        logits_bytes, phase1, phase2 = M * V * e, chunk * V * e, M * vchunk * e
+        for reduction in ("mean", "none"):
+            fused = allocations(lambda: wops.fused_linear_cross_entropy(h, w, t, reduction=reduction).sum().backward())
+            unfused = largest_allocation(
+                lambda: F.cross_entropy(F.linear(h, w), t, reduction=reduction).sum().backward())
+            assert unfused >= logits_bytes
+            assert max(fused) == max(phase1, phase2) < logits_bytes, (dtype, reduction, max(fused))
+            assert phase1 in fused and phase2 in fused, (dtype, reduction, sorted(set(fused)))
+            if dtype != torch.float32:  # (in float32 the weight's gradient itself has that size)
+                assert V * H * 4 not in fused, (reduction, sorted(set(fused)))  # no (V, H) fp32 sum
+        assert select(flce_problem(h, w, None, -100, 0.0, "mean", "all")).config["CHUNK"] == chunk
 
 
 @pytest.mark.parametrize("call, fragment", [

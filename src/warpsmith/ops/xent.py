@@ -93,9 +93,12 @@ def fused_linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targe
     """``cross_entropy(hidden @ weight.T + bias, target)`` without materializing the (M, V) logits.
 
     Rows are processed in tuned chunks: per chunk, the logits (warpsmith's GEMM, fp32 accumulation,
-    rounded to the input dtype as ``F.linear`` would), the cross-entropy kernel (fp32 math; loss, and
-    the logits' gradient written in place into the private chunk), then the gradient GEMMs (the
-    weight's gradient accumulated over chunks in fp32, rounded once). With ``mean``/``sum`` in
+    rounded to the input dtype as ``F.linear`` would), the cross-entropy kernel (fp32 math; loss, row
+    statistics, and the logits' gradient written in place into the private chunk), then the
+    hidden-gradient GEMM. The weight's (and bias') gradient is written by a second pass over tuned
+    vocabulary chunks: the chunk's logits for all rows again, their gradient from the saved row
+    statistics, then one GEMM over all rows (fp32 accumulation, rounded once); no (V, H) fp32
+    buffer. Each chunk buffer is at most 1/8 of the unfused logits (or 32 MiB). With ``mean``/``sum`` in
     bfloat16/float32 and autograd on, the gradients are computed during the forward (one GEMM fewer;
     held until ``backward``, which scales them by the upstream gradient: exact for the usual 1, one
     more rounding otherwise). With ``none`` (per-row upstream gradients) and in float16 (where loss

@@ -28,10 +28,14 @@ divided by the contract's rate gamma(V) + u, so ``allowed = u_out |ref| + budget
   happens at the gradients' own magnitude;
 - grad_hidden ``= dz @ W``: ``e_dz @ |W| + (gamma(V) + u)(|dz| + e_dz) @ |W|``, rounded to the input
   dtype by the GEMM (the output's own rounding, ``u_out``);
-- grad_weight ``= sum over chunks of fl_d(dz_c^T h_c)`` accumulated in fp32:
-  ``e_dz^T |h| + (gamma(M + 1) + 2u + 1.01 u_d)(|dz| + e_dz)^T |h| + M fl``;
-- grad_bias ``= sum over rows of dz`` in fp32: ``sum e_dz + (gamma(M) + u) sum (|dz| + e_dz)``;
-  the weight's and the bias' fp32 sums are rounded once to the input dtype (``u_out``).
+- grad_weight ``= dz^T h``, one GEMM per vocabulary chunk over all M rows (fp32 accumulation, rounded
+  once to the input dtype, ``u_out``), its dz recomputed from logits computed again (each within
+  ``e_z`` of the exact logits) and the row statistics of the first pass (within ``max e_z``), so the
+  same ``kappa`` and ``e_dz`` hold: the GEMM needs ``e_dz^T |h| + (gamma(M) + u)(|dz| + e_dz)^T |h|``;
+  the budget kept, ``e_dz^T |h| + (gamma(M + 1) + 2u + 1.01 u_d)(|dz| + e_dz)^T |h| + M fl`` (written
+  for an fp32 sum of per-chunk products rounded to the input dtype), is larger and still bounds it;
+- grad_bias ``= sum over rows of dz`` in fp32: ``sum e_dz + (gamma(M) + u) sum (|dz| + e_dz)``,
+  rounded once to the input dtype (``u_out``).
 """
 from __future__ import annotations
 

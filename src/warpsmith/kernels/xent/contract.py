@@ -22,6 +22,7 @@ from .variant import INDEX_LIMIT, MAX_BLOCK_V, REDUCE_BLOCK
 
 M, V = sizes("M V")
 sxm, sxv, st, sl, ss, sdx = sizes("stride_xm stride_xv stride_t stride_l stride_s stride_dxm")
+col0, V_all = sizes("col0 V_all")
 ANY_INT64 = (-(2**63), 2**63)
 IGNORE = -100
 
@@ -63,17 +64,24 @@ def forward(constexprs: list[dict]) -> KernelContract:
         bounded_shapes=_bounded(bv, single))
 
 
-def backward(constexprs: list[dict]) -> KernelContract:
-    """``xent_bwd_kernel``; pass constexprs sharing BLOCK_V and SCALE."""
+def backward(constexprs: list[dict], sliced: bool = False) -> KernelContract:
+    """``xent_bwd_kernel``; pass constexprs sharing BLOCK_V and SCALE. ``sliced``: x is the column slice
+    [col0, col0 + V) of rows of V_all classes (the fused op's vocabulary chunks); else the whole row."""
     c0 = constexprs[0]
     per_row = c0["SCALE"] == 2
     args = {**_common(), "st_ptr": Tensor((M, 2), (2, 1)), "dx_ptr": Tensor((M, V), (sdx, 1), output=True),
             "s_ptr": Tensor((M,), (ss,)) if per_row else Tensor((1,), (1,)), "stride_s": ss if per_row else 0,
-            "stride_dxm": sdx, "stride_dxv": 1}
+            "stride_dxm": sdx, "stride_dxv": 1, "col0": col0 if sliced else 0, "V_all": V_all if sliced else V}
+    domain = _domain(c0["BLOCK_V"], False) + ([col0 >= 0, col0 + V <= V_all, V_all <= 2**31 - 2 * MAX_BLOCK_V]
+                                              if sliced else [])
+    shapes = _bounded(c0["BLOCK_V"], False)
+    if sliced:
+        shapes = [{**sh, "col0": 3, "V_all": sh["V"] + 5} for sh in shapes]
+    scale_name = "per-row" if per_row else "scalar"
     return KernelContract(
-        kernel=K_.xent_bwd_kernel, name=f"xent_bwd_kernel[{'per-row' if per_row else 'scalar'} scale]", args=args,
-        constexprs=constexprs, grid=lambda c: (cdiv(M, c["ROWS"]),), domain=_domain(c0["BLOCK_V"], False),
-        bounded_shapes=_bounded(c0["BLOCK_V"], False))
+        kernel=K_.xent_bwd_kernel, name=f"xent_bwd_kernel[{scale_name} scale{', column slice' if sliced else ''}]",
+        args=args, constexprs=constexprs, grid=lambda c: (cdiv(M, c["ROWS"]),), domain=domain,
+        bounded_shapes=shapes)
 
 
 def reduce(constexprs: list[dict]) -> KernelContract:
@@ -119,13 +127,18 @@ def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[Ke
                                   SCALE=_scale_kind(red), EMULATE=False)]))
         if red == "mean":
             out.append(scale())
-    else:  # the fused linear cross-entropy's kernels on one chunk (M = the chunk's rows)
+    else:  # the fused linear cross-entropy's kernels on one row chunk (M = the chunk's rows), and with the
+        # weight's gradient on one vocabulary chunk (M = all rows, V = the chunk's columns of V_all)
         single = config["BLOCK_V"] >= problem.shape["V"]
         bwd = variant.backward
         hid = bwd or problem.attrs["grads"] != "none"
+        wgt = problem.attrs["grads"] == "all"
         kind = _scale_kind(red) if bwd else (1 if red == "mean" and hid else 0)
         out.append(forward([_fwd_meta(config["ROWS"], config["BLOCK_V"], single, SMOOTH=smooth, WRITE_LOSS=not bwd,
-                                      WRITE_STATS=False, WRITE_GRAD=hid, SCALE=kind)]))
+                                      WRITE_STATS=wgt, WRITE_GRAD=hid, SCALE=kind)]))
+        if wgt:
+            out.append(backward([dict(ROWS=config["ROWS"], BLOCK_V=config["BLOCK_V"], SMOOTH=smooth, SCALE=kind,
+                                      EMULATE=False)], sliced=True))
         if not bwd and red != "none":
             out.append(reduce([{"MEAN": red == "mean", "BLOCK": REDUCE_BLOCK, "EMULATE": False}]))
         if red == "mean" and hid:

@@ -16,7 +16,8 @@ away against a large |m| (relative error u |m| in every p_i); torch's log_softma
 A target outside [0, V) that is not ignore_index gives NaN loss and gradient for its row (the gather
 is masked, never out of bounds). Bytes: the forward reads x once (M V elements) plus targets and
 writes M losses and 2 M statistics; with WRITE_GRAD it also writes dx (in place when dx_ptr is x_ptr),
-re-reading x once more in the looped form. The backward reads x and writes dx once.
+re-reading x once more in the looped form. The backward reads x and writes dx once (x may be a
+column slice [col0, col0 + V) of rows of V_all classes: the fused op's vocabulary chunks).
 """
 from ..._triton import tl, triton
 from ..common import to_output
@@ -128,16 +129,20 @@ def xent_fwd_kernel(
 @triton.jit
 def xent_bwd_kernel(
     x_ptr, t_ptr, st_ptr, s_ptr, dx_ptr,
-    M, V, ignore_index, eps,
+    M, V, col0, V_all, ignore_index, eps,
     stride_xm, stride_xv, stride_t, stride_s, stride_dxm, stride_dxv,
     ROWS: tl.constexpr, BLOCK_V: tl.constexpr, SMOOTH: tl.constexpr, SCALE: tl.constexpr, EMULATE: tl.constexpr,
 ):
     """dx from x and the forward's statistics (m, ls) (fp32, (M, 2) contiguous), ROWS rows per program
     over BLOCK_V chunks (one chunk when BLOCK_V >= V); grid (cdiv(M, ROWS),). Reads x once, writes dx
-    once (in place allowed)."""
+    once (in place allowed).
+
+    x may hold a slice of columns of the full logits: its V columns are the classes col0 .. col0 + V - 1
+    of V_all (the whole row: col0 = 0, V_all = V). Targets and the smoothing term eps / V_all use the
+    global class index; the statistics are the whole row's. Only x's own V columns are addressed."""
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < M
-    t, ignored, bad = _targets(t_ptr, rows, row_mask, V, ignore_index, stride_t)
+    t, ignored, bad = _targets(t_ptr, rows, row_mask, V_all, ignore_index, stride_t)
     m = tl.load(st_ptr + rows.to(tl.int64) * 2, mask=row_mask, other=0.0)
     ls = tl.load(st_ptr + rows.to(tl.int64) * 2 + 1, mask=row_mask, other=0.0)
     sc = _row_scale(s_ptr, rows, row_mask, stride_s, ROWS, SCALE)
@@ -148,7 +153,7 @@ def xent_bwd_kernel(
         c = v0 + cols
         mask = row_mask[:, None] & (c < V)[None, :]
         xb = tl.load(x_row[:, None] + c[None, :] * stride_xv, mask=mask, other=0.0).to(tl.float32)
-        d = _dlogits(tl.exp((xb - m[:, None]) - ls[:, None]), sc, c, t, ignored, bad, eps, V, SMOOTH)
+        d = _dlogits(tl.exp((xb - m[:, None]) - ls[:, None]), sc, col0 + c, t, ignored, bad, eps, V_all, SMOOTH)
         tl.store(dx_row[:, None] + c[None, :] * stride_dxv, to_output(d, dx_ptr, EMULATE), mask=mask)
 
 

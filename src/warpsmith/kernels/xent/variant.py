@@ -224,7 +224,7 @@ class CrossEntropyBackward(_Xent):
         eps = float(problem.attrs["label_smoothing"])
         rows, bv = config["ROWS"], self.block_v(problem, config)
         K.xent_bwd_kernel[(triton.cdiv(M, rows),)](
-            x, t, stats, s, out, M, V, int(problem.attrs["ignore_index"]), eps,
+            x, t, stats, s, out, M, V, 0, V, int(problem.attrs["ignore_index"]), eps,
             x.stride(0), x.stride(1), t.stride(0), stride_s, out.stride(0), out.stride(1),
             ROWS=rows, BLOCK_V=bv, SMOOTH=eps > 0, SCALE=kind, EMULATE=emulate(problem.dtype),
             num_warps=config["num_warps"])
