@@ -34,7 +34,6 @@ import datetime as _dt
 import gc
 import json
 import math
-import os
 import re
 import sys
 import time
@@ -43,11 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-REPO = Path(__file__).resolve().parents[1]
-try:  # run from a checkout without installing: use its src/
-    import warpsmith  # noqa: F401
-except ImportError:
-    sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this script
+from bench_common import REPO, cuda_broken, say, write_json  # noqa: E402  (makes src/ importable)
 
 import torch  # noqa: E402
 
@@ -124,9 +120,6 @@ def suite(groups: Iterable[str] = GROUPS, dry_run: bool = False) -> list[Case]:
 
 
 # ----------------------------------------------------------------------------------- output helpers
-def say(*parts: object) -> None:
-    print(*parts, flush=True)  # flushed on every line, whatever PYTHONUNBUFFERED says
-
 
 def _fmt_ms(ms: float | None) -> str:
     if ms is None or not math.isfinite(ms):
@@ -141,11 +134,6 @@ def geomean(xs: list[float]) -> float | None:
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
 
-
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)  # atomic: a killed run leaves the previous complete document
 
 
 # ----------------------------------------------------------------------------------- one (shape, dtype)
@@ -199,16 +187,6 @@ def run_case(case: Case, dtype: str, args: argparse.Namespace, db: TuningDB, tag
             torch.cuda.empty_cache()
     return row
 
-
-def _cuda_broken() -> str | None:
-    """A sticky CUDA error (e.g. an illegal address) poisons the context: every later shape would fail."""
-    if not torch.cuda.is_available():
-        return None
-    try:
-        torch.cuda.synchronize()
-        return None
-    except Exception as exc:
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
 
 
 def estimate_seconds(case: Case, done: list[tuple[Case, dict[str, Any]]]) -> float:
@@ -417,10 +395,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"{_fmt_ms(row['baseline_ms'])} ms{ratio}, verified, {row['seconds']:.1f} s")
             else:
                 say(f"{tag}   -> FAILED ({row['status']}): {(row['error'] or '').splitlines()[0][:300]}")
-                broken = _cuda_broken()
+                broken = cuda_broken()
                 if broken:
                     stop = f"CUDA context unusable after {case.describe()} {dtype}: {broken}"
-            _write_json(json_path, document(False))
+            write_json(json_path, document(False))
         except KeyboardInterrupt:  # Ctrl-C or `timeout -s INT`: keep what ran, report the rest as skipped
             stop = "interrupted"
             if (case, dtype) not in done:
@@ -428,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
             say(f"{tag} interrupted: the remaining shapes are skipped")
 
     doc = document(True)
-    _write_json(json_path, doc)
+    write_json(json_path, doc)
     say(f"wrote {json_path} ({len(doc['rows'])} rows run, {len(skipped)} skipped) and tuning DB {db_path}")
     say(f"total {time.perf_counter() - t0:.1f} s")
     sys.stderr.flush()

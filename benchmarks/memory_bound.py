@@ -58,14 +58,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-REPO = Path(__file__).resolve().parents[1]
-try:  # run from a checkout without installing: use its src/
-    import warpsmith  # noqa: F401
-except ImportError:
-    sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this script
+from bench_common import REPO, cuda_broken, say, write_json  # noqa: E402  (makes src/ importable)
 
 import torch  # noqa: E402
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # memory_bound_cases beside this script
 from memory_bound_cases import (COMPUTE_BOUND, ELEMENTS, FLCE_TARGET_VOCAB, OPDEFS, OPS, Case,  # noqa: E402
                                 OpDef, import_liger, import_warpsmith_ops, suite)
 
@@ -324,7 +320,7 @@ def run_case(case: Case, ctx: "Ctx") -> dict[str, Any]:
             except Exception as exc:
                 r = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"[:1000],
                      "traceback": traceback.format_exc(limit=8)[-3000:]}
-                if _cuda_broken():
+                if cuda_broken():
                     raise
             row["impls"][impl] = r
         fill_bytes(row, case, ctx, captured)
@@ -363,15 +359,6 @@ def fill_bytes(row: dict, case: Case, ctx: "Ctx", captured: dict[str, list]) -> 
     if fl:
         row["flops"] = {"fwd": fl[0], "bwd": fl[1], "fwd+bwd": fl[0] + fl[1]}
 
-
-def _cuda_broken() -> str | None:
-    if not torch.cuda.is_available():
-        return None
-    try:
-        torch.cuda.synchronize()
-        return None
-    except Exception as exc:
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
 
 
 # ----------------------------------------------------------------------------------- derived numbers
@@ -466,9 +453,6 @@ def summarize(rows: list[dict], tiny: bool, measured: bool) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------- output
-def say(*parts: object) -> None:
-    print(*parts, flush=True)
-
 
 def _ms(x: float | None) -> str:
     return "-" if x is None or not math.isfinite(x) else (f"{x:.4f}" if x < 10 else f"{x:.2f}")
@@ -538,11 +522,6 @@ def render_table(rows: list[dict], summary: dict, title: str, not_eval: str) -> 
 def _short(op: str) -> str:
     return op.replace("cross_entropy", "ce")
 
-
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _clean(row: dict) -> dict:
@@ -790,10 +769,10 @@ def _main(args: argparse.Namespace, timer: Any) -> int:
             row = done[case] = run_case(case, ctx)
             derive(row, copy_gbps)
             say(f"{tag}   -> {progress_line(row)}")
-            broken = _cuda_broken()
+            broken = cuda_broken()
             if broken:
                 stop = f"CUDA context unusable after {case.describe()}: {broken}"
-            _write_json(json_path, document(False))
+            write_json(json_path, document(False))
         except KeyboardInterrupt:  # Ctrl-C or `timeout -s INT`: keep what ran, report the rest as skipped
             stop = "interrupted"
             if case not in done:
@@ -820,7 +799,7 @@ def _main(args: argparse.Namespace, timer: Any) -> int:
                 t = row["tuned"]["result"] or {}
                 say(f"[tune] -> {t.get('status')} dispatched {t.get('dispatched')} fwd/bwd "
                     f"{_ms(t.get('fwd_ms'))}/{_ms(t.get('bwd_ms'))} ms, {row['tuned']['seconds']:.1f} s")
-                _write_json(json_path, document(False))
+                write_json(json_path, document(False))
             except KeyboardInterrupt:
                 stop = "interrupted"
                 say("tuned pass interrupted")
@@ -839,7 +818,7 @@ def _main(args: argparse.Namespace, timer: Any) -> int:
             if c not in done and c not in skipped:
                 skipped[c] = stop or "not run"
         doc = document(True)
-        _write_json(json_path, doc)
+        write_json(json_path, doc)
         say(f"wrote {json_path} ({len(doc['cases'])} cases run, {len(skipped)} skipped)")
         say(f"total {time.perf_counter() - t0:.1f} s")
         sys.stderr.flush()

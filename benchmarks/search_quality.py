@@ -21,11 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-try:
-    import warpsmith  # noqa: F401
-except ImportError:
-    sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this script
+from bench_common import REPO  # noqa: E402  (makes src/ importable)
 
 from warpsmith.kernels.registry import variants  # noqa: E402
 from warpsmith.measure import Evaluator  # noqa: E402

@@ -2,42 +2,21 @@
 and the measured path (ratios, geomeans, targets, failures, skips) with a stand-in for tune()."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import dry_run, load
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "benchmarks" / "gemm_llm.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("gemm_llm_bench", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
-bench = _load()
+bench = load("gemm_llm")
 
 
 @pytest.fixture(scope="module")
 def dry(tmp_path_factory):
     """One real dry run, as a user types it (tiny shapes, real tune(), Triton interpreter)."""
     out = tmp_path_factory.mktemp("bench_dry")
-    env = {**os.environ, "WARPSMITH_INTERPRET": "1", "WARPSMITH_DB": str(out / "must-not-be-used.db")}
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(out)], capture_output=True,
-                          text=True, timeout=120, env=env, cwd=str(out))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    files = sorted(out.glob("gemm_llm_*.json"))
-    assert len(files) == 1, files
-    return out, json.loads(files[0].read_text()), proc.stdout
+    return dry_run("gemm_llm", out, timeout=120)
 
 
 def test_dry_run_json_structure(dry):

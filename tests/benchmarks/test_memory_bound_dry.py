@@ -4,31 +4,21 @@ measured path (timings, GB/s, copy fractions, speedups, verdicts, deadline, inte
 for the GPU timer and for warpsmith's ops."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 import types
 from pathlib import Path
 
 import pytest
+from bench_scripts import dry_run, load
 import torch
 import torch.nn.functional as F
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "benchmarks" / "memory_bound.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("memory_bound_bench", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
-bench = _load()
+bench = load("memory_bound")
 
 
 def _present_ops() -> list[str]:
@@ -44,13 +34,7 @@ def _present_ops() -> list[str]:
 def dry(tmp_path_factory):
     """One real dry run, as a user types it: every op, the ones warpsmith lacks skipped."""
     out = tmp_path_factory.mktemp("mb_dry")
-    env = {**os.environ, "WARPSMITH_INTERPRET": "1", "WARPSMITH_DB": str(out / "must-not-be-used.db")}
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(out)], capture_output=True,
-                          text=True, timeout=300, env=env, cwd=str(out))
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    files = sorted(out.glob("memory_bound_*.json"))
-    assert len(files) == 1, files
-    return out, json.loads(files[0].read_text()), proc.stdout
+    return dry_run("memory_bound", out, timeout=300)
 
 
 def test_dry_run_json_structure(dry):

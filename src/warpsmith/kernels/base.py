@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
+from ..errors import UnknownNameError, WarpsmithError
 from ..space import Space
 from ..spec import Problem
 from ..targets import Target, source_hash
@@ -91,6 +92,14 @@ class Variant(abc.ABC):
     guards: tuple[Guard, ...] = ()
     kernel_modules: tuple[Any, ...] = ()  # modules holding the @triton.jit code it launches
     cost_model: str = "memory"  # "memory" (needs work()) or "gemm"; see search/cost.py
+    ops: tuple[str, ...] = ()  # a variant class serving several ops (one instance per op) lists them
+
+    def __init__(self, op: str | None = None) -> None:
+        """``op``: which of ``ops`` this instance serves (a variant of a single op takes none)."""
+        if op is not None:
+            if op not in self.ops:
+                raise UnknownNameError(f"op of variant {self.name}", op, list(self.ops))
+            self.op = op
 
     @abc.abstractmethod
     def space(self, problem: Problem, target: Target) -> Space:
@@ -121,7 +130,8 @@ class Variant(abc.ABC):
     def work(self, problem: Problem, config: Mapping[str, Any], target: Target) -> Any:
         """A :class:`warpsmith.search.memory_model.MemoryWork` for memory-bound variants (the target
         sizes persistent grids)."""
-        raise NotImplementedError(f"{self.op}/{self.name} does not describe its work for the memory cost model")
+        raise WarpsmithError(f"variant {self.op}/{self.name} has cost_model 'memory' but no work(): "
+                             "describe its work, or name another cost model")
 
     def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:
         """The block size each axis is cut into (the verifier tests sizes that are not multiples)."""

@@ -8,7 +8,7 @@ from typing import Optional, Union
 import torch
 
 from ..errors import InvalidInputError
-from ..runtime.norm_ops import layer_norm_op, rms_norm_op
+from ..runtime.norm_ops import layer_norm_op, rms_norm_op, rows
 from ..spec.dtypes import dtype_name
 from ..spec.norm import RMS_NORM
 from .validate import check_device, check_dtype, check_like, check_nonempty, check_tensor
@@ -43,15 +43,8 @@ def _check(x: object, residual: object, eps: object, **params: object) -> tuple:
     if residual is not None:
         residual = check_tensor("residual", residual)
         check_like("residual", residual, "x", x, shape=tuple(x.shape))
-        r2 = _rows(residual)
-    return _rows(x), checked, r2, float(eps)
-
-
-def _rows(t: torch.Tensor) -> torch.Tensor:
-    """(..., N) -> (M, N): a view where the strides allow one (row stride free, unit column stride),
-    else a copy."""
-    t2 = t.reshape(-1, t.shape[-1])
-    return t2 if t2.stride(-1) == 1 or t2.shape[-1] == 1 else t2.contiguous()
+        r2 = rows(residual)
+    return rows(x), checked, r2, float(eps)
 
 
 def rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float = 1e-6,

@@ -90,9 +90,11 @@ def _(dy, x, weight, rstd, ds, eps):
     return x.new_empty(x.shape), (weight.new_empty(weight.shape) if weight is not None else _empty(x))
 
 
-def _rows(t: Tensor) -> Tensor:
-    """A gradient as the kernels take it: unit stride along the row (a copy only if needed)."""
-    return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
+def rows(t: Tensor) -> Tensor:
+    """(..., N) -> (M, N) as the kernels take it: a view where the strides allow one (row stride
+    free, unit column stride), else a copy."""
+    t2 = t.reshape(-1, t.shape[-1])
+    return t2 if t2.stride(-1) == 1 or t2.shape[-1] == 1 else t2.contiguous()
 
 
 def _rms_setup(ctx, inputs, output) -> None:
@@ -105,7 +107,7 @@ def _rms_setup(ctx, inputs, output) -> None:
 
 def _rms_backward(ctx, dy, ds, _drstd):
     xn, weight, rstd = ctx.saved_tensors
-    dx, dw = rms_norm_backward_op(_rows(dy), xn, weight, rstd, _rows(ds) if ctx.has_res else None, ctx.eps)
+    dx, dw = rms_norm_backward_op(rows(dy), xn, weight, rstd, rows(ds) if ctx.has_res else None, ctx.eps)
     return dx, (dw if weight is not None and ctx.needs_input_grad[1] else None), (dx if ctx.has_res else None), None
 
 
@@ -159,8 +161,8 @@ def _ln_setup(ctx, inputs, output) -> None:
 
 def _ln_backward(ctx, dy, ds, _dmean, _drstd):
     xn, weight, mean, rstd = ctx.saved_tensors
-    dx, dw, db = layer_norm_backward_op(_rows(dy), xn, weight, ctx.has_bias, mean, rstd,
-                                        _rows(ds) if ctx.has_res else None, ctx.eps, ctx.param_dtype)
+    dx, dw, db = layer_norm_backward_op(rows(dy), xn, weight, ctx.has_bias, mean, rstd,
+                                        rows(ds) if ctx.has_res else None, ctx.eps, ctx.param_dtype)
     return (dx, dw if weight is not None and ctx.needs_input_grad[1] else None,
             db if ctx.has_bias and ctx.needs_input_grad[2] else None, dx if ctx.has_res else None, None)
 

@@ -80,6 +80,20 @@ class _NormBase(OpSpec):
     axes = _AXES
     dtypes = _DTYPES
     kind = "rms"  # or "layer"
+    suffix = ""  # "_backward" for the backward specs
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.name = ("rms_norm" if kind == "rms" else "layer_norm") + self.suffix
+        choices: dict[str, Any] = {"weight": (True, False)}
+        if kind == "layer":
+            choices["bias"] = (True, False)
+        choices.update(weight_dtype=WEIGHT_DTYPES, residual=(False, True),
+                       eps=Scalar(1e-6 if kind == "rms" else 1e-5, 0.0, 1.0))
+        self.attr_choices = choices
+
+    def large_scale(self, p: Problem) -> float:
+        return _fwd_large_scale(p)
 
     @property
     def has_bias_attr(self) -> bool:
@@ -101,19 +115,6 @@ class _NormBase(OpSpec):
 
 class NormSpec(_NormBase):
     """Forward RMSNorm / LayerNorm (see the module docstring)."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.name = "rms_norm" if kind == "rms" else "layer_norm"
-        choices: dict[str, Any] = {"weight": (True, False)}
-        if kind == "layer":
-            choices["bias"] = (True, False)
-        choices.update(weight_dtype=WEIGHT_DTYPES, residual=(False, True),
-                       eps=Scalar(1e-6 if kind == "rms" else 1e-5, 0.0, 1.0))
-        self.attr_choices = choices
-
-    def large_scale(self, p: Problem) -> float:
-        return _fwd_large_scale(p)
 
     def make_inputs(self, p: Problem, gen: torch.Generator, dist: str = "normal",
                     device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
@@ -203,18 +204,7 @@ class NormBackwardSpec(_NormBase):
     reference (exact in float64 for the oracle), which recomputes the statistics; the kernels use
     the saved ones (``make_inputs`` supplies them as the forward computes them, in fp32)."""
 
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.name = ("rms_norm" if kind == "rms" else "layer_norm") + "_backward"
-        choices: dict[str, Any] = {"weight": (True, False)}
-        if kind == "layer":
-            choices["bias"] = (True, False)
-        choices.update(weight_dtype=WEIGHT_DTYPES, residual=(False, True),
-                       eps=Scalar(1e-6 if kind == "rms" else 1e-5, 0.0, 1.0))
-        self.attr_choices = choices
-
-    def large_scale(self, p: Problem) -> float:
-        return _fwd_large_scale(p)
+    suffix = "_backward"
 
     def grad_scale(self, p: Problem) -> float:
         """Scale of ``dy`` (and ``ds``) under ``large``: as large as keeps dw = sum over M rows of

@@ -33,17 +33,15 @@ MAX_GRID_Y = 65535  # CUDA's limit on grid axis 1 (the column tiles of the 2-D g
 COL_LIMIT = 2**31  # column offsets are int32 (row offsets are int64)
 
 
-
-
 class Tiled(Variant):
     name = "tiled"
     cost_model = "memory"
     kernel_modules = (K, common)
 
+    ops = OPS
+
     def __init__(self, op: str) -> None:
-        if op not in OPS:
-            raise ValueError(op)
-        self.op = op
+        super().__init__(op)
         self.backward = op.endswith("_backward")
 
     # ---- space, validity, heuristic ---------------------------------------------------------

@@ -237,13 +237,8 @@ class RowNorm(_NormForward):
         K.norm_fwd_row_kernel[(self.programs(p, c),)](*args, **meta)
 
 
-class PersistentNorm(RowNorm):
-    name = "persistent"
-
-    def space(self, problem: Problem, target: Target) -> Space:
-        frags = super().space(problem, target).fragments
-        frags["PROGRAMS_PER_SM"] = Enum((1, 2, 4, 8), 4)
-        return Space(frags)
+class _PersistentGrid:
+    """A fixed grid of PROGRAMS_PER_SM x SMs programs striding over blocks of rows (a mixin)."""
 
     def programs(self, p: Problem, c: Mapping[str, Any], target: Target | None = None) -> int:
         return persistent_programs(triton.cdiv(p.shape["M"], self.rows(c)), c["PROGRAMS_PER_SM"],
@@ -251,6 +246,15 @@ class PersistentNorm(RowNorm):
 
     def steps(self, p: Problem, c: Mapping[str, Any], target: Target | None = None) -> float:
         return float(triton.cdiv(triton.cdiv(p.shape["M"], self.rows(c)), self.programs(p, c, target)))
+
+
+class PersistentNorm(_PersistentGrid, RowNorm):
+    name = "persistent"
+
+    def space(self, problem: Problem, target: Target) -> Space:
+        frags = super().space(problem, target).fragments
+        frags["PROGRAMS_PER_SM"] = Enum((1, 2, 4, 8), 4)
+        return Space(frags)
 
     def _run(self, args, meta, p, c, target):
         K.norm_fwd_persistent_kernel[(self.programs(p, c, target),)](*args, **meta)
@@ -390,20 +394,13 @@ class _NormBackward(_Norm):
             launches=1 + (1 if k else 0) + (1 if atomic else 0))
 
 
-class PersistentNormBackward(_NormBackward):
+class PersistentNormBackward(_PersistentGrid, _NormBackward):
     name = "persistent"
 
     def space(self, problem: Problem, target: Target) -> Space:
         frags = self.space_common(problem, max(1, min(16, 1024 // next_pow2(problem.shape["N"]))))
         frags["PROGRAMS_PER_SM"] = Enum((1, 2, 4, 8), 2)
         return Space(frags)
-
-    def programs(self, p: Problem, c: Mapping[str, Any], target: Target | None = None) -> int:
-        return persistent_programs(triton.cdiv(p.shape["M"], self.rows(c)), c["PROGRAMS_PER_SM"],
-                                   target or _current_target())
-
-    def steps(self, p: Problem, c: Mapping[str, Any], target: Target | None = None) -> float:
-        return float(triton.cdiv(triton.cdiv(p.shape["M"], self.rows(c)), self.programs(p, c, target)))
 
     def _kernel(self):
         return K.norm_bwd_persistent_kernel

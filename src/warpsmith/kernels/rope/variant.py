@@ -47,10 +47,10 @@ class Tiled(Variant):
     cost_model = "memory"
     kernel_modules = (K, common)
 
+    ops = OPS
+
     def __init__(self, op: str) -> None:
-        if op not in OPS:
-            raise ValueError(op)
-        self.op = op
+        super().__init__(op)
         self.backward = op.endswith("_backward")
         self.names = ("dq_out", "dk_out") if self.backward else ("q", "k")
 

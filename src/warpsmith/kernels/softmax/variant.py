@@ -40,16 +40,14 @@ MAX_CHUNK = 16384
 INDEX_LIMIT = 2**31  # offsets within a row are int32 (row offsets are int64)
 
 
-
-
 class _Softmax(Variant):
     cost_model = "memory"
     kernel_modules = (K, common)
 
+    ops = OPS
+
     def __init__(self, op: str) -> None:
-        if op not in OPS:
-            raise ValueError(op)
-        self.op = op
+        super().__init__(op)
         self.log = op.startswith("log_")
         self.backward = op.endswith("_backward")
 

@@ -1,0 +1,33 @@
+"""Loading and dry-running the benchmark scripts (shared by their tests)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def load(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` imported as module ``<name>_bench``."""
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", BENCHMARKS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def dry_run(name: str, out: Path, timeout: int) -> tuple[Path, dict, str]:
+    """``python benchmarks/<name>.py --dry-run --out OUT`` as a user types it (interpreter, a DB that must
+    stay unused); asserts it succeeded and wrote one JSON; returns (out, the JSON, stdout)."""
+    env = {**os.environ, "WARPSMITH_INTERPRET": "1", "WARPSMITH_DB": str(out / "must-not-be-used.db")}
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / f"{name}.py"), "--dry-run", "--out", str(out)],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=str(out))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    files = sorted(out.glob(f"{name}_*.json"))
+    assert len(files) == 1, files
+    return out, json.loads(files[0].read_text()), proc.stdout
