@@ -18,9 +18,10 @@ interpreter and times are *predicted* by the cost model of the target, so there 
 measured baseline and no ratio. ``--dry-run`` replaces the suite by three tiny shapes so the
 whole pipeline runs on a CPU in seconds.
 
-Within a dtype the shapes run cheapest first (input generation and verification grow with
-the operands' size), so when ``--total-time`` runs out it is the largest shapes that are
-skipped; every skipped shape is listed, in the table and in the JSON.
+Shapes run cheapest first (input generation and verification grow with the operands' size),
+each in every dtype before the next shape, so when ``--total-time`` runs out it is the largest
+shapes that are skipped, in every dtype alike; every skipped shape is listed, in the table and
+in the JSON.
 
 Usage::
 
@@ -336,13 +337,14 @@ def main(argv: list[str] | None = None) -> int:
     db = TuningDB(db_path)
 
     cases = suite(args.groups, args.dry_run)
-    # Execution order: dtype by dtype (as given), cheapest shape first; the table keeps suite order.
-    plan = [(c, d) for d in args.dtypes for c in sorted(cases, key=lambda c: c.elements)]
+    # Execution order: cheapest shape first, each in every dtype (as given) before the next, so that a
+    # short --total-time leaves every dtype the same shapes; the table keeps suite order.
+    plan = [(c, d) for c in sorted(cases, key=lambda c: c.elements) for d in args.dtypes]
     planned = {(g, d): sum(1 for c in cases if c.group == g) for g in args.groups for d in args.dtypes}
     vers = {**versions(), "driver": driver_version()}
     settings = {"budget": args.budget, "finalists": args.finalists, "time_budget_per_shape_s": args.time_budget_per_shape,
                 "total_time_s": args.total_time, "strategy": args.strategy, "seed": args.seed, "dtypes": args.dtypes,
-                "groups": args.groups, "db": str(db_path), "order": "per dtype, cheapest shape first"}
+                "groups": args.groups, "db": str(db_path), "order": "cheapest shape first, each in every dtype"}
     say(f"{BENCHMARK}: {len(plan)} (shape, dtype) pairs on {dev['name']}, target {dev['target']['name']}, "
         f"timings {timing_kind}{' (DRY RUN)' if args.dry_run else ''}")
     say(f"versions: {json.dumps(vers)}")

@@ -1,32 +1,50 @@
 #!/usr/bin/env bash
-# The H200 benchmarks in one command (for the device tool):
+# The H200 benchmarks in one command (for the device tool), within one time budget:
 #
-#     bash benchmarks/run_h200.sh                     # the GEMM LLM suite (gemm_llm.py), bf16 then fp16
+#     bash benchmarks/run_h200.sh                     # the GEMM LLM suite (gemm_llm.py), bf16 and fp16
 #     bash benchmarks/run_h200.sh --dtypes bfloat16   # any gemm_llm.py option is passed on
 #     bash benchmarks/run_h200.sh gemm [options]      # the same, named
 #     bash benchmarks/run_h200.sh memory [options]    # the memory-bound suite (memory_bound.py)
-#     bash benchmarks/run_h200.sh all                 # both, each shortened to fit one 600 s call
+#     bash benchmarks/run_h200.sh all                 # both, sharing the budget
+#     bash benchmarks/run_h200.sh --print-plan [gemm|memory|all]   # the steps' time limits; runs nothing
 #
 # The first argument picks the suite (gemm, memory or all; default gemm); the others go to that
 # suite's script (`all` takes none: run the suites separately to pass options).
 #
-# Installs nothing from a registry (the device image has torch, Triton and CUDA, and no network): the
-# package is imported from src/ through PYTHONPATH. For `memory` and `all`, a Liger-Kernel wheel in
-# benchmarks/wheels/ (put there by benchmarks/fetch_wheels.sh; ignored by git, so the device call must
-# name it: carry=["benchmarks/wheels"]) is installed with pip --no-index --no-deps into /tmp/bench_site;
-# without it the Liger column reads "unavailable". Everything written lands in "$OUT" (default ./out):
-#   $OUT/gemm_llm.log, $OUT/gemm_llm_<date>.json, $OUT/gemm_llm_<date>_<time>.db
+# Time: the whole script, from its first line to its last, ends within BENCH_TOTAL seconds (default
+# 540, leaving 60 s of the device tool's 600 s for the machine's start and the transfers). It runs
+# steps in order, each under `timeout`: SIGINT at the step's limit, SIGKILL BENCH_GRACE seconds
+# later (default 10):
+#   header    nvidia-smi, versions, the device                 limit BENCH_HEADER_S (30)
+#   gpucheck  only with BENCH_GPUCHECK=1: "${GPUCHECK_CMD[@]}"  limit BENCH_GPUCHECK_S (60)
+#   install   memory and all: unpack the Liger wheel           limit BENCH_INSTALL_S (15)
+#   gemm      gemm_llm.py                                      the time left (all: BENCH_GEMM_SHARE %, 50)
+#   memory    memory_bound.py                                  the time left
+#   copy      measured JSON into benchmarks/results/h200/      limit BENCH_COPY_S (10)
+# A step's limit is computed when it starts, from the time left: the worst case (limit + grace + 1 s
+# of rounding) of every later step is kept back, so time a step did not use goes to the suites. A
+# suite's script gets --total-time 60 s before its limit (no new shape or case starts after it; an
+# option given here wins); at SIGINT it skips what is left, writes its JSON and prints its table.
+# `--print-plan` prints each step's limit as if every earlier step used its whole limit and grace,
+# and the sum (worst_case=...): tests/benchmarks/test_device_budget.py checks it against 540 s.
+# None of this has run on a GPU yet: the grace (time to write the JSON after SIGINT) is a guess.
+#
+# Installs nothing from a registry (the device image has torch, Triton and CUDA, and no network, maybe
+# no pip): the package is imported from src/ through PYTHONPATH. For `memory` and `all`, the
+# Liger-Kernel wheel in benchmarks/wheels/ (BENCH_WHEELS; put there by benchmarks/fetch_wheels.sh;
+# ignored by git, so the device call must name it: carry=["benchmarks/wheels"]) is unpacked (a wheel is
+# a zip; Liger is pure Python) by benchmarks/unpack_wheel.py into /tmp/bench_site (BENCH_SITE), which goes on
+# PYTHONPATH; without it the Liger column reads "unavailable". Everything written lands in "$OUT"
+# (default ./out):
+#   $OUT/run_h200.log (every step), $OUT/gemm_llm.log, $OUT/gemm_llm_<date>.json, $OUT/gemm_llm_<date>_<time>.db
 #   $OUT/memory_bound.log, $OUT/memory_bound_<date>.json (and a tuning DB if the tuned pass ran)
 # and a measured, non-dry JSON is also copied to benchmarks/results/h200/ in this checkout (on the device
 # machine that copy does not come back: copy $OUT's JSON into benchmarks/results/h200/ where you commit).
-#
-# Each suite's Python gets SIGINT at its time limit: it then skips what is left, writes the JSON and
-# prints the table all the same (SIGKILL 30 s later). Limits, in seconds:
-#   gemm alone:   BENCH_TIMEOUT_GEMM, else BENCH_TIMEOUT, else 540
-#   memory alone: BENCH_TIMEOUT_MEMORY, else BENCH_TIMEOUT, else 400 (the script stops starting cases 60 s earlier)
-#   all:          BENCH_TIMEOUT_GEMM (default 270) then BENCH_TIMEOUT_MEMORY (default 250)
+# Exit status: the highest of the suites' and gpucheck's (124: a limit was reached; 137: killed after it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+PLAN=0
+if [ "${1:-}" = --print-plan ]; then PLAN=1; shift; fi
 SUITE=gemm
 case "${1:-}" in
   gemm|memory|all) SUITE="$1"; shift ;;
@@ -37,13 +55,92 @@ if [ "$SUITE" = all ] && [ $# -gt 0 ]; then
   echo "run_h200.sh: 'all' takes no options (the suites' options differ): run 'gemm ...' and 'memory ...' separately" >&2
   exit 2
 fi
+
+# ---------------------------------------------------------------------------------------- the budget
+TOTAL="${BENCH_TOTAL:-540}"      # seconds for the whole script
+GRACE="${BENCH_GRACE:-10}"       # SIGKILL this long after a step's SIGINT
+SLACK=1                          # $SECONDS counts whole seconds: one more per step
+SHARE="${BENCH_GEMM_SHARE:-50}"  # all: percent of the suites' time for gemm (memory gets the rest)
+TAIL=60                          # a suite starts nothing new in the last TAIL s of its limit
+STEPS=(header)
+[ "${BENCH_GPUCHECK:-0}" = 1 ] && STEPS+=(gpucheck)
+case "$SUITE" in
+  gemm)   STEPS+=(gemm copy) ;;
+  memory) STEPS+=(install memory copy) ;;
+  all)    STEPS+=(install gemm memory copy) ;;
+esac
+
+fixed_limit() {  # a fixed step's limit; -1 for a suite (which gets the time left)
+  case "$1" in
+    header) echo "${BENCH_HEADER_S:-30}" ;;
+    gpucheck) echo "${BENCH_GPUCHECK_S:-60}" ;;
+    install) echo "${BENCH_INSTALL_S:-15}" ;;
+    copy) echo "${BENCH_COPY_S:-10}" ;;
+    *) echo -1 ;;
+  esac
+}
+
+limit_of() {  # STEP ELAPSED: STEP's limit when it starts ELAPSED s into the script (0: no time left)
+  local step="$1" after=0 suites_after=0 seen=0 s f limit
+  for s in "${STEPS[@]}"; do  # keep back the worst case of every later step (a suite: its grace)
+    if (( seen )); then
+      f=$(fixed_limit "$s")
+      if (( f < 0 )); then suites_after=$(( suites_after + 1 )); f=0; fi
+      after=$(( after + f + GRACE + SLACK ))
+    fi
+    [ "$s" = "$step" ] && seen=1
+  done
+  local room=$(( TOTAL - $2 - after - GRACE - SLACK ))
+  f=$(fixed_limit "$step")
+  if (( f >= 0 )); then limit=$(( f < room ? f : room ))
+  elif (( suites_after )); then limit=$(( room * SHARE / 100 ))
+  else limit=$room
+  fi
+  echo $(( limit > 0 ? limit : 0 ))
+}
+
+start_by() { echo $(( $1 > 2 * TAIL ? $1 - TAIL : $1 / 2 )); }  # a suite's --total-time
+
+if (( PLAN )); then  # each step's limit if every earlier one used its limit and grace: the worst case
+  echo "plan suite=$SUITE total=$TOTAL grace=$GRACE slack=$SLACK"
+  t=0
+  for s in "${STEPS[@]}"; do
+    l=$(limit_of "$s" "$t")
+    extra=""; (( $(fixed_limit "$s") < 0 )) && extra=" total_time=$(start_by "$l")"
+    echo "step $s limit=$l grace=$GRACE slack=$SLACK$extra"
+    (( l > 0 )) && t=$(( t + l + GRACE + SLACK ))
+  done
+  echo "worst_case=$t"
+  exit 0
+fi
+
+# ---------------------------------------------------------------------------------------- the steps
 OUT="${OUT:-$PWD/out}"
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 PY="${PYTHON:-$(command -v python3 || command -v python)}"  # the device image names it python3
+export PY
+SITE="${BENCH_SITE:-/tmp/bench_site}"
+WHEELS="${BENCH_WHEELS:-benchmarks/wheels}"
+# The optional pre-step (off unless BENCH_GPUCHECK=1; its limit BENCH_GPUCHECK_S): a static compile check.
+GPUCHECK_CMD=("$PY" -m warpsmith.cli.main gpucheck --target h200 --json "$OUT/gpucheck.json")
+RC=0
 
-header() {  # nvidia-smi, versions and the device, at the top of each suite's log
+run_step() {  # STEP LIMIT LOG CMD...: CMD under STEP's limit, its output teed to run_h200.log and LOG
+  local step="$1" limit="$2" log="$3"; shift 3
+  if (( limit < 1 )); then
+    echo "== step $step: skipped (no time left: ${SECONDS} s of ${TOTAL} s used)" | tee -a "$OUT/run_h200.log"
+    return 0
+  fi
+  echo "== step $step: limit ${limit} s, grace ${GRACE} s (${SECONDS} s of ${TOTAL} s used)" | tee -a "$OUT/run_h200.log" "$log"
+  timeout -s INT -k "$GRACE" "$limit" "$@" 2>&1 | tee -a "$OUT/run_h200.log" "$log"
+  local rc=${PIPESTATUS[0]}
+  if (( rc )); then echo "== step $step: exit status $rc" | tee -a "$OUT/run_h200.log" "$log"; fi
+  return "$rc"
+}
+
+header() {  # nvidia-smi, versions and the device
   echo "== $(date -u +%Y-%m-%dT%H:%M:%SZ) $(hostname) commit: $(git rev-parse --short HEAD 2>/dev/null || echo none) suite: $1"
   nvidia-smi || echo "nvidia-smi failed"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null
@@ -62,27 +159,42 @@ elif dev.target.name != "h200":
     print(f"WARNING: this is {dev.name}, not an H200: results belong in benchmarks/results/{dev.target.name}/", file=sys.stderr)
 PY
 }
+export -f header
 
-install_liger() {  # Liger-Kernel (pure Python) from a carried wheel, never from the network
-  local whl
-  whl=$(ls benchmarks/wheels/liger_kernel-*.whl 2>/dev/null | tail -n 1)
-  if [ -z "$whl" ]; then
-    echo "liger: no wheel in benchmarks/wheels/ (run benchmarks/fetch_wheels.sh here and carry benchmarks/wheels): Liger column unavailable"
-    return 0
-  fi
-  if "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/bench_site "$whl"; then
-    echo "liger: installed $(basename "$whl") into /tmp/bench_site"
-  else
-    echo "liger: pip install of $whl failed: Liger column unavailable"
-  fi
-}
-
-copy_results() {  # only measured, non-dry results are results (a CPU dry run must not land in results/h200/)
-  "$PY" - "$OUT" benchmarks/results/h200 "$1" <<'PY'
+step() {  # STEP [suite options]: run one step of STEPS
+  local s="$1"; shift
+  local limit; limit=$(limit_of "$s" "$SECONDS")
+  case "$s" in
+    header) run_step header "$limit" "$OUT/header.log" bash -c 'header "$1"' _ "$SUITE" ;;
+    gpucheck)  # its status counts in the script's, but the suites run whatever it says
+      run_step gpucheck "$limit" "$OUT/gpucheck.log" "${GPUCHECK_CMD[@]}" || RC=$(( $? > RC ? $? : RC )) ;;
+    install)  # Liger-Kernel (pure Python) from a carried wheel, never from the network, no pip
+      local whl; whl=$(ls "$WHEELS"/liger_kernel-*.whl 2>/dev/null | tail -n 1)
+      if [ -z "$whl" ]; then
+        echo "liger: no wheel in $WHEELS/ (run benchmarks/fetch_wheels.sh here and carry benchmarks/wheels): Liger column unavailable" \
+          | tee -a "$OUT/run_h200.log"
+      elif run_step install "$limit" "$OUT/install.log" "$PY" benchmarks/unpack_wheel.py --dest "$SITE" "$whl"; then
+        export PYTHONPATH="$SITE:$PYTHONPATH"
+      else
+        echo "liger: unpacking $whl failed: Liger column unavailable" | tee -a "$OUT/run_h200.log"
+      fi ;;
+    gemm|memory)
+      local script=gemm_llm; [ "$s" = memory ] && script=memory_bound
+      cat "$OUT/header.log" >"$OUT/$script.log" 2>/dev/null
+      run_step "$s" "$limit" "$OUT/$script.log" "$PY" "benchmarks/$script.py" --out "$OUT" \
+        --total-time "$(start_by "$limit")" "$@" || RC=$(( $? > RC ? $? : RC )) ;;
+    copy)  # only measured, non-dry results are results (a CPU dry run must not land in results/h200/)
+      run_step copy "$limit" "$OUT/copy.log" "$PY" - "$OUT" benchmarks/results/h200 <<'PY'
 import json, shutil, sys
 from pathlib import Path
-for f in sorted(Path(sys.argv[1]).glob(f"{sys.argv[3]}_*.json")):
-    doc = json.loads(f.read_text())
+for f in sorted(Path(sys.argv[1]).glob("*.json")):
+    try:
+        doc = json.loads(f.read_text())
+    except ValueError as exc:
+        print(f"not copied (unreadable: {exc}): {f}")
+        continue
+    if doc.get("benchmark") not in ("gemm_llm", "memory_bound"):
+        continue
     if doc.get("dry_run") is False and doc.get("timing_kind") == "measured":
         Path(sys.argv[2]).mkdir(parents=True, exist_ok=True)
         shutil.copy2(f, sys.argv[2])
@@ -90,38 +202,11 @@ for f in sorted(Path(sys.argv[1]).glob(f"{sys.argv[3]}_*.json")):
     else:
         print(f"not copied to {sys.argv[2]}/ (dry run or not measured): {f}")
 PY
+      ;;
+  esac
 }
 
-run_gemm() {  # $1: time limit; then gemm_llm.py's options
-  local limit="$1"; shift
-  local log="$OUT/gemm_llm.log"
-  header gemm 2>&1 | tee "$log"
-  timeout -s INT -k 30 "$limit" "$PY" benchmarks/gemm_llm.py --out "$OUT" "$@" 2>&1 | tee -a "$log"
-  local rc=${PIPESTATUS[0]}
-  copy_results gemm_llm >>"$log" 2>&1
-  return "$rc"
-}
-
-run_memory() {  # $1: time limit; then memory_bound.py's options (a --total-time given there wins)
-  local limit="$1"; shift
-  local log="$OUT/memory_bound.log"
-  { header memory; install_liger; } 2>&1 | tee "$log"
-  # install_liger ran in the pipeline's subshell: export its PYTHONPATH here too
-  if [ -d /tmp/bench_site/liger_kernel ]; then export PYTHONPATH="/tmp/bench_site:$PYTHONPATH"; fi
-  local start=$(( limit > 120 ? limit - 60 : limit / 2 ))  # no case starts after this
-  timeout -s INT -k 30 "$limit" "$PY" benchmarks/memory_bound.py --out "$OUT" --total-time "$start" "$@" 2>&1 \
-    | tee -a "$log"
-  local rc=${PIPESTATUS[0]}
-  copy_results memory_bound >>"$log" 2>&1
-  return "$rc"
-}
-
-case "$SUITE" in
-  gemm)   run_gemm "${BENCH_TIMEOUT_GEMM:-${BENCH_TIMEOUT:-540}}" "$@"; exit $? ;;
-  memory) run_memory "${BENCH_TIMEOUT_MEMORY:-${BENCH_TIMEOUT:-400}}" "$@"; exit $? ;;
-  all)
-    tg="${BENCH_TIMEOUT_GEMM:-270}"
-    run_gemm "$tg" --total-time $(( tg > 120 ? tg - 60 : tg / 2 )); rc1=$?
-    run_memory "${BENCH_TIMEOUT_MEMORY:-250}"; rc2=$?
-    exit $(( rc1 > rc2 ? rc1 : rc2 )) ;;
-esac
+rm -f "$OUT"/{run_h200,header,gpucheck,install,copy}.log  # this run's logs only (the suites' are rewritten)
+for s in "${STEPS[@]}"; do step "$s" "$@"; done
+echo "== run_h200.sh $SUITE: done in ${SECONDS} s of ${TOTAL} s, exit status $RC" | tee -a "$OUT/run_h200.log"
+exit "$RC"

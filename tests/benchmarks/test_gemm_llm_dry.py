@@ -144,3 +144,24 @@ def test_estimate_scales_with_size():
     done = [(small, {"seconds": 2.0}), (bench.Case("llm", "c", 1, 10, 10), {"seconds": 1.0})]
     assert bench.estimate_seconds(big, done) == pytest.approx(1.0 + 1.0 * big.elements / small.elements)
     assert bench.estimate_seconds(small, done) == pytest.approx(2.0)
+
+
+def test_short_total_time_leaves_every_dtype_time(tmp_path, monkeypatch):
+    """Shapes run cheapest first, each in both dtypes: a --total-time that fits two tunings runs the
+    cheapest shape in bf16 and fp16 (run dtype by dtype, it would run two bf16 shapes and no fp16)."""
+    clock, calls = [0.0], []
+
+    def fake_tune(op, problem, **kw):  # 10 s of a fake clock per shape
+        calls.append((problem.shape["M"], problem.dtype_name))
+        clock[0] += 10.0
+        return _fake_tune([])(op, problem, **kw)
+
+    monkeypatch.setattr(bench, "tune", fake_tune)
+    monkeypatch.setattr(bench, "time", type("FakeTime", (), {"perf_counter": staticmethod(lambda: clock[0])}))
+    assert bench.main(["--dry-run", "--out", str(tmp_path), "--total-time", "25"]) == 0
+    cheapest = min(bench.suite(dry_run=True), key=lambda c: c.elements)
+    assert calls == [(cheapest.M, "bfloat16"), (cheapest.M, "float16")]
+    doc = json.loads(next(tmp_path.glob("gemm_llm_*.json")).read_text())
+    assert {r["dtype"] for r in doc["rows"]} == {"bfloat16", "float16"}
+    assert len(doc["skipped"]) == 2 * len(bench.DRY_SUITE) - 2
+    assert doc["settings"]["order"] == "cheapest shape first, each in every dtype"
