@@ -153,10 +153,10 @@ def test_spaces_defaults_and_cost_model():
     assert cfg["CHUNK"] == 1024 and cfg["VCHUNK"] == 8192 and v.rejection(f, cfg, H100) is None
     assert "chunk of" in v.rejection(f, {**cfg, "CHUNK": 2048}, H100)
     assert "vocabulary chunk" in v.rejection(f, {**cfg, "VCHUNK": 16384}, H100)
-    small, large = v.work(f, {**cfg, "CHUNK": 64}, H100), v.work(f, cfg, H100)
+    small, large = v.work(f, {**cfg, "CHUNK": 256}, H100), v.work(f, cfg, H100)
     # four GEMMs: logits, grad_hidden, the logits again per vocabulary chunk, grad_weight
     assert small.bytes_moved > large.bytes_moved and small.flops == large.flops == 8.0 * 8192 * 128256 * 4096
-    assert predict_ms(v, f, cfg, H100) < predict_ms(v, f, {**cfg, "CHUNK": 64}, H100)
+    assert predict_ms(v, f, cfg, H100) < predict_ms(v, f, {**cfg, "CHUNK": 256}, H100) < float("inf")
 
 
 @pytest.mark.parametrize("variant, op, cfg, attrs", [

@@ -1,11 +1,17 @@
 """Scoring candidates: predicted by the cost model, or compiled and timed on the GPU.
 
 Every score is a time in ms; a candidate that cannot run (validity predicate, guard, compile
-error, out of resources, a launch error) scores ``inf`` with the reason kept, never a crash.
+error, out of resources, a launch error) scores ``inf`` with the reason kept, never a crash. A
+measured batch starts no candidate (compilation or timing) once its deadline has passed: the rest
+score ``inf`` with the reason ``"deadline"``.
+
+The measured inputs (a few rotated sets, drawn from ``seed``) are built once, before the compile
+threads start, and shared by every candidate.
 """
 from __future__ import annotations
 
 import math
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -19,6 +25,13 @@ from ..targets import Target
 from .timing import time_gpu
 
 _ROTATE_BYTES = 1 << 30  # rotate input sets while they fit in this much memory
+MEASURE_MAX_MS = 100.0  # timing budget of one candidate (time_gpu reduces its runs and warm-up to fit)
+DEADLINE = "deadline"  # the error of candidates not started because the deadline had passed
+
+
+def expired(deadline: float | None) -> bool:
+    """Whether the deadline (a ``time.perf_counter()`` value; None: none) has passed."""
+    return deadline is not None and time.perf_counter() >= deadline
 
 
 @dataclass
@@ -54,38 +67,50 @@ class Evaluator:
 
     # ---- measurement ----------------------------------------------------------------------
     def inputs(self) -> list[dict[str, torch.Tensor]]:
+        """The rotated input sets, built on first use (serially: ``evaluate`` builds them before its
+        compile threads start)."""
         if not self._inputs:
             gen = torch.Generator().manual_seed(self.seed)
             n = max(1, min(4, _ROTATE_BYTES // max(1, int(self.spec.min_bytes(self.problem)))))
             self._inputs = [self.spec.make_inputs(self.problem, gen, device="cuda") for _ in range(n)]
         return self._inputs
 
-    def _first_run(self, s: Score) -> Score:
-        """Compile (first launch) one candidate; errors become inf with the reason."""
+    def _first_run(self, s: Score, inputs: Mapping[str, torch.Tensor], deadline: float | None) -> Score:
+        """Compile (first launch) one candidate unless the deadline has passed; errors become inf with
+        the reason."""
+        if expired(deadline):
+            s.error, s.measured_ms = DEADLINE, math.inf
+            return s
         try:
-            self.variants[s.variant].launch(self.inputs()[0], self.problem, s.config)
+            self.variants[s.variant].launch(inputs, self.problem, s.config)
         except Exception as exc:  # compile errors, OutOfResources, launch failures: scored, never raised
             s.error, s.measured_ms = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", math.inf
         return s
 
-    def evaluate(self, points: Sequence[Mapping[str, Any]]) -> list[Score]:
+    def evaluate(self, points: Sequence[Mapping[str, Any]], deadline: float | None = None) -> list[Score]:
+        """Score ``points`` (predicted, or compiled in parallel and timed). Measured, no candidate is
+        started once ``deadline`` (``time.perf_counter()``) has passed; those left score inf (``"deadline"``)."""
         scores = [self.predict(p) for p in points]
         if not self.measured:
             return scores
         runnable = [s for s in scores if s.error is None]
+        sets = self.inputs()  # built here, once, before the compile threads share them
         with ThreadPoolExecutor(max_workers=self.compile_workers) as pool:  # parallel compilation
-            list(pool.map(self._first_run, runnable))
+            list(pool.map(lambda s: self._first_run(s, sets[0], deadline), runnable))
         torch.cuda.synchronize()
         for s in runnable:  # a failure in a worker thread is confirmed serially before it counts
-            if s.error is not None:
+            if s.error is not None and s.error != DEADLINE:
                 s.error, s.measured_ms = None, None
-                self._first_run(s)
+                self._first_run(s, sets[0], deadline)
         torch.cuda.synchronize()
         for s in runnable:
+            if s.error is None and expired(deadline):
+                s.error, s.measured_ms = DEADLINE, math.inf
             if s.error is None:
                 v, cfg = self.variants[s.variant], s.config
                 try:
-                    s.measured_ms = time_gpu(lambda x: v.launch(x, self.problem, cfg), self.inputs(), max_ms=100).median_ms
+                    s.measured_ms = time_gpu(lambda x: v.launch(x, self.problem, cfg), sets,
+                                             max_ms=MEASURE_MAX_MS).median_ms
                 except Exception as exc:
                     s.error, s.measured_ms = f"{type(exc).__name__}: {exc}"[:200], math.inf
         for s in scores:

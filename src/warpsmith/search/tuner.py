@@ -14,6 +14,7 @@ from ..db import TuningDB, TuningRecord
 from ..errors import InvalidInputError, VerificationError
 from ..kernels.registry import variants as op_variants
 from ..measure import Evaluator, Score
+from ..measure.evaluate import expired
 from ..space import JointSpace
 from ..spec import Problem, get_op
 from ..targets import Target, current_device, fingerprint, get_target, measures
@@ -103,14 +104,15 @@ def search(space: JointSpace, evaluator: Evaluator, strategy: str, *, budget: in
            initial: Sequence[dict] = (), batch: int = 8, deadline: float | None = None,
            progress: Callable[[int, int, Score | None], None] | None = None) -> list[Score]:
     """The search loop: ask the strategy, score (predict or measure), tell; until the budget in
-    evaluations is spent, the deadline (``time.perf_counter()``) passes, or the strategy is done."""
+    evaluations is spent, the deadline (``time.perf_counter()``) passes, or the strategy is done. The
+    deadline also bounds a measured batch: the evaluator starts no candidate after it."""
     strat = make_strategy(strategy, space, seed, initial=initial)
     scores: list[Score] = []
-    while len(scores) < budget and (deadline is None or time.perf_counter() < deadline):
+    while len(scores) < budget and not expired(deadline):
         points = strat.ask(min(batch, budget - len(scores)))
         if not points:
             break
-        got = evaluator.evaluate(points)
+        got = evaluator.evaluate(points, deadline=deadline)
         strat.tell([(p, s.ms) for p, s in zip(points, got)])
         scores += got
         if progress:

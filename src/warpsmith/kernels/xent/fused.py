@@ -33,6 +33,12 @@ but no (V, H) fp32 accumulator (as large as the bf16 logits at a 128k vocabulary
 1/8 of the unfused logits, or a floor), the (CHUNK, V) one is dropped before the (M, VCHUNK) one is
 allocated, and the statistics take 8 M bytes.
 
+Launches: with the weight's gradient each phase makes one GEMM per (row chunk, vocabulary chunk) pair,
+so a call launches about 2 (M / CHUNK) (V / VCHUNK) kernels (``launch_count``, which the cost model
+charges). The validity predicate allows at most MAX_CHUNKS row chunks and MAX_CHUNKS vocabulary chunks,
+so one call launches at most MAX_LAUNCHES kernels (2,243) whatever the shape; the space's smallest
+CHUNK and VCHUNK are the smallest that rule allows (``min_chunk``).
+
 warpsmith's GEMM (not torch.matmul) is used so that the whole op runs on the kernels warpsmith
 verifies and tunes, on any Triton target; the error contract composes the GEMM's contract
 (spec/matmul.py). GEMM configs that are not deterministic (atomic split-K) are never used here, so
@@ -63,6 +69,9 @@ from .variant import MAX_BLOCK_V, WARPS, block_invalid, default_warps, emulate, 
 
 CHUNK_FLOOR_BYTES = 32 * 2**20  # a chunk buffer may always take this much memory
 LOGITS_FRACTION = 8  # a chunk buffer may take 1/LOGITS_FRACTION of the unfused path's logits
+MAX_CHUNKS = 32  # row chunks per call, and vocabulary chunks per call (their product sets the GEMM launches)
+# launch_count at MAX_CHUNKS row and vocabulary chunks, every option on (mean, bias, all gradients)
+MAX_LAUNCHES = 2 * MAX_CHUNKS * MAX_CHUNKS + 6 * MAX_CHUNKS + 3
 _MATH = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
 
 
@@ -74,6 +83,12 @@ def buffer_limit_bytes(p: Problem) -> int:
     the floor)."""
     M, V, e = p.shape["M"], p.shape["V"], p.dtype.itemsize
     return max(M * V * e // LOGITS_FRACTION, CHUNK_FLOOR_BYTES)
+
+
+def min_chunk(total: int, floor: int) -> int:
+    """The smallest chunk (a power of two, at least ``floor``) that splits ``total`` into at most
+    MAX_CHUNKS chunks: the launch rule, for the space's lower bounds and the defaults."""
+    return max(floor, np2(-(-total // MAX_CHUNKS)))
 
 
 def _matmul_problem(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> Problem:
@@ -118,9 +133,9 @@ class _Fused(Variant):
     def space(self, problem: Problem, target: Target) -> Space:
         M, V = problem.shape["M"], problem.shape["V"]
         d = self.default_config(problem, target)
-        vchunk = (Pow2(min(64, np2(V)), np2(V), d["VCHUNK"]) if problem.attrs["grads"] == "all"
+        vchunk = (Pow2(min_chunk(V, min(64, np2(V))), np2(V), d["VCHUNK"]) if problem.attrs["grads"] == "all"
                   else Enum((d["VCHUNK"],), d["VCHUNK"]))  # unused without the weight's gradient
-        return Space({"CHUNK": Pow2(8, max(8, np2(M)), d["CHUNK"]), "VCHUNK": vchunk,
+        return Space({"CHUNK": Pow2(min_chunk(M, 8), max(8, np2(M)), d["CHUNK"]), "VCHUNK": vchunk,
                       "BLOCK_V": Pow2(min(64, np2(V)), min(np2(V), MAX_BLOCK_V), d["BLOCK_V"]),
                       "ROWS": Pow2(1, 16, d["ROWS"]), "num_warps": Enum(WARPS, d["num_warps"])})
 
@@ -135,15 +150,39 @@ class _Fused(Variant):
         if p.attrs["grads"] == "all" and M * cols * e > limit:
             return (f"a vocabulary chunk of {cols} columns over {M} rows takes {M * cols * e} B > {limit} B "
                     f"(1/{LOGITS_FRACTION} of the logits, or the chunk floor)")
+        n, nv = self.chunks(p, c)
+        if max(n, nv) > MAX_CHUNKS:
+            return (f"{n} row chunks and {nv} vocabulary chunks: {self.launch_count(p, c)} kernel launches per "
+                    f"call (at most {MAX_CHUNKS} chunks of each, at most {MAX_LAUNCHES} launches)")
         return block_invalid(c["ROWS"], c["BLOCK_V"], c["num_warps"])
+
+    def chunks(self, p: Problem, c: Mapping[str, Any]) -> tuple[int, int]:
+        """(row chunks, vocabulary chunks) of one call; one vocabulary chunk without the weight's gradient."""
+        M, V = p.shape["M"], p.shape["V"]
+        return -(-M // min(c["CHUNK"], M)), (-(-V // min(c["VCHUNK"], V)) if p.attrs["grads"] == "all" else 1)
+
+    def launch_count(self, p: Problem, c: Mapping[str, Any]) -> int:
+        """Kernel launches of one call, as the launcher makes them (each GEMM counted as one launch: a
+        split-K GEMM from the tuning DB adds its reduction; a non-contiguous ``out=`` weight gradient adds
+        one copy)."""
+        n, nv = self.chunks(p, c)
+        hid = self.backward or p.attrs["grads"] != "none"
+        mean = p.attrs["reduction"] == "mean"
+        count = n * (nv + 1 + hid)  # per row chunk: the logits GEMM(s), cross-entropy, the grad_hidden GEMM
+        if p.attrs["grads"] == "all":  # per vocabulary chunk: logits GEMMs, dz, the grad_weight GEMM, grad_bias
+            count += nv * (n + 2 + 2 * bool(p.attrs["bias"]))  # (grad_bias: a torch sum and its cast)
+        if self.backward:
+            return count + int(mean)  # the mean's 1 / count
+        # a mean's gradient: the unit upstream gradient and 1 / count; a reduced loss: the reduction
+        return count + 2 * int(mean and hid) + int(p.attrs["reduction"] != "none")
 
     def default_config(self, p: Problem, target: Target) -> Config:
         M, V, e = p.shape["M"], p.shape["V"], p.dtype.itemsize
         limit = buffer_limit_bytes(p)
-        chunk = 8
+        chunk = min_chunk(M, 8)
         while chunk < np2(M) and 2 * chunk * V * e <= limit:
             chunk *= 2
-        vchunk = min(64, np2(V))
+        vchunk = min_chunk(V, min(64, np2(V)))
         while vchunk < np2(V) and M * 2 * vchunk * e <= limit:
             vchunk *= 2
         bv = np2(V) if np2(V) <= 4096 else 4096
@@ -163,13 +202,12 @@ class _Fused(Variant):
     def work(self, p: Problem, c: Mapping[str, Any], target: Target) -> MemoryWork:
         M, H, V, e = p.shape["M"], p.shape["H"], p.shape["V"], p.dtype.itemsize
         C = min(c["CHUNK"], M)
-        n = -(-M // C)
+        n, nv = self.chunks(p, c)  # with the weight's gradient the logits GEMMs go by (rows, classes) blocks
         grads = p.attrs["grads"]
         hid, wgt = grads in ("all", "hidden"), grads == "all"
         bias = bool(p.attrs["bias"])
         single = c["BLOCK_V"] >= V
         VC = min(c["VCHUNK"], V)
-        nv = -(-V // VC) if wgt else 1  # with the weight's gradient the logits GEMMs go by (rows, classes) blocks
         vt = nv * (-(-VC // 128)) if wgt else -(-V // 128)  # column tiles of one row chunk's logits
         # phase 1, per row chunk: logits GEMM(s), cross-entropy (dz in place, statistics), grad_hidden GEMM
         moved = n * V * H * e * (1 + hid)  # the weight, once per chunk and GEMM
@@ -178,7 +216,6 @@ class _Fused(Variant):
         moved += (M * H * e if hid else 0) + (8 * M if wgt else 0)  # grad_hidden rows; the statistics
         tiles = n * (-(-C // 128)) * (vt + hid * (-(-H // 128)))
         programs = n * -(-C // c["ROWS"])
-        launches = n * (nv + 1 + hid) + 1
         flops = 2.0 * M * V * H * (1 + hid)
         bwd_steps = 0
         if wgt:  # phase 2, per vocabulary chunk: logits GEMMs, dz in place, grad_weight GEMM, grad_bias sum
@@ -187,14 +224,13 @@ class _Fused(Variant):
             moved += nv * 8 * M + (V * e if bias else 0)  # the statistics per chunk; grad_bias
             tiles += n * (-(-C // 128)) * vt + nv * (-(-VC // 128)) * (-(-H // 128))
             programs += nv * -(-M // c["ROWS"])
-            launches += nv * (n + 2 + bias)
             flops += 2.0 * M * V * H * 2
             bwd_steps = -(-VC // c["BLOCK_V"])
         return MemoryWork(bytes_moved=float(moved), programs=programs + tiles, num_warps=c["num_warps"],
                           block_bytes=c["ROWS"] * c["BLOCK_V"] * e,
                           steps=max(-(-V // c["BLOCK_V"]) * (1 if single else 2), bwd_steps),
                           regs_per_thread=2 * c["ROWS"] * c["BLOCK_V"] // (32 * c["num_warps"]) + 24,
-                          launches=launches, flops=flops, math_kind=_MATH[p.dtype])
+                          launches=self.launch_count(p, c), flops=flops, math_kind=_MATH[p.dtype])
 
     # ---- launch -------------------------------------------------------------------------------
     @staticmethod
