@@ -6,6 +6,8 @@
 | WARPSMITH_TARGET     | hardware model used where no GPU is present          | ``h100``                             |
 | WARPSMITH_INTERPRET  | ``1`` forces Triton's interpreter even with a GPU    | unset                                |
 | WARPSMITH_DISPATCH   | ``tuned`` (use the DB) or ``default`` (heuristics)   | ``tuned``                            |
+| WARPSMITH_COMPILE_ONLY | a GPU architecture (``sm_90``, ``gfx942``): compile kernels for it, run nothing (``warpsmith gpucheck``) | unset |
+| WARPSMITH_FACTS_DIR  | cache of compiler facts (registers, spills, shared memory) per kernel config | ``<user cache>/warpsmith/facts`` |
 """
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ class Settings:
     target: str
     force_interpret: bool
     dispatch: str
+    compile_only: str | None
+    facts_dir: Path
 
     @staticmethod
     def from_env() -> "Settings":
@@ -34,6 +38,8 @@ class Settings:
             target=env.get("WARPSMITH_TARGET", "h100").lower(),
             force_interpret=env.get("WARPSMITH_INTERPRET", "") not in ("", "0"),
             dispatch=env.get("WARPSMITH_DISPATCH", "tuned").lower(),
+            compile_only=env.get("WARPSMITH_COMPILE_ONLY", "").lower() or None,
+            facts_dir=Path(env.get("WARPSMITH_FACTS_DIR") or _cache_dir() / "facts").expanduser(),
         )
 
 

@@ -230,7 +230,7 @@ def test_defaults_fit_every_row_length_and_the_registry_falls_back_to_looped():
             assert v.name == ("looped" if N >= 2**17 else ("row" if op in FWD else "persistent")), (op, N, v.name)
         assert set(variants(op)) == set(NAMES)
     p = get_op("rms_norm").problem({"M": 8, "N": 2**17}, "float16")
-    why = RowNorm("rms").invalid(p, {"ROWS_PER_PROGRAM": 1, "num_warps": 32}, H100)
+    why = RowNorm("rms").rejection(p, {"ROWS_PER_PROGRAM": 1, "num_warps": 32}, H100)
     assert "registers" in why
 
 

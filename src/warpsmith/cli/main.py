@@ -19,6 +19,7 @@ from ..errors import InvalidInputError, VerificationError
 from .common import fail, handle_errors
 from .check_cmd import check
 from .db_cmd import db
+from .gpucheck_cmd import gpucheck
 from .prove_cmd import prove
 
 
@@ -30,6 +31,7 @@ def cli() -> None:
 
 cli.add_command(check)
 cli.add_command(db)
+cli.add_command(gpucheck)
 cli.add_command(prove)
 
 
@@ -85,6 +87,9 @@ def _leaderboard(result, rows: int = 10) -> Table:
 @click.option("--prove/--no-prove", default=True, show_default=True,
               help="Prove the finalists' kernels symbolically (memory safety, races, coverage) as part of verification.")
 @click.option("--finalists", default=4, show_default=True, type=int, help="Candidates verified, best first.")
+@click.option("--compiler-facts/--no-compiler-facts", default=True, show_default=True,
+              help="Without a GPU: compile each evaluated candidate for the target's GPU (cached) and rank by "
+                   "its real registers, spills, shared memory and pipelining.")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Tuning database (default: $WARPSMITH_DB or <user cache>/warpsmith/tuning.db).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -92,7 +97,7 @@ def _leaderboard(result, rows: int = 10) -> Table:
 @handle_errors
 def tune(op: str, shape: str, dtype: str, target: str | None, budget: int, time_budget: float | None,
          strategy: str, seed: int, attr_items: tuple[str, ...], bias: bool, activation: str | None, layout: str | None,
-         allow_tf32: bool, prove: bool, finalists: int,
+         allow_tf32: bool, prove: bool, finalists: int, compiler_facts: bool,
          db_path: Path | None, json_out: Path | None) -> None:
     """Search OP's kernel space for one shape, verify the winner, record it in the tuning DB."""
     from ..db import TuningDB
@@ -124,7 +129,8 @@ def tune(op: str, shape: str, dtype: str, target: str | None, budget: int, time_
 
         try:
             result = run_tune(op, problem, target=target, budget=budget, time_budget_s=time_budget, strategy=strategy,
-                              seed=seed, finalists=finalists, db=store, progress=progress, prove=prove)
+                              seed=seed, finalists=finalists, db=store, progress=progress, prove=prove,
+                              compiler_facts=compiler_facts)
             failure = None
         except VerificationError as exc:
             result, failure = exc.result, exc

@@ -142,12 +142,25 @@ class Variant(abc.ABC):
         return [g for g in self.guards if g.active(config) and not g.holds(problem, config)]
 
     def rejection(self, problem: Problem, config: Mapping[str, Any], target: Target) -> str | None:
-        """Why this config cannot run this problem on this target (validity, then guards), or None."""
-        why = self.invalid(problem, config, target)
+        """Why this config cannot run this problem on this target (validity, registers, then guards), or None."""
+        why = self.invalid(problem, config, target) or self.register_rejection(problem, config, target)
         if why:
             return why
         failed = self.failed_guards(problem, config)
         return f"guard {failed[0].knob} needs {failed[0].text}" if failed else None
+
+    def register_rejection(self, problem: Problem, config: Mapping[str, Any], target: Target) -> str | None:
+        """A memory-bound config whose estimated registers per thread (``work``) exceed what the
+        target gives a thread of a program of that many warps (``Target.max_regs_per_thread``):
+        the compiler would spill. GEMM variants state their own estimate in ``invalid``."""
+        if self.cost_model != "memory":
+            return None
+        w = self.work(problem, config, target)
+        cap = target.max_regs_per_thread(w.num_warps)
+        if w.regs_per_thread > cap:
+            return (f"about {w.regs_per_thread} registers per thread > {cap} at {w.num_warps} warps on "
+                    f"{target.name} (would spill)")
+        return None
 
     def source_hash(self) -> str:
         """Hash of the kernel modules and this launcher's module."""

@@ -1,7 +1,10 @@
 """Scoring candidates: predicted by the cost model, or compiled and timed on the GPU.
 
 Every score is a time in ms; a candidate that cannot run (validity predicate, guard, compile
-error, out of resources, a launch error) scores ``inf`` with the reason kept, never a crash. A
+error, out of resources, a launch error) scores ``inf`` with the reason kept, never a crash. So
+does one the compiler says spills or cannot pipeline: measured, from the kernels its first launch
+compiled; predicted, from a static compile for the target (``facts``), whose registers, shared
+memory and pipelining then feed the cost model. A
 measured batch starts no candidate (compilation or timing) once its deadline has passed: the rest
 score ``inf`` with the reason ``"deadline"``.
 
@@ -14,14 +17,16 @@ import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
+from .._compile_only import recording
 from ..kernels.base import Variant
 from ..search.cost import predict_ms
 from ..spec import OpSpec, Problem
-from ..targets import Target
+from ..targets import ConfigFacts, Target
+from .static import kernel_facts
 from .timing import time_gpu
 
 _ROTATE_BYTES = 1 << 30  # rotate input sets while they fit in this much memory
@@ -41,6 +46,7 @@ class Score:
     predicted_ms: float
     measured_ms: float | None = None
     error: str | None = None
+    facts: ConfigFacts | None = None  # what the compiler made of the config, where known
 
     @property
     def ms(self) -> float:
@@ -56,14 +62,21 @@ class Evaluator:
     measured: bool
     seed: int = 0
     compile_workers: int = 8
+    # predicted scoring: the compiler's facts per config (warpsmith.compiled_facts.CompilerFacts), or None
+    facts: Callable[[Variant, Problem, Mapping[str, Any]], ConfigFacts | None] | None = None
     _inputs: list[dict[str, torch.Tensor]] = field(default_factory=list, init=False)
 
     # ---- prediction ---------------------------------------------------------------------
-    def predict(self, point: Mapping[str, Any]) -> Score:
+    def predict(self, point: Mapping[str, Any], compile: bool = False) -> Score:
+        """The cost model's score; with ``compile`` (and a ``facts`` provider), from the compiler's facts
+        about the config, which also reject it where it spills or cannot pipeline."""
         v = self.variants[point["variant"]]
         cfg = {k: x for k, x in point.items() if k != "variant"}
         why = v.rejection(self.problem, cfg, self.target)
-        return Score(v.name, cfg, math.inf if why else predict_ms(v, self.problem, cfg, self.target), error=why)
+        facts = self.facts(v, self.problem, cfg) if compile and why is None and self.facts else None
+        why = why or (facts.rejection(cfg) if facts else None)
+        ms = math.inf if why else predict_ms(v, self.problem, cfg, self.target, facts)
+        return Score(v.name, cfg, ms, error=why, facts=facts)
 
     # ---- measurement ----------------------------------------------------------------------
     def inputs(self) -> list[dict[str, torch.Tensor]]:
@@ -82,15 +95,21 @@ class Evaluator:
             s.error, s.measured_ms = DEADLINE, math.inf
             return s
         try:
-            self.variants[s.variant].launch(inputs, self.problem, s.config)
+            with recording() as launches:
+                self.variants[s.variant].launch(inputs, self.problem, s.config)
+            s.facts = ConfigFacts(tuple(kernel_facts(launch) for launch in launches)) if launches else None
         except Exception as exc:  # compile errors, OutOfResources, launch failures: scored, never raised
             s.error, s.measured_ms = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", math.inf
+            return s
+        why = s.facts.rejection(s.config) if s.facts else None
+        if why:  # the compiler says it spills or cannot pipeline: not timed
+            s.error, s.measured_ms = why, math.inf
         return s
 
     def evaluate(self, points: Sequence[Mapping[str, Any]], deadline: float | None = None) -> list[Score]:
         """Score ``points`` (predicted, or compiled in parallel and timed). Measured, no candidate is
         started once ``deadline`` (``time.perf_counter()``) has passed; those left score inf (``"deadline"``)."""
-        scores = [self.predict(p) for p in points]
+        scores = [self.predict(p, compile=not self.measured) for p in points]
         if not self.measured:
             return scores
         runnable = [s for s in scores if s.error is None]

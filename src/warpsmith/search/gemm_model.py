@@ -11,6 +11,10 @@ Predicted time (ms) of one config on one target. It accounts for
 - split-K's partials (workspace write + read, or atomics) and its second launch;
 - the persistent variant's fewer CTA launches.
 
+Given the compiler's facts (``ConfigFacts``), it uses the kernel's real shared memory and
+registers for occupancy, and the loads the compiler really pipelined for the pipelining term;
+without them, the shared memory estimate and the stride rule of :func:`pipelined_fraction`.
+
 It is a ranking model: the search optimizes it where no GPU is present, and it orders
 candidates before measuring on a GPU. Its figures are always labelled *predicted*.
 """
@@ -20,7 +24,7 @@ import math
 from typing import Any, Mapping
 
 from ..spec import Problem
-from ..targets import Target
+from ..targets import ConfigFacts, Target
 from .roofline import math_kind
 
 _PIPE_EFF = {1: 0.55, 2: 0.8, 3: 0.95}
@@ -32,16 +36,36 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def math_efficiency(c: Mapping[str, Any]) -> float:
+def pipelined_fraction(p: Problem, facts: ConfigFacts | None = None) -> float:
+    """The share of the K loop's operand loads Triton turns into asynchronous copies.
+
+    Triton pipelines a load only where it knows the strides are multiples of 16 elements (it
+    specializes integer arguments on divisibility by 16): an operand whose leading stride (K or
+    M for A, N or K for B, by layout) is not one is loaded synchronously whatever ``num_stages``
+    says. The compiler's facts, where given, say what it actually did.
+    """
+    if facts is not None and facts.main.loop_loads:
+        return facts.main.pipelined_loads / facts.main.loop_loads
+    M, N, K = p.shape["M"], p.shape["N"], p.shape["K"]
+    layout = p.attrs.get("layout", "nn")
+    lead_a = M if layout[0] == "t" else K
+    lead_b = K if layout[1] == "t" else N
+    return ((lead_a % 16 == 0) + (lead_b % 16 == 0)) / 2
+
+
+def math_efficiency(c: Mapping[str, Any], pipelined: float = 1.0) -> float:
     bm, bn, bk, warps = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["num_warps"]
     tile = (min(bm, 128) * min(bn, 256) / (128 * 128)) ** 0.3
     depth = min(1.0, bk / 64) ** 0.15
     per_thread = bm * bn / (32 * warps)
     threads = 1.0 if 16 <= per_thread <= 128 else 0.8
-    return min(1.0, tile) * depth * threads * _PIPE_EFF.get(c["num_stages"], 1.0)
+    one = _PIPE_EFF[1]
+    pipe = one + (_PIPE_EFF.get(c["num_stages"], 1.0) - one) * pipelined
+    return min(1.0, tile) * depth * threads * pipe
 
 
-def predict_ms(variant: str, p: Problem, c: Mapping[str, Any], target: Target, smem_bytes: int) -> float:
+def predict_ms(variant: str, p: Problem, c: Mapping[str, Any], target: Target, smem_bytes: int,
+               facts: ConfigFacts | None = None) -> float:
     M, N, K = p.shape["M"], p.shape["N"], p.shape["K"]
     batch = p.shape.get("B", 1)
     e = p.dtype.itemsize
@@ -52,14 +76,19 @@ def predict_ms(variant: str, p: Problem, c: Mapping[str, Any], target: Target, s
     k_per = _cdiv(_cdiv(K, split), bk) * bk
     ctas = tiles * split
 
-    occ = max(1, min(target.smem_per_sm // max(smem_bytes, 1), target.max_warps_per_sm // c["num_warps"], 4))
+    threads = c["num_warps"] * target.warp_size
+    by_regs = 4
+    if facts is not None:
+        smem_bytes = facts.main.smem_bytes
+        by_regs = target.regs_per_sm // max(1, facts.main.regs * threads)
+    occ = max(1, min(target.smem_per_sm // max(smem_bytes, 1), target.max_warps_per_sm // c["num_warps"], by_regs, 4))
     programs = min(ctas, c.get("PROGRAMS_PER_SM", 1) * target.sms) if variant == "persistent" else ctas
     per_sm = _cdiv(ctas, target.sms)  # CTAs (tiles) the busiest SM processes
 
     # math: padded tile work on the busiest SM at the SM's share of peak
     peak_sm = target.peak(math_kind(p.dtype, c.get("PRECISION", "ieee"))) * 1e12 / target.sms
     flops_cta = 2.0 * bm * bn * k_per
-    compute_s = per_sm * flops_cta / (peak_sm * math_efficiency(c))
+    compute_s = per_sm * flops_cta / (peak_sm * math_efficiency(c, pipelined_fraction(p, facts)))
     # latency hiding needs warps: few resident warps and shallow pipelines stall
     resident = min(occ, _cdiv(ctas, target.sms)) * c["num_warps"]
     if resident < 8 and c["num_stages"] < 3:

@@ -19,15 +19,14 @@ measurements exist, and every figure it gives is labelled *predicted*.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..targets import Target
+from ..targets import ConfigFacts, Target
 
 STREAM_EFF = 0.92  # fraction of datasheet DRAM bandwidth a perfect streaming kernel reaches
 LATENCY_NS = 700.0  # DRAM round trip under load
 PROGRAM_OVERHEAD_NS = 250.0  # launching and retiring one program, not overlapped within its slot
 MAX_PROGRAMS_PER_SM = 32
-MAX_REGS_PER_THREAD = 255
 MATH_EFF = 0.7  # fraction of peak matrix throughput a good fused kernel reaches
 
 
@@ -60,10 +59,19 @@ class MemoryWork:
     math_kind: str = "fp32"
 
 
+def with_facts(w: MemoryWork, facts: ConfigFacts | None) -> MemoryWork:
+    """``w`` with the compiler's registers and shared memory of the main kernel in place of the
+    estimates (unchanged without facts)."""
+    if facts is None:
+        return w
+    return replace(w, regs_per_thread=facts.main.regs, smem_bytes=facts.main.smem_bytes)
+
+
 def programs_per_sm(w: MemoryWork, target: Target) -> int:
     """Resident programs per SM (0 when one program does not fit)."""
     by_warps = target.max_warps_per_sm // w.num_warps
-    by_regs = target.regs_per_sm // max(1, min(w.regs_per_thread, MAX_REGS_PER_THREAD) * w.num_warps * target.warp_size)
+    regs = min(w.regs_per_thread, target.max_regs_per_thread(w.num_warps))  # beyond: spills, not fewer programs
+    by_regs = target.regs_per_sm // max(1, regs * w.num_warps * target.warp_size)
     by_smem = target.smem_per_sm // w.smem_bytes if w.smem_bytes else MAX_PROGRAMS_PER_SM
     return max(0, min(MAX_PROGRAMS_PER_SM, by_warps, by_regs, by_smem))
 

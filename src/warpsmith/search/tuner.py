@@ -56,6 +56,7 @@ class TuneResult:
             "target": self.target.name, "timing_kind": self.timing_kind,
             "time_ms": (w.ms if w else None), "predicted_ms": (w.predicted_ms if w else None),
             "baseline_ms": self.baseline_ms,
+            "compiler_facts": w.facts.to_json() if w and w.facts else None,
             "speedup": (self.baseline_ms / w.ms if w and self.baseline_ms else None),
             "verified": bool(self.certificate and self.certificate.passed),
             "certificate": self.certificate.to_json() if self.certificate else None,
@@ -105,10 +106,12 @@ def search(space: JointSpace, evaluator: Evaluator, strategy: str, *, budget: in
            progress: Callable[[int, int, Score | None], None] | None = None) -> list[Score]:
     """The search loop: ask the strategy, score (predict or measure), tell; until the budget in
     evaluations is spent, the deadline (``time.perf_counter()``) passes, or the strategy is done. The
-    deadline also bounds a measured batch: the evaluator starts no candidate after it."""
+    deadline also bounds a measured batch: the evaluator starts no candidate after it. The first batch
+    is asked for whatever the deadline, so a predicted search always has candidates (the prescreen
+    before it may take a short deadline's time on a slow CPU)."""
     strat = make_strategy(strategy, space, seed, initial=initial)
     scores: list[Score] = []
-    while len(scores) < budget and not expired(deadline):
+    while len(scores) < budget and (not scores or not expired(deadline)):
         points = strat.ask(min(batch, budget - len(scores)))
         if not points:
             break
@@ -124,7 +127,7 @@ def search(space: JointSpace, evaluator: Evaluator, strategy: str, *, budget: in
 def tune(op: str, problem: Problem, *, target: str | None = None, budget: int = 64, time_budget_s: float | None = None,
          strategy: str = "evolutionary", seed: int = 0, finalists: int = 4, db: TuningDB | None = None,
          verify_trials: int = 1, prove: bool = False, batch: int = 8, progress: Callable[[int, int, Score | None], None] | None = None,
-         ) -> TuneResult:
+         compiler_facts: bool = False) -> TuneResult:
     """Search the op's variants for ``problem``, verify the best, and record the winner in ``db``.
 
     With a GPU the candidates are compiled in parallel and timed (``measured``); without one the
@@ -132,6 +135,12 @@ def tune(op: str, problem: Problem, *, target: str | None = None, budget: int = 
     interpreter for verification. With ``prove``, each finalist's exact kernels are also proved
     symbolically (their statuses go into the certificate; a failed obligation rejects the
     finalist). Raises VerificationError if no finalist passes.
+
+    On a GPU the compiler's facts about each candidate (registers, spills, pipelining) come from its
+    real compilation, and one that spills or cannot pipeline is skipped. Without one, with
+    ``compiler_facts`` each candidate the search evaluates is also compiled for the target's GPU in a
+    compile-only worker (``warpsmith.compiled_facts``; cached on disk), and the cost model uses
+    those facts the same way.
     """
     if budget < 1:
         raise InvalidInputError("budget", "a positive number of evaluations", budget)
@@ -145,6 +154,10 @@ def tune(op: str, problem: Problem, *, target: str | None = None, budget: int = 
     variants = op_variants(op)
     space = JointSpace({n: v.space(problem, tgt) for n, v in variants.items()})
     evaluator = Evaluator(spec, problem, variants, tgt, measured, seed=seed)
+    if compiler_facts and not measured:
+        from ..compiled_facts import CompilerFacts
+
+        evaluator.facts = CompilerFacts(tgt)
     initial = _prescreen(space, evaluator, budget, random.Random(seed))
     scores = search(space, evaluator, strategy, budget=budget, seed=seed, initial=initial, batch=batch,
                     deadline=None if time_budget_s is None else t0 + time_budget_s, progress=progress)

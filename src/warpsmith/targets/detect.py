@@ -16,7 +16,8 @@ from .models import TARGETS, Target, get_target
 
 @dataclass(frozen=True)
 class Device:
-    """What we run on. ``kind`` is "cuda", "rocm" or "cpu" (Triton interpreter)."""
+    """What we run on. ``kind`` is "cuda", "rocm", "cpu" (Triton interpreter) or "compile-only"
+    (kernels compiled for ``target``'s GPU and never run: ``warpsmith gpucheck``)."""
 
     kind: str
     name: str
@@ -39,8 +40,11 @@ def current_device() -> Device:
     With no GPU, kernels run under Triton's interpreter on the CPU, nothing is
     measured, and the target is ``WARPSMITH_TARGET`` (default h100).
     """
-    from .._triton import INTERPRET
+    from .._triton import COMPILE_ONLY_ARCH, INTERPRET
 
+    if COMPILE_ONLY_ARCH:
+        return Device("compile-only", f"compile-only ({COMPILE_ONLY_ARCH}, nothing runs)",
+                      get_target(settings().target), measured=False)
     if torch.cuda.is_available() and not INTERPRET:
         name = torch.cuda.get_device_name(0)
         kind = "rocm" if torch.version.hip else "cuda"

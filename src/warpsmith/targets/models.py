@@ -29,6 +29,9 @@ class Target:
         regs_per_sm: 32-bit registers per SM.
         launch_us: typical kernel launch overhead in microseconds.
         approximate: True when the model was derived from device properties, not a datasheet.
+        arch: the architecture Triton compiles for (``sm_90``, ``gfx942``).
+        regs_per_thread: most 32-bit registers one thread may hold (the hardware's cap; the
+            per-program limit is also ``regs_per_sm`` over the program's threads).
     """
 
     name: str
@@ -44,6 +47,8 @@ class Target:
     regs_per_sm: int = 65536
     launch_us: float = 3.0
     approximate: bool = False
+    arch: str = "sm_90"
+    regs_per_thread: int = 255
     aliases: tuple[str, ...] = field(default=(), compare=False)
 
     def peak(self, kind: str) -> float:
@@ -52,6 +57,10 @@ class Target:
             if k in self.peak_tflops:
                 return self.peak_tflops[k]
         raise UnknownNameError(f"math kind for target {self.name}", kind, list(self.peak_tflops))
+
+    def max_regs_per_thread(self, num_warps: int) -> int:
+        """Registers one thread of a program of ``num_warps`` warps may hold before spilling."""
+        return min(self.regs_per_thread, self.regs_per_sm // (num_warps * self.warp_size))
 
     def to_json(self) -> dict:
         return {
@@ -71,15 +80,16 @@ TARGETS: dict[str, Target] = {
         Target("h200", "nvidia", _HOPPER, 4.8, 132, 232448, 233472, 50 * _MB),
         Target(
             "a100", "nvidia", dict(fp64=19.5, fp32=19.5, tf32=156.0, fp16=312.0, bf16=312.0, int8=624.0),
-            2.039, 108, 166912, 167936, 40 * _MB,
+            2.039, 108, 166912, 167936, 40 * _MB, arch="sm_80",
         ),
         Target(
             "b200", "nvidia", dict(fp64=40.0, fp32=80.0, tf32=1100.0, fp16=2250.0, bf16=2250.0, fp8=4500.0, int8=4500.0),
-            8.0, 148, 232448, 233472, 126 * _MB,
+            8.0, 148, 232448, 233472, 126 * _MB, arch="sm_100",
         ),
         Target(
             "mi300x", "amd", dict(fp64=163.4, fp32=163.4, tf32=653.7, fp16=1307.4, bf16=1307.4, fp8=2614.9, int8=2614.9),
             5.3, 304, 65536, 65536, 256 * _MB, max_warps_per_sm=32, warp_size=64, regs_per_sm=131072,
+            arch="gfx942", regs_per_thread=512,
         ),
     )
 }

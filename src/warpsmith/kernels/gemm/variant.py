@@ -22,12 +22,13 @@ from ...spec import Problem
 from ...targets import Target
 from .. import common
 from ...errors import InvalidInputError
+from ...search.gemm_model import pipelined_fraction
 from ..base import Config, Guard, Variant, scratch
 from . import kernel as K
 
 _EVEN_K = Guard("EVEN_K", "K % BLOCK_K == 0", lambda p, c: p.shape["K"] % c["BLOCK_K"] == 0,
                 lambda shape, c: {**shape, "K": -(-shape["K"] // c["BLOCK_K"]) * c["BLOCK_K"]})
-_MAX_ACC_PER_THREAD = 128  # fp32 accumulator registers per thread before spilling
+_REG_OVERHEAD = 40  # registers besides the accumulator and unpipelined operand tiles (indices, masks, addresses)
 # The kernels index within one batch entry in int32 (Triton wraps on overflow). Every element offset a
 # program computes, including the overshoot of a last partial tile (< MAX_BLOCK rows or columns),
 # must stay below INDEX_LIMIT; kernel/contract.py states the same as a precondition of the proofs.
@@ -64,7 +65,9 @@ class _Gemm(Variant):
             "BLOCK_K": Pow2(16, _pow2_cap(Kd, 16, 128), _pow2_cap(Kd, 16, 32 if p.dtype == torch.float32 else 64)),
             "GROUP_M": Enum((1, 2, 4, 8, 16), 8),
             "num_warps": Enum((2, 4, 8), 4),
-            "num_stages": IntRange(1, 5, 3),
+            # with neither operand's leading stride a multiple of 16 elements, Triton pipelines no
+            # load of the K loop (gemm_model.pipelined_fraction) and num_stages is a dead knob
+            "num_stages": IntRange(1, 5, 3) if pipelined_fraction(p) > 0 else fixed(1),
             "EVEN_K": Bool(False) if Kd % 16 == 0 else fixed(False),
             "PRECISION": Enum(("ieee", "tf32"), "ieee") if p.dtype == torch.float32 else fixed("ieee"),
         }
@@ -77,13 +80,28 @@ class _Gemm(Variant):
         e = p.dtype.itemsize
         return c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * e
 
+    def regs_per_thread(self, p: Problem, c: Mapping[str, Any], target: Target) -> int:
+        """Estimated 32-bit registers per thread: the fp32 accumulator, the operand fragments where the
+        MMA takes them from registers, plus, for each operand Triton cannot pipeline (gemm_model.pipelined_fraction), its tile held in registers and one 64-bit
+        address per element (unaligned loads are not vectorized), plus a fixed overhead. Checked
+        against ptxas's counts by ``warpsmith gpucheck``."""
+        threads = c["num_warps"] * target.warp_size
+        acc = c["BLOCK_M"] * c["BLOCK_N"] // threads
+        tiles = (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] / threads  # operand elements per thread
+        # Hopper's warpgroup MMA reads both operands from shared memory; the warp-level MMA (fewer than
+        # 4 warps, M tiles under 64, other targets) holds their fragments in registers
+        wgmma = target.arch == "sm_90" and c["num_warps"] % 4 == 0 and c["BLOCK_M"] >= 64
+        frags = 0.0 if wgmma else tiles * p.dtype.itemsize / 4
+        sync = 1.0 - pipelined_fraction(p)  # share of the operand tiles loaded synchronously
+        return int(acc + frags + sync * tiles * (p.dtype.itemsize / 4 + 2) + _REG_OVERHEAD)
+
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
         smem = self.smem_bytes(p, c)
         if smem > target.smem_per_block:
             return f"shared memory {smem} B > {target.smem_per_block} B on {target.name}"
-        acc = c["BLOCK_M"] * c["BLOCK_N"] // (c["num_warps"] * target.warp_size)
-        if acc > _MAX_ACC_PER_THREAD:
-            return f"{acc} accumulator registers per thread > {_MAX_ACC_PER_THREAD} (would spill)"
+        regs, cap = self.regs_per_thread(p, c, target), target.max_regs_per_thread(c["num_warps"])
+        if regs > cap:
+            return f"about {regs} registers per thread > {cap} at {c['num_warps']} warps on {target.name} (would spill)"
         if c["BLOCK_M"] * c["BLOCK_N"] < 16 * 16 * c["num_warps"] // 2:
             return f"tile {c['BLOCK_M']}x{c['BLOCK_N']} too small for {c['num_warps']} warps"
         return None

@@ -34,7 +34,6 @@ from .. import common
 from ..base import Config, Variant, next_pow2, persistent_programs, scratch
 from . import kernel as K
 
-MAX_REGS = 255  # 32-bit registers per thread before spilling
 REG_OVERHEAD = 32  # addresses, masks, loop state
 WARPS = (1, 2, 4, 8, 16, 32)
 MAX_THREADS = 1024
@@ -123,14 +122,11 @@ class _Norm(Variant):
         threads = c["num_warps"] * target.warp_size
         if threads > MAX_THREADS:
             return f"{c['num_warps']} warps of {target.warp_size} threads > {MAX_THREADS} threads per program"
-        regs = self.regs_per_thread(p, c, target.warp_size)
-        if regs > MAX_REGS:
-            return f"about {regs} registers per thread > {MAX_REGS} (the row does not fit: would spill)"
-        return None
+        return None  # registers: Variant.register_rejection, against the target's per-thread limit
 
     def _fit_warps(self, p: Problem, cfg: Config, target: Target) -> Config:
-        while self.invalid(p, cfg, target) and cfg["num_warps"] < 16 and \
-                self.regs_per_thread(p, cfg, target.warp_size) > MAX_REGS:
+        while cfg["num_warps"] < 16 and not self.invalid(p, cfg, target) and \
+                self.register_rejection(p, cfg, target):
             cfg["num_warps"] *= 2
         return cfg
 

@@ -16,8 +16,6 @@ cos/sin rows (2 B S R2 table element sizes per head block) and the positions; FL
 from ..._triton import tl, triton
 from ..common import to_output
 
-_NAN = tl.constexpr(float("nan"))  # the rotation of a token whose position is outside the table
-
 
 @triton.jit
 def _rotate(x_ptr, o_ptr, heads, hmask, s_idx, smask, r, rmask, c, sn,
@@ -92,8 +90,10 @@ def rope_tile(
         r = (r0 + tl.arange(0, BLOCK_R)).to(tl.int64)
         rmask = r < R2
         tmask = row_ok[:, None] & rmask[None, :]
-        c = tl.load(c_row + r[None, :] * stride_cr, mask=tmask, other=_NAN).to(tl.float32)
-        sn = tl.load(s_row + r[None, :] * stride_sr, mask=tmask, other=_NAN).to(tl.float32)
+        # a token whose position is outside the table rotates by NaN (a literal: a module-level NaN
+        # constexpr fails compiled Triton's launch-time re-check of globals, since NaN != NaN)
+        c = tl.load(c_row + r[None, :] * stride_cr, mask=tmask, other=float("nan")).to(tl.float32)
+        sn = tl.load(s_row + r[None, :] * stride_sr, mask=tmask, other=float("nan")).to(tl.float32)
         _rotate(q_b, qo_b, hh, is_q, s_idx, smask, r, rmask, c, sn, stride_qh, stride_qs, stride_qd,
                 stride_qoh, stride_qos, stride_qod, R2, LAYOUT, BACKWARD, EMULATE)
         _rotate(k_b, ko_b, kh, is_k, s_idx, smask, r, rmask, c, sn, stride_kh, stride_ks, stride_kd,

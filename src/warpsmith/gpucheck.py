@@ -1,0 +1,318 @@
+"""``warpsmith gpucheck``: compile every library kernel for a real GPU target, with no GPU.
+
+Each op's variants are launched through their own launchers, at their default config and a
+sample of their space, on a set of problems per op (aligned LLM-like shapes, odd shapes, long
+rows, every dtype). Triton runs compile-only (``warpsmith._compile_only``): the kernels are
+compiled for the target's architecture with exactly the specialization a GPU launch gives them,
+and each config is launched twice, so launch-time checks that only a compiled kernel makes (e.g.
+Triton's re-check of the globals a kernel read) run too. For each kernel it reports registers,
+spills, shared memory and pipelining (``warpsmith.measure.static``) and checks them against the
+target.
+
+A config *fails* on: a compile error, a launch-time error, shared memory over the target's limit
+per program, registers over the target's limit, a grid over the launch limits, or a spill in a
+default config (a sampled config that spills is reported, and the search skips it). The exit
+status is 1 when any config fails.
+
+This module is the compile-only process's entry point (``python -m warpsmith.gpucheck``); the
+CLI spawns it with ``WARPSMITH_COMPILE_ONLY`` set, because Triton decides at import whether it
+interprets.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+
+# The problems each op is compiled for: LLM-like aligned sizes, odd sizes no block divides, and
+# the long rows where defaults are most likely to spill. Rows (M) are small where only the row
+# length shapes the kernel: Triton specializes on divisibility by 16 and the launchers derive
+# their constexprs from the row length, not from the row count.
+_NORM = [({"M": 64, "N": 4096}, {}), ({"M": 7, "N": 16384}, {"residual": True}), ({"M": 5, "N": 65536}, {}),
+         ({"M": 3, "N": 1000}, {"weight_dtype": "float32"})]
+_ROWS = [({"M": 64, "N": 4096}, {}), ({"M": 4, "N": 32000}, {}), ({"M": 2, "N": 65536}, {}),
+         ({"M": 2, "N": 262144}, {}), ({"M": 5, "N": 999}, {})]
+_GATED = [({"M": 64, "H": 14336}, {}), ({"M": 5, "H": 1000}, {"packed": True})]
+_ROPE = [({"B": 2, "S": 128, "Hq": 32, "Hk": 8, "R2": 64}, {}),
+         ({"B": 1, "S": 37, "Hq": 5, "Hk": 1, "R2": 24, "E": 16, "P": 64},
+          {"layout": "gptj", "positions": "given", "table_dtype": "float32"}),
+         ({"B": 2, "S": 9, "Hq": 4, "Hk": 4, "R2": 32}, {"cos_sin": "per_token"})]
+_XENT = [({"M": 16, "V": 32000}, {}), ({"M": 4, "V": 128256}, {"reduction": "none"}), ({"M": 7, "V": 1001}, {})]
+_FUSED = [({"M": 64, "H": 512, "V": 4096}, {}), ({"M": 37, "H": 300, "V": 1001}, {"bias": True})]
+PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
+    "matmul": [({"M": 4096, "N": 4096, "K": 4096}, {}), ({"M": 16, "N": 14336, "K": 4096}, {}),
+               ({"M": 1, "N": 4097, "K": 4099}, {}), ({"M": 257, "N": 129, "K": 300}, {"bias": True, "activation": "gelu"}),
+               ({"M": 128, "N": 1024, "K": 512, "B": 3}, {"layout": "tn"})],
+    "rms_norm": _NORM, "rms_norm_backward": _NORM, "layer_norm": _NORM, "layer_norm_backward": _NORM,
+    "softmax": _ROWS, "log_softmax": _ROWS, "softmax_backward": _ROWS, "log_softmax_backward": _ROWS,
+    "swiglu": _GATED, "swiglu_backward": _GATED, "geglu": _GATED + [({"M": 8, "H": 4096}, {"approximate": "tanh"})],
+    "geglu_backward": _GATED + [({"M": 8, "H": 4096}, {"approximate": "tanh"})],
+    "rope": _ROPE, "rope_backward": _ROPE,
+    "cross_entropy": _XENT, "cross_entropy_backward": _XENT,
+    "fused_linear_cross_entropy": _FUSED, "fused_linear_cross_entropy_backward": _FUSED,
+}
+
+
+@dataclass
+class Row:
+    """One (op, problem, variant, config) compiled and checked."""
+
+    op: str
+    problem: str
+    variant: str
+    kind: str  # "default", "sample", or "static" (a finding of the source scan)
+    config: dict[str, Any]
+    kernels: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def unstable_globals(modules: Iterable[Any]) -> list[str]:
+    """Module globals that ``@triton.jit`` functions read and that are not equal to themselves
+    (a NaN ``tl.constexpr``): compiled Triton re-checks every global a kernel read at each launch,
+    ``new != old`` fails for them, and every launch raises "Global variable ... has changed". The
+    interpreter never checks, so only this scan (and a compiled launch) sees it."""
+    import ast
+    import inspect
+
+    found = []
+    for mod in modules:
+        for fname, obj in sorted(vars(mod).items()):
+            fn = getattr(obj, "fn", None)
+            if fn is None or not callable(fn) or getattr(fn, "__module__", None) != mod.__name__:
+                continue
+            names = {n.id for n in ast.walk(ast.parse(inspect.cleandoc("\n" + inspect.getsource(fn))))
+                     if isinstance(n, ast.Name)}
+            for name in sorted(names & set(fn.__globals__)):
+                value = fn.__globals__[name]
+                try:
+                    unequal = bool(value != value)
+                except Exception:  # a value that cannot be compared cannot be re-checked either
+                    unequal = True
+                if unequal:
+                    found.append(f"{mod.__name__}.{fname} reads global {name} = {value!r}, which is not equal "
+                                 "to itself: compiled Triton rejects every launch after the first compile")
+    return found
+
+
+def _resource_problems(facts: Sequence[Any], target: Any, kind: str,
+                       config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    errors, warns = [], []
+    for k in facts:
+        if k.smem_bytes > target.smem_per_block:
+            errors.append(f"{k.name}: shared memory {k.smem_bytes} B > {target.smem_per_block} B per program")
+        limit = target.max_regs_per_thread(k.num_warps)
+        if k.regs > limit:
+            errors.append(f"{k.name}: {k.regs} registers per thread > {limit} at {k.num_warps} warps")
+        if k.spills:
+            msg = f"{k.name}: spills {k.spill_bytes} B per thread ({k.regs} registers, {k.num_warps} warps)"
+            (errors if kind == "default" else warns).append(msg)
+        if k.grid is not None and any(g > lim for g, lim in zip(k.grid, GRID_LIMITS)):
+            errors.append(f"{k.name}: grid {k.grid} over the launch limits {GRID_LIMITS}")
+        if k.stages_dead and "num_stages" in config:
+            warns.append(f"{k.name}: num_stages={k.num_stages} has no effect (no load in its loop could be pipelined)")
+    return errors, warns
+
+
+def check_config(spec: Any, variant: Any, problem: Any, config: Mapping[str, Any], inputs: Mapping[str, Any],
+                 target: Any, kind: str) -> Row:
+    """Compile one config (launched twice) and check what the compiler made of it."""
+    from .compiled_facts import launch_facts
+
+    row = Row(spec.name, problem.describe(), variant.name, kind, dict(config))
+    t0 = time.perf_counter()
+    attempt = "first"
+    try:
+        facts = launch_facts(variant, problem, config, inputs).kernels
+        attempt = "second"  # launch-time checks of a compiled kernel run on every launch
+        launch_facts(variant, problem, config, inputs)
+    except Exception as exc:  # compile errors and launch-time failures are the report
+        lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+        row.errors.append(f"{type(exc).__name__} on the {attempt} launch: {(lines[-1] if lines else '')[:300]}")
+    else:
+        row.kernels = [k.to_json() for k in facts]
+        row.errors, row.warnings = _resource_problems(facts, target, kind, config)
+    row.seconds = time.perf_counter() - t0
+    return row
+
+
+def _configs(variant: Any, problem: Any, target: Any, sample: int, rng: random.Random) -> list[tuple[str, dict]]:
+    out: list[tuple[str, dict]] = []
+    default = variant.default_config(problem, target)
+    if variant.rejection(problem, default, target) is None:
+        out.append(("default", default))
+    space = variant.space(problem, target)
+    seen = {space.key(default)}
+    for _ in range(50 * sample):
+        if len(out) >= sample + (1 if out and out[0][0] == "default" else 0):
+            break
+        c = space.sample(rng)
+        if space.key(c) not in seen and variant.rejection(problem, c, target) is None:
+            seen.add(space.key(c))
+            out.append(("sample", c))
+    return out
+
+
+def library_problems(ops: Sequence[str], dtypes: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """The problems gpucheck compiles for ``ops`` (``PROBLEMS`` in every dtype of each op, or ``dtypes``)."""
+    from .spec import dtype_name, get_op
+
+    out = []
+    for op in ops:
+        for dt in get_op(op).dtypes:
+            if not dtypes or dtype_name(dt) in dtypes:
+                out += [{"op": op, "shape": shape, "dtype": dtype_name(dt), "attrs": attrs} for shape, attrs in PROBLEMS[op]]
+    return out
+
+
+def run(problems: Sequence[Mapping[str, Any]], target_name: str, sample: int, seed: int,
+        progress: Any = None) -> list[Row]:
+    """Compile every variant of each problem (``{"op", "shape", "dtype", "attrs"}``) at its default
+    config and ``sample`` configs of its space; first, scan their kernel modules' globals."""
+    import torch
+
+    from .kernels.registry import variants
+    from .spec import get_op
+    from .targets import get_target
+
+    target = get_target(target_name)
+    rng = random.Random(seed)
+    ops = sorted({p["op"] for p in problems})
+    modules = {m for op in ops for v in variants(op).values() for m in v.kernel_modules}
+    rows = [Row("*", "-", "-", "static", {}, errors=[msg]) for msg in unstable_globals(modules)]
+    for req in problems:
+        spec = get_op(req["op"])
+        problem = spec.problem(req["shape"], req["dtype"], req.get("attrs") or {})
+        inputs = spec.make_inputs(problem, torch.Generator().manual_seed(seed))
+        for v in variants(problem.op).values():
+            for kind, cfg in _configs(v, problem, target, sample, rng):
+                row = check_config(spec, v, problem, cfg, inputs, target, kind)
+                rows.append(row)
+                if progress:
+                    progress(row)
+        del inputs
+    return rows
+
+
+def summary(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Per entry kernel: configs compiled, worst registers, spills and shared memory, failures."""
+    by: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        for k in r.kernels:
+            s = by.setdefault(k["name"], {"kernel": k["name"], "configs": 0, "max_regs": 0, "max_spill_bytes": 0,
+                                          "max_smem_bytes": 0, "spilling_configs": 0, "failed": 0})
+            s["configs"] += 1
+            s["max_regs"] = max(s["max_regs"], k["regs"])
+            s["max_spill_bytes"] = max(s["max_spill_bytes"], k["spill_bytes"])
+            s["max_smem_bytes"] = max(s["max_smem_bytes"], k["smem_bytes"])
+            s["spilling_configs"] += k["spill_bytes"] > 0
+            s["failed"] += not r.ok
+    return sorted(by.values(), key=lambda s: s["kernel"])
+
+
+def _table(rows: Sequence[Row], per_kernel: Sequence[dict[str, Any]]) -> str:
+    lines = [f"{'kernel':42} {'configs':>7} {'regs':>5} {'spill B':>7} {'smem B':>7} {'spilling':>8} {'failed':>6}"]
+    for s in per_kernel:
+        lines.append(f"{s['kernel']:42} {s['configs']:7d} {s['max_regs']:5d} {s['max_spill_bytes']:7d} "
+                     f"{s['max_smem_bytes']:7d} {s['spilling_configs']:8d} {s['failed']:6d}")
+    bad = [r for r in rows if not r.ok]
+    for r in bad:
+        lines.append(f"FAIL {r.op}/{r.variant} [{r.kind}] {r.problem} {json.dumps(r.config, sort_keys=True)}")
+        lines.extend(f"     {e}" for e in r.errors)
+    lines.append(f"{len(rows)} configs, {len(per_kernel)} kernels, {len(bad)} failed, "
+                 f"{sum(1 for r in rows if r.warnings)} with warnings")
+    return "\n".join(lines)
+
+
+def compiler_info() -> dict[str, Any]:
+    import torch
+    import triton
+
+    from ._triton import COMPILE_ONLY_ARCH
+
+    return {"triton": triton.__version__, "torch": torch.__version__, "arch": COMPILE_ONLY_ARCH}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the compile-only process (``WARPSMITH_COMPILE_ONLY`` must be set)."""
+    from ._triton import COMPILE_ONLY_ARCH
+    from .settings import settings
+
+    p = argparse.ArgumentParser(prog="python -m warpsmith.gpucheck")
+    p.add_argument("--ops", default="")
+    p.add_argument("--sample", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtypes", default="")
+    p.add_argument("--json", default="")
+    p.add_argument("--problems", default="", help="a JSON file: a list of {op, shape, dtype, attrs} (instead of --ops)")
+    p.add_argument("--quiet", action="store_true")
+    a = p.parse_args(argv)
+    if not COMPILE_ONLY_ARCH:
+        print("gpucheck: WARPSMITH_COMPILE_ONLY is not set; run `warpsmith gpucheck`", file=sys.stderr)
+        return 2
+    warnings.filterwarnings("ignore", category=UserWarning, module="triton")
+    if a.problems:
+        problems = json.loads(Path(a.problems).read_text())
+    else:
+        problems = library_problems([o for o in a.ops.split(",") if o] or list(PROBLEMS),
+                                    [d for d in a.dtypes.split(",") if d] or None)
+    t0 = time.perf_counter()
+
+    def progress(r: Row) -> None:
+        if not a.quiet:
+            mark = "ok  " if r.ok else "FAIL"
+            print(f"{mark} {r.seconds:5.1f}s {r.op}/{r.variant} [{r.kind}] {r.problem}", flush=True)
+
+    rows = run(problems, settings().target, a.sample, a.seed, progress)
+    per_kernel = summary(rows)
+    print(_table(rows, per_kernel))
+    doc = {"target": settings().target, **compiler_info(), "seconds": round(time.perf_counter() - t0, 1),
+           "sample": a.sample, "seed": a.seed, "ok": all(r.ok for r in rows), "kernels": per_kernel,
+           "rows": [r.__dict__ for r in rows]}
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(doc, indent=1, default=str))
+    return 0 if doc["ok"] else 1
+
+
+def check_problems(problems: Sequence[Mapping[str, Any]], target: str, sample: int, json_out: Path,
+                   timeout: float | None = None) -> int:
+    """Compile-check ``problems`` (``{"op", "shape", "dtype", "attrs"}``) for ``target`` in the
+    compile-only process, as a benchmark's ``--dry-run`` does for what its real run would launch;
+    writes the report to ``json_out`` and returns the exit status (0: everything compiled cleanly)."""
+    json_out.parent.mkdir(parents=True, exist_ok=True)
+    req = json_out.with_suffix(".problems.json")
+    req.write_text(json.dumps(list(problems), default=str))
+    return spawn(target, ["--problems", str(req), "--sample", str(sample), "--json", str(json_out), "--quiet"],
+                 timeout=timeout).returncode
+
+
+def spawn(target: str, args: Iterable[str], env: Mapping[str, str] | None = None,
+          timeout: float | None = None) -> subprocess.CompletedProcess:
+    """Run the compile-only process for ``target`` (a target name) and wait for it."""
+    from .targets import get_target
+
+    t = get_target(target)
+    child = {**os.environ, **(env or {}), "WARPSMITH_COMPILE_ONLY": t.arch, "WARPSMITH_TARGET": t.name,
+             "WARPSMITH_DISPATCH": "default"}
+    child.pop("TRITON_INTERPRET", None)
+    return subprocess.run([sys.executable, "-m", "warpsmith.gpucheck", *args], env=child, timeout=timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
