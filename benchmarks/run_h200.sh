@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The H200 benchmarks in one command (for the device tool):
 #
-#     bash benchmarks/run_h200.sh                     # the GEMM LLM suite (gemm_llm.py), bf16 then fp16
-#     bash benchmarks/run_h200.sh --dtypes bfloat16   # any gemm_llm.py option is passed on
-#     bash benchmarks/run_h200.sh gemm [options]      # the same, named
+#     bash benchmarks/run_h200.sh                     # the GEMM LLM suite (matmul.py), bf16 then fp16
+#     bash benchmarks/run_h200.sh --dtypes bfloat16   # any matmul.py option is passed on
+#     bash benchmarks/run_h200.sh matmul [options]    # the same, named (or: gemm)
 #     bash benchmarks/run_h200.sh memory [options]    # the memory-bound suite (memory_bound.py)
 #     bash benchmarks/run_h200.sh all                 # both, each shortened to fit one 600 s call
 #
-# The first argument picks the suite (gemm, memory or all; default gemm); the others go to that
+# The first argument picks the suite (matmul, memory or all; default matmul; gemm is matmul); the others go to that
 # suite's script (`all` takes none: run the suites separately to pass options).
 #
 # Installs nothing from a registry (the device image has torch, Triton and CUDA, and no network): the
@@ -15,7 +15,7 @@
 # benchmarks/wheels/ (put there by benchmarks/fetch_wheels.sh; ignored by git, so the device call must
 # name it: carry=["benchmarks/wheels"]) is installed with pip --no-index --no-deps into /tmp/bench_site;
 # without it the Liger column reads "unavailable". Everything written lands in "$OUT" (default ./out):
-#   $OUT/gemm_llm.log, $OUT/gemm_llm_<date>.json, $OUT/gemm_llm_<date>_<time>.db
+#   $OUT/matmul.log, $OUT/matmul_<date>.json, $OUT/matmul_<date>_<time>.db
 #   $OUT/memory_bound.log, $OUT/memory_bound_<date>.json (and a tuning DB if the tuned pass ran)
 # and a measured, non-dry JSON is also copied to benchmarks/results/h200/ in this checkout (on the device
 # machine that copy does not come back: copy $OUT's JSON into benchmarks/results/h200/ where you commit).
@@ -30,8 +30,9 @@ cd "$(dirname "$0")/.."
 SUITE=gemm
 case "${1:-}" in
   gemm|memory|all) SUITE="$1"; shift ;;
+  matmul) SUITE=gemm; shift ;;
   -*|"") ;;
-  *) echo "run_h200.sh: unknown suite '$1' (expected gemm, memory or all, then that suite's options)" >&2; exit 2 ;;
+  *) echo "run_h200.sh: unknown suite '$1' (expected matmul, memory or all, then that suite's options)" >&2; exit 2 ;;
 esac
 if [ "$SUITE" = all ] && [ $# -gt 0 ]; then
   echo "run_h200.sh: 'all' takes no options (the suites' options differ): run 'gemm ...' and 'memory ...' separately" >&2
@@ -92,13 +93,13 @@ for f in sorted(Path(sys.argv[1]).glob(f"{sys.argv[3]}_*.json")):
 PY
 }
 
-run_gemm() {  # $1: time limit; then gemm_llm.py's options
+run_gemm() {  # $1: time limit; then matmul.py's options
   local limit="$1"; shift
-  local log="$OUT/gemm_llm.log"
+  local log="$OUT/matmul.log"
   header gemm 2>&1 | tee "$log"
-  timeout -s INT -k 30 "$limit" "$PY" benchmarks/gemm_llm.py --out "$OUT" "$@" 2>&1 | tee -a "$log"
+  timeout -s INT -k 30 "$limit" "$PY" benchmarks/matmul.py --out "$OUT" "$@" 2>&1 | tee -a "$log"
   local rc=${PIPESTATUS[0]}
-  copy_results gemm_llm >>"$log" 2>&1
+  copy_results matmul >>"$log" 2>&1
   return "$rc"
 }
 

@@ -298,5 +298,5 @@ def test_run_h200_suite_selector(tmp_path):
                            env={**os.environ, "OUT": str(tmp_path)})
         assert p.returncode == 2 and "run_h200.sh" in p.stderr, (argv, p.stderr)
     text = script.read_text()
-    assert "benchmarks/memory_bound.py" in text and "benchmarks/gemm_llm.py" in text
+    assert "benchmarks/memory_bound.py" in text and "benchmarks/matmul.py" in text
     assert "--no-index --no-deps" in text and "benchmarks/wheels" in text

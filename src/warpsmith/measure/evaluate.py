@@ -12,9 +12,9 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from ..kernels.base import Variant
-from ..search.cost import predict_ms
-from ..spec import OpSpec, Problem
+from ..core.variant import Variant
+from ..cost.cost import predict_ms
+from ..core.opspec import OpSpec, Problem
 from ..targets import Target
 from .timing import time_gpu
 

@@ -1,5 +1,5 @@
 """Hardware models and device detection."""
-from .detect import Device, current_device, fingerprint, measures, source_hash, versions
+from .detect import Device, current_device, fingerprint, measures, versions
 from .models import TARGETS, Target, get_target
 
-__all__ = ["Device", "current_device", "fingerprint", "measures", "source_hash", "versions", "TARGETS", "Target", "get_target"]
+__all__ = ["Device", "current_device", "fingerprint", "measures", "versions", "TARGETS", "Target", "get_target"]

@@ -5,21 +5,21 @@ from typing import Any, Mapping
 
 import torch
 
-from ..kernels.base import Variant, poison_fill, poisoned_allocations
-from ..spec import Problem, as_tuple, get_op
+from ..core.opspec import OpSpec, Problem, as_tuple
+from ..core.variant import Variant, poison_fill, poisoned_allocations
 
 
 class HarnessFailure(Exception):
     """The candidate misbehaved (the message names how)."""
 
 
-def output_like(problem: Problem, device: torch.device) -> tuple[torch.Tensor, ...]:
+def output_like(spec: OpSpec, problem: Problem, device: torch.device) -> tuple[torch.Tensor, ...]:
     """The op's outputs, allocated and filled with NaN (integers: -1)."""
     return tuple(poison_fill(torch.empty(shape, dtype=dtype, device=device))
-                 for shape, dtype in get_op(problem.op).outputs(problem))
+                 for shape, dtype in spec.outputs(problem))
 
 
-def run_guarded(variant: Variant, problem: Problem, config: Mapping[str, Any],
+def run_guarded(spec: OpSpec, variant: Variant, problem: Problem, config: Mapping[str, Any],
                 inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     """Launch into NaN-poisoned outputs (scratch poisoned too); fail if inputs changed or an output is odd.
 
@@ -27,7 +27,7 @@ def run_guarded(variant: Variant, problem: Problem, config: Mapping[str, Any],
     """
     device = next(iter(inputs.values())).device
     before = {k: v.clone() for k, v in inputs.items()}
-    outs = output_like(problem, device)
+    outs = output_like(spec, problem, device)
     with poisoned_allocations():
         result = variant.launch(inputs, problem, config, out=outs[0] if len(outs) == 1 else outs)
     if device.type == "cuda":

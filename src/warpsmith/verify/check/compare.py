@@ -19,7 +19,7 @@ The rules:
    - ``factor`` is 4.
    - ``floor`` is the dtype's smallest subnormal step.
 
-   This is the second criterion of :class:`warpsmith.spec.contract.ErrorContract`: the
+   This is the second criterion of :class:`warpsmith.core.contract.ErrorContract`: the
    candidate may be a few times worse than PyTorch's own result in the same dtype, plus one
    ulp of the largest magnitude, and no worse. The first, rigorous criterion of that class
    needs a per-op error scale (such as ``|A| @ |B|``), and an arbitrary reference does not

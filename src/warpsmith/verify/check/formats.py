@@ -44,13 +44,13 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ...errors import InvalidInputError
-from ...spec.opspec import DISTRIBUTIONS as SPEC_DISTRIBUTIONS
+from ...core.errors import InvalidInputError
+from ...core.opspec import DISTRIBUTIONS as SPEC_DISTRIBUTIONS
 
 Number = int | float
 Inputs = list[Any]
 Outputs = tuple[Any, ...]
-#: The float input distributions trials cycle through (drawn by :func:`warpsmith.spec.opspec.draw`).
+#: The float input distributions trials cycle through (drawn by :func:`warpsmith.core.opspec.draw`).
 # The spec's distributions, less those an arbitrary problem may not accept: "large" needs the op's
 # own scale, "specials" (NaN/Inf inputs) would make many references reject their inputs.
 DISTRIBUTIONS: tuple[str, ...] = tuple(d for d in SPEC_DISTRIBUTIONS if d not in ("large", "specials"))

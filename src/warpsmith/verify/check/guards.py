@@ -53,7 +53,7 @@ def _namespaces() -> list[types.ModuleType]:
         if name in sys.modules:
             mods.append(sys.modules[name])
     for name in sorted(sys.modules):
-        if name.startswith("warpsmith.verify.check.") or name in ("warpsmith.spec.contract", "warpsmith.spec.opspec",
+        if name.startswith("warpsmith.verify.check.") or name in ("warpsmith.core.contract", "warpsmith.core.opspec",
                                                                   "warpsmith.measure.timing"):
             mods.append(sys.modules[name])
     return mods

@@ -62,7 +62,7 @@ from typing import Any, Sequence
 
 import torch
 
-from ...errors import InvalidInputError
+from ...core.errors import InvalidInputError
 from . import flashinfer, kernelbench, solution  # noqa: F401  (imported before the snapshot, so guarded)
 from .compare import bitwise_equal, dense, describe, identity, judge, same_layout, shares_memory, snapshot, unwritten
 from .formats import (Candidate, CandidateError, Problem, Workload, as_outputs, load_candidate, load_problem,
@@ -351,7 +351,7 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
         InvalidInputError: the files are unusable (the CLI's exit code 2).
     """
     t0 = _perf_counter()
-    from ... import _triton  # noqa: F401  (decides the interpreter before any candidate imports triton)
+    from ...core import _triton  # noqa: F401  (decides the interpreter before any candidate imports triton)
 
     dev = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sets = parse_overrides(overrides)
