@@ -47,7 +47,8 @@ def test_a_written_record_is_dispatched_without_clearing_the_cache(tmp_path):
     v = before.variant
     rec = TuningRecord(op="matmul", variant=v.name, shape=dict(p.shape), dtype=p.dtype_name, attrs=p.key_attrs,
                        target=current_device().target.name, fingerprint=fingerprint(v.source_hash()),
-                       config=dict(before.config), timing_kind="predicted", time_ms=1.0, baseline_ms=None, verified=True,
+                       config=dict(before.config), timing_kind="predicted", time_ms=1.0, baseline_ms=None,
+                       verified=True,
                        certificate={"verdict": "accepted"})
     rid = TuningDB().put(rec)
     after = select(p, VARIANTS)

@@ -24,7 +24,19 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-_SUBNORMAL_STEP = {"float16": 2.0**-24, "bfloat16": 2.0**-133, "float32": 2.0**-149, "float64": 2.0**-1074}
+from .dtypes import SUBNORMAL_STEP as _SUBNORMAL_STEP
+
+REF_FACTOR = 4.0
+
+
+def within_reference(err: float, ref_err: float, largest: float, u: float, factor: float = REF_FACTOR,
+                     floor: float = 0.0) -> tuple[bool, float]:
+    """The second criterion: the largest error ``err`` against the oracle is at most ``factor`` times the
+    reference's own (``ref_err``, the reference computed in the working dtype), plus one ulp (``u``) of
+    the ``largest`` magnitude, plus ``floor``; returns (ok, the allowed error). Shared by
+    :class:`ErrorContract` and the check harness (:func:`warpsmith.verify.check.compare.judge`)."""
+    allowed = factor * ref_err + u * largest + floor
+    return err <= allowed, allowed
 
 
 def gamma(n: int, u: float) -> float:
@@ -42,7 +54,7 @@ class ErrorContract:
     reduction_len: int
     u_operand: float = 0.0
     lipschitz: float = 1.0
-    ref_factor: float | None = 4.0
+    ref_factor: float | None = REF_FACTOR
 
     def allowed(self, ref64: torch.Tensor, scale64: torch.Tensor) -> torch.Tensor:
         """Per-element allowed absolute error, given the oracle and the op's error scale."""
@@ -88,8 +100,9 @@ class ErrorContract:
             r = ref_in_dtype.to(torch.float64)
             both = compare & torch.isfinite(r)
             ref_err = float((r - ref64).abs().where(both, zero).max())
-            slack = self.u_out * float(ref64.abs().where(both, zero).max())
-            if float(err.where(both, zero).max()) > self.ref_factor * ref_err + slack:
+            largest = float(ref64.abs().where(both, zero).max())
+            slack = self.u_out * largest
+            if not within_reference(float(err.where(both, zero).max()), ref_err, largest, self.u_out, self.ref_factor)[0]:
                 return False, (f"max error {max_err:.3e} exceeds {self.ref_factor:g}x the reference's own "
                                f"error in {self.out_dtype} ({ref_err:.3e}) + one ulp ({slack:.3e})")
         return True, f"max error {max_err:.3e}, worst element at {excess.max().item() if excess.numel() else 0:.2f} of contract"

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import torch
 
+from .config import Knobs
 from .errors import UnknownNameError, WarpsmithError
 from .opspec import Problem
 
@@ -47,7 +48,13 @@ def poisoned_allocations() -> Iterator[None]:
 
 
 def poison_fill(t: torch.Tensor) -> torch.Tensor:
-    return t.fill_(float("nan") if t.is_floating_point() else -1)
+    """Fill ``t`` with NaN (floats), True (bool) or all-ones bytes (ints: -1 / max): the one poison
+    of the verifier and the check harness."""
+    if t.is_floating_point() or t.is_complex():
+        return t.fill_(float("nan"))
+    if t.dtype == torch.bool:
+        return t.fill_(True)
+    return t.fill_(-1) if t.dtype.is_signed else t.fill_(torch.iinfo(t.dtype).max)
 
 
 def scratch(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -106,6 +113,7 @@ class Variant(abc.ABC):
     kernel_modules: tuple[Any, ...] = ()  # modules holding the @triton.jit code it launches
     cost_model: str = "memory"  # "memory" (needs work()) or "gemm"; see cost/cost.py
     ops: tuple[str, ...] = ()  # a variant class serving several ops (one instance per op) lists them
+    knobs: type[Knobs] | None = None  # the config's typed form (core/config.py); see typed()
 
     def __init__(self, op: str | None = None) -> None:
         """``op``: which of ``ops`` this instance serves (a variant of a single op takes none)."""
@@ -151,6 +159,12 @@ class Variant(abc.ABC):
         return {}
 
     # ---- shared --------------------------------------------------------------------------
+    def typed(self, config: Mapping[str, Any]) -> Knobs:
+        """``config`` as this variant's frozen typed config (defaults of optional knobs filled in)."""
+        if self.knobs is None:
+            raise WarpsmithError(f"variant {self.op}/{self.name} declares no knobs type")
+        return self.knobs.of(config)
+
     def failed_guards(self, problem: Problem, config: Mapping[str, Any]) -> list[Guard]:
         return [g for g in self.guards if g.active(config) and not g.holds(problem, config)]
 

@@ -9,17 +9,20 @@ contiguous copy otherwise); rows may have any stride.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import torch
 
-from ...core._triton import INTERPRET, triton
+from ...core._triton import triton
+from ...core.config import Knobs
 from ...core.errors import InvalidInputError
 from ...space import Enum, Pow2, Space
 from ...core.opspec import Problem
 from .spec import ACTIVATION_OPS, kernel_activation
 from ...targets import Target
 from ..shared import kernel as common
+from ..shared.launch import allocate, emulated, launch_target
 from ...core.variant import Config, Variant, is_pow2, next_pow2, persistent_programs
 from . import kernel as K
 
@@ -33,8 +36,17 @@ MAX_GRID_Y = 65535  # CUDA's limit on grid axis 1 (the column tiles of the 2-D g
 COL_LIMIT = 2**31  # column offsets are int32 (row offsets are int64)
 
 
+@dataclass(frozen=True, kw_only=True)
+class TiledKnobs(Knobs):
+    BLOCK_M: int
+    BLOCK_H: int
+    num_warps: int
+    PROGRAMS_PER_SM: int = 0  # 0: one program per tile; else a persistent grid
+
+
 class Tiled(Variant):
     name = "tiled"
+    knobs = TiledKnobs
     cost_model = "memory"
     kernel_modules = (K, common)
 
@@ -134,31 +146,21 @@ class Tiled(Variant):
 
     def _outputs(self, p: Problem, out: Any, device: torch.device) -> tuple[Any, list[torch.Tensor]]:
         """(what launch returns, the (M, H) views the kernel writes)."""
-        shapes = [shape for shape, _ in _outputs_of(self.op, p)]
-        if out is None:
-            outs = tuple(torch.empty(s, dtype=p.dtype, device=device) for s in shapes)
-        else:
-            outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-            if len(outs) != len(shapes) or any(
-                    not isinstance(o, torch.Tensor) or tuple(o.shape) != s or o.dtype != p.dtype or o.device != device
-                    or (o.shape[1] > 1 and o.stride(1) != 1) for o, s in zip(outs, shapes)):
-                raise InvalidInputError("out", f"{len(shapes)} tensor(s) of shapes {shapes}, {p.dtype}, on {device}, "
-                                        "unit column stride", out)
+        outs = allocate(out, _outputs_of(self.op, p), device, unit_cols=True)
         H = p.shape["H"]
         views = [outs[0][:, :H], outs[0][:, H:]] if self.backward and p.attrs["packed"] else list(outs)
         return (outs[0] if len(outs) == 1 else outs), views
 
     def launch(self, inputs, problem, config, out=None, target: Target | None = None):
-        from ...targets import current_device
 
         ins = self._views(inputs, problem)
         result, outs = self._outputs(problem, out, ins[0].device)
         M, H = problem.shape["M"], problem.shape["H"]
         meta = dict(BLOCK_M=config["BLOCK_M"], BLOCK_H=config["BLOCK_H"],
                     ACT=kernel_activation(self.op, problem.attrs),
-                    EMULATE=INTERPRET and problem.dtype == torch.bfloat16, num_warps=config["num_warps"])
+                    EMULATE=emulated(problem.dtype), num_warps=config["num_warps"])
         if config["PROGRAMS_PER_SM"]:
-            grid = (self.programs(problem, config, target or current_device().target),)
+            grid = (self.programs(problem, config, launch_target(target)),)
         else:
             grid = (triton.cdiv(M, config["BLOCK_M"]), triton.cdiv(H, config["BLOCK_H"]))
         persistent = bool(config["PROGRAMS_PER_SM"])

@@ -46,11 +46,13 @@ phases, and used for float16, whose loss scaling must reach the logits' gradient
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import torch
 
 from ...core._triton import triton
+from ...core.config import Knobs
 from ...core.errors import InvalidInputError
 from ...cost.memory_model import MemoryWork
 from ...space import Enum, Pow2, Space
@@ -109,10 +111,20 @@ def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, out: torch
     return v.launch(inputs, _matmul_problem(a, b, bias), cfg, out=out)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ChunkedKnobs(Knobs):
+    CHUNK: int
+    VCHUNK: int
+    BLOCK_V: int
+    ROWS: int
+    num_warps: int
+
+
 class _Fused(Variant):
     cost_model = "memory"
     kernel_modules = (K, common)
     name = "chunked"
+    knobs = ChunkedKnobs
     backward = False
 
     # ---- space, validity, heuristic --------------------------------------------------------

@@ -13,17 +13,20 @@
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import torch
 
-from ...core._triton import INTERPRET, triton
+from ...core._triton import triton
+from ...core.config import Knobs
 from ...core.errors import InvalidInputError
 from ...cost.memory_model import MemoryWork
 from ...space import Enum, Pow2, Space
 from ...core.opspec import Problem
 from ...targets import Target
 from ..shared import kernel as common
+from ..shared.launch import emulated
 from ...core.variant import Config, Variant, scratch
 from . import kernel as K
 
@@ -40,7 +43,7 @@ def np2(n: int) -> int:
 
 def emulate(dtype: torch.dtype) -> bool:
     """Round fp32 -> bf16 to nearest under the interpreter (see ops/shared/kernel.py)."""
-    return INTERPRET and dtype == torch.bfloat16
+    return emulated(dtype)
 
 
 def block_invalid(rows: int, block_v: int, num_warps: int) -> str | None:
@@ -83,10 +86,25 @@ def check_out(out: torch.Tensor, logits: torch.Tensor) -> None:
                                 "a partially overlapping view")
 
 
+@dataclass(frozen=True, kw_only=True)
+class SingleKnobs(Knobs):
+    ROWS: int
+    num_warps: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopedKnobs(SingleKnobs):
+    BLOCK_V: int
+
+
 class _Xent(Variant):
     cost_model = "memory"
     kernel_modules = (K, common)
     single = True
+
+    @property
+    def knobs(self) -> type[Knobs]:  # type: ignore[override]
+        return SingleKnobs if self.single else LoopedKnobs
 
     # ---- space, validity, heuristic --------------------------------------------------------
     def block_v(self, p: Problem, c: Mapping[str, Any]) -> int:

@@ -96,7 +96,7 @@ def _meta(bm: int, bn: int, bk: int, even_k: bool, group_m: int = 4, precision: 
 def for_config(variant: str, config: Mapping[str, Any], has_bias: bool, activation: str) -> list[KernelContract]:
     """The contracts that cover exactly the kernels and constexprs ``config`` launches."""
     meta = _meta(config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"], bool(config["EVEN_K"]),
-                 config["GROUP_M"], config.get("PRECISION", "ieee"))
+                 config["GROUP_M"], config["PRECISION"])
     epi = dict(HAS_BIAS=has_bias, ACTIVATION=activation)
     if variant == "tiled":
         return [tiled([{**meta, **epi}])]

@@ -93,7 +93,7 @@ class MatmulSpec(OpSpec):
         # gelu and silu are not exact on integers; the identity test covers the linear part and
         # relu, the error contract covers the transcendental epilogues.
         if p.attrs["activation"] in ("gelu", "silu"):
-            return Problem(p.op, p.shape, p.dtype, {**p.attrs, "activation": "none"})
+            return self.problem(dict(p.shape), p.dtype, {**p.attrs, "activation": "none"})
         return p
 
     def outputs(self, p: Problem) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:

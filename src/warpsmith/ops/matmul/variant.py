@@ -12,15 +12,18 @@ accepts only where the problem allows tf32.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import torch
 
-from ...core._triton import INTERPRET, triton
+from ...core._triton import triton
+from ...core.config import Knobs
 from ...space import Bool, Enum, IntRange, Pow2, Space, fixed
 from ...core.opspec import Problem
 from ...targets import Target
 from ..shared import kernel as common
+from ..shared.launch import emulated, launch_target
 from ...core.errors import InvalidInputError
 from ...core.variant import Config, Guard, Variant, scratch
 from . import kernel as K
@@ -46,7 +49,30 @@ def _pow2_cap(n: int, lo: int, hi: int) -> int:
 
 
 def _emulate(problem: Problem, config: Mapping[str, Any]) -> bool:
-    return INTERPRET and (problem.dtype == torch.bfloat16 or config.get("PRECISION") == "tf32")
+    return emulated(problem.dtype, tf32=config["PRECISION"] == "tf32")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TiledKnobs(Knobs):
+    BLOCK_M: int
+    BLOCK_N: int
+    BLOCK_K: int
+    GROUP_M: int
+    num_warps: int
+    num_stages: int
+    EVEN_K: bool = False  # guarded: K % BLOCK_K == 0
+    PRECISION: str = "ieee"  # or "tf32" (fp32 only)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SplitKKnobs(TiledKnobs):
+    SPLIT_K: int
+    REDUCE: str = "workspace"  # or "atomic" (non-deterministic)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PersistentKnobs(TiledKnobs):
+    PROGRAMS_PER_SM: int
 
 
 class _Gemm(Variant):
@@ -102,10 +128,10 @@ class _Gemm(Variant):
     def contracts(self, problem: Problem, config: Mapping[str, Any]) -> list[Any]:
         from .contract import for_config
 
-        return for_config(self.name, config, bool(problem.attrs["bias"]), problem.attrs["activation"])
+        return for_config(self.name, self.typed(config), bool(problem.attrs["bias"]), problem.attrs["activation"])
 
     def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:
-        return {"M": config["BLOCK_M"], "N": config["BLOCK_N"], "K": config["BLOCK_K"] * config.get("SPLIT_K", 1)}
+        return {"M": config["BLOCK_M"], "N": config["BLOCK_N"], "K": config["BLOCK_K"]}
 
     # ---- launch helpers --------------------------------------------------------------------
     @staticmethod
@@ -141,6 +167,7 @@ class _Gemm(Variant):
 
 class TiledGemm(_Gemm):
     name = "tiled"
+    knobs = TiledKnobs
 
     def launch(self, inputs, problem, config, out=None):
         a, b, bias, out, (M, N, Kd, batch), sa, sb, sc, sbias, has_bias = self._operands(inputs, problem, out)
@@ -153,6 +180,11 @@ class TiledGemm(_Gemm):
 
 class SplitKGemm(_Gemm):
     name = "splitk"
+    knobs = SplitKKnobs
+
+    def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:
+        c = self.typed(config)
+        return {"M": c.BLOCK_M, "N": c.BLOCK_N, "K": c.BLOCK_K * c.SPLIT_K}
     REDUCE_BLOCK = 1024
 
     def space(self, problem: Problem, target: Target) -> Space:
@@ -204,6 +236,7 @@ class SplitKGemm(_Gemm):
 
 class PersistentGemm(_Gemm):
     name = "persistent"
+    knobs = PersistentKnobs
 
     def space(self, problem: Problem, target: Target) -> Space:
         frags = self._base_space(problem)
@@ -214,10 +247,9 @@ class PersistentGemm(_Gemm):
         return max(1, min(self.tiles(p, c) * p.shape.get("B", 1), c["PROGRAMS_PER_SM"] * target.sms))
 
     def launch(self, inputs, problem, config, out=None, target: Target | None = None):
-        from ...targets import current_device
 
         a, b, bias, out, (M, N, Kd, batch), sa, sb, sc, sbias, has_bias = self._operands(inputs, problem, out)
-        grid = (self.programs(problem, config, target or current_device().target),)
+        grid = (self.programs(problem, config, launch_target(target)),)
         K.matmul_persistent_kernel[grid](
             a, b, out, bias, M, N, Kd, batch, *sa, *sb, *sc, sbias,
             HAS_BIAS=has_bias, ACTIVATION=problem.attrs["activation"], **self._meta(problem, config))

@@ -116,7 +116,7 @@ def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[Ke
         return [forward(variant.name, [{**meta, "HAS_W": has_w, "HAS_B": has_b, "HAS_RES": has_res}],
                         rms=rms, has_res=has_res)]
     k = int(has_w) + int(has_b)
-    atomic = config.get("REDUCE") == "atomic" and k > 0
+    atomic = variant.typed(config).REDUCE == "atomic" and k > 0
     out = [backward(variant.name, [{**meta, "K": max(k, 1), "HAS_W": has_w, "HAS_B": has_b, "HAS_DS": has_res,
                                     "ATOMIC": atomic}], k=k, atomic=atomic)]
     if k:

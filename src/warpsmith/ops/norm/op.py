@@ -20,7 +20,7 @@ from typing import Optional, Union
 
 import torch
 
-from ...core.dtypes import dtype_name
+from ...core.dtypes import dtype_name, param_dtype_attr
 from ...core.errors import InvalidInputError
 from ...core.opspec import Problem
 from ...dispatch import launch
@@ -37,7 +37,7 @@ def problem_of(op: str, x: Tensor, has_weight: bool, has_bias: bool, param_dtype
                eps: float) -> Problem:
     """The Problem a (validated) call solves; ``op`` is one of the four norm op names and
     ``param_dtype`` the weight's (and bias') dtype: x's, or float32."""
-    weight_dtype = "float32" if param_dtype == torch.float32 and x.dtype != torch.float32 else "input"
+    weight_dtype = param_dtype_attr(param_dtype, x.dtype)
     attrs = {"weight": has_weight, "weight_dtype": weight_dtype, "residual": residual, "eps": eps}
     if op.startswith("layer_norm"):
         attrs["bias"] = has_bias

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import torch
 
 from ...core.contract import ErrorContract
-from ...core.dtypes import UNIT_ROUNDOFF, dtype_name
+from ...core.dtypes import PARAM_DTYPES, UNIT_ROUNDOFF, dtype_name, param_dtype
 from ...core.opspec import Axis, OpSpec, Problem, Scalar, draw
 
 U32 = UNIT_ROUNDOFF["float32"]
@@ -38,7 +38,7 @@ EXTRA_ROUNDINGS = 8
 _AXES = (Axis("M", "rows (the flattened leading dimensions)"),
          Axis("N", "row length (the normalized dimension)", reduction=True))
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-WEIGHT_DTYPES = ("input", "float32")
+WEIGHT_DTYPES = PARAM_DTYPES
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -66,7 +66,7 @@ def normalize(xs: torch.Tensor, kind: str, eps: float, w: torch.Tensor | None, b
 
 
 def _param_dtype(p: Problem) -> torch.dtype:
-    return torch.float32 if p.attrs["weight_dtype"] == "float32" else p.dtype
+    return param_dtype(p.attrs["weight_dtype"], p.dtype)
 
 
 def _fwd_large_scale(p: Problem) -> float:
@@ -251,8 +251,7 @@ class NormBackwardSpec(_NormBase):
             grads = torch.autograd.grad(y, list(leaves.values()), dy.to(cdt))
         g = dict(zip(leaves, grads))
         dx = g["x"] + inputs["ds"].to(cdt) if attrs["residual"] else g["x"]
-        pdt = x.dtype if x.dtype == torch.float64 else (
-            torch.float32 if attrs["weight_dtype"] == "float32" else x.dtype)
+        pdt = x.dtype if x.dtype == torch.float64 else param_dtype(attrs["weight_dtype"], x.dtype)
         return tuple([dx.to(x.dtype)] + [g[k].to(pdt) for k in ("weight", "bias") if k in leaves])
 
     def error_scale(self, inputs64: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:

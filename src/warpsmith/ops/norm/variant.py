@@ -20,17 +20,21 @@ persistent first for the backward, whose workspace is then smallest).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import torch
 
-from ...core._triton import INTERPRET, triton
+from ...core._triton import triton
+from ...core.config import Knobs
 from ...core.errors import InvalidInputError
 from ...cost.memory_model import MemoryWork
 from ...space import Enum, Pow2, Space, fixed
 from ...core.opspec import Problem
 from ...targets import Target
 from ..shared import kernel as common
+from ...core.dtypes import param_dtype as dtype_param
+from ..shared.launch import emulated, launch_target
 from ...core.variant import Config, Variant, next_pow2, persistent_programs, scratch
 from . import kernel as K
 
@@ -40,12 +44,6 @@ WARPS = (1, 2, 4, 8, 16, 32)
 MAX_THREADS = 1024
 REDUCE_BLOCK_P, REDUCE_BLOCK_N, REDUCE_WARPS = 32, 64, 4
 
-
-
-def _current_target() -> Target:
-    from ...targets import current_device
-
-    return current_device().target
 
 
 def _check_2d(name: str, t: torch.Tensor, M: int, N: int, dtype: torch.dtype | None, output: bool = False) -> None:
@@ -72,7 +70,39 @@ def _check_1d(name: str, t: torch.Tensor, n: int, dtype: torch.dtype | None = No
 
 def param_dtype(p: Problem) -> torch.dtype:
     """dtype of the weight, the bias and their gradients: x's, or fp32 (``weight_dtype``)."""
-    return torch.float32 if p.attrs["weight_dtype"] == "float32" else p.dtype
+    return dtype_param(p.attrs["weight_dtype"], p.dtype)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowKnobs(Knobs):
+    """The knobs of ``row`` (and, with the ones below, of every norm variant)."""
+    num_warps: int
+    ROWS_PER_PROGRAM: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class PersistentKnobs(RowKnobs):
+    PROGRAMS_PER_SM: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopedKnobs(RowKnobs):
+    BLOCK_N: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowBackwardKnobs(RowKnobs):
+    REDUCE: str = "workspace"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PersistentBackwardKnobs(RowBackwardKnobs):
+    PROGRAMS_PER_SM: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopedBackwardKnobs(RowBackwardKnobs):
+    BLOCK_N: int
 
 
 def _outputs(out: Any, count: int) -> list[torch.Tensor | None]:
@@ -106,7 +136,7 @@ class _Norm(Variant):
         return c["BLOCK_N"] if self.looped else next_pow2(p.shape["N"])
 
     def rows(self, c: Mapping[str, Any]) -> int:
-        return c.get("ROWS_PER_PROGRAM", 1)
+        return self.typed(c).ROWS_PER_PROGRAM
 
     def _default_warps(self, p: Problem, c: Mapping[str, Any], per_thread: int) -> int:
         elems = self.rows(c) * self.block_n(p, c)
@@ -148,7 +178,7 @@ class _Norm(Variant):
     # ---- shared launch helpers ----------------------------------------------------------------
     def _meta(self, p: Problem, c: Mapping[str, Any]) -> dict:
         meta = dict(BLOCK_N=self.block_n(p, c), IS_RMS=self.kind == "rms",
-                    EMULATE=INTERPRET and p.dtype == torch.bfloat16, num_warps=c["num_warps"])
+                    EMULATE=emulated(p.dtype), num_warps=c["num_warps"])
         if not (self.looped and not self.backward):
             meta["ROWS"] = self.rows(c)
         return meta
@@ -220,6 +250,7 @@ class _NormForward(_Norm):
 
 class RowNorm(_NormForward):
     name = "row"
+    knobs = RowKnobs
 
     def space(self, problem: Problem, target: Target) -> Space:
         return Space({"ROWS_PER_PROGRAM": self._rows_frag(problem, self._default_rows(problem)),
@@ -242,7 +273,7 @@ class _PersistentGrid:
 
     def programs(self, p: Problem, c: Mapping[str, Any], target: Target | None = None) -> int:
         return persistent_programs(triton.cdiv(p.shape["M"], self.rows(c)), c["PROGRAMS_PER_SM"],
-                                   target or _current_target())
+                                   launch_target(target))
 
     def steps(self, p: Problem, c: Mapping[str, Any], target: Target | None = None) -> float:
         return float(triton.cdiv(triton.cdiv(p.shape["M"], self.rows(c)), self.programs(p, c, target)))
@@ -250,6 +281,7 @@ class _PersistentGrid:
 
 class PersistentNorm(_PersistentGrid, RowNorm):
     name = "persistent"
+    knobs = PersistentKnobs
 
     def space(self, problem: Problem, target: Target) -> Space:
         frags = super().space(problem, target).fragments
@@ -262,6 +294,7 @@ class PersistentNorm(_PersistentGrid, RowNorm):
 
 class LoopedNorm(_NormForward):
     name = "looped"
+    knobs = LoopedKnobs
     looped = True
 
     def space(self, problem: Problem, target: Target) -> Space:
@@ -296,7 +329,7 @@ class _NormBackward(_Norm):
                 "REDUCE": Enum(("workspace", "atomic"), "workspace") if has_params else fixed("workspace")}
 
     def is_deterministic(self, config: Mapping[str, Any]) -> bool:
-        return config.get("REDUCE", "workspace") != "atomic"
+        return self.typed(config).REDUCE != "atomic"
 
     def regs_per_thread(self, p: Problem, c: Mapping[str, Any], warp_size: int = 32) -> int:
         regs = super().regs_per_thread(p, c, warp_size) + (1 if p.attrs["residual"] else 0)
@@ -353,7 +386,7 @@ class _NormBackward(_Norm):
         dx = outs[0]
         dw = outs[1] if has_w else dx
         db = outs[-1] if has_b else dx
-        atomic = config.get("REDUCE", "workspace") == "atomic" and k > 0
+        atomic = self.typed(config).REDUCE == "atomic" and k > 0
         programs = self.programs(p, config, target)
         if k == 0:
             partial = dx  # never touched: no parameter gradients
@@ -380,7 +413,7 @@ class _NormBackward(_Norm):
         pe = param_dtype(p).itemsize
         k = self.n_params(p)
         programs = self.programs(p, c, target)
-        atomic = c.get("REDUCE") == "atomic" and k > 0
+        atomic = self.typed(c).REDUCE == "atomic" and k > 0
         streams = 3 + int(bool(p.attrs["residual"])) + (2 if self.looped else 0)  # dy, x, dx (+ ds) (+ re-reads)
         stats = 4 * M * (1 if self.kind == "rms" else 2)
         params = int(bool(p.attrs["weight"])) * N * pe + k * N * pe
@@ -396,6 +429,7 @@ class _NormBackward(_Norm):
 
 class PersistentNormBackward(_PersistentGrid, _NormBackward):
     name = "persistent"
+    knobs = PersistentBackwardKnobs
 
     def space(self, problem: Problem, target: Target) -> Space:
         frags = self.space_common(problem, max(1, min(16, 1024 // next_pow2(problem.shape["N"]))))
@@ -408,6 +442,7 @@ class PersistentNormBackward(_PersistentGrid, _NormBackward):
 
 class RowNormBackward(_NormBackward):
     name = "row"
+    knobs = RowBackwardKnobs
 
     def space(self, problem: Problem, target: Target) -> Space:
         return Space(self.space_common(problem, max(1, min(16, 1024 // next_pow2(problem.shape["N"])))))
@@ -418,6 +453,7 @@ class RowNormBackward(_NormBackward):
 
 class LoopedNormBackward(_NormBackward):
     name = "looped"
+    knobs = LoopedBackwardKnobs
     looped = True
 
     def space(self, problem: Problem, target: Target) -> Space:

@@ -11,6 +11,7 @@ from typing import Optional
 
 import torch
 
+from ...core.dtypes import param_dtype_attr
 from ...core.errors import InvalidInputError
 from ...core.opspec import Problem
 from ...dispatch import launch
@@ -33,7 +34,7 @@ def problem_of(op: str, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, pos
         shape["P"] = cos.shape[0]
     attrs = {"layout": layout, "positions": "given" if positions is not None else "implied",
              "cos_sin": "per_token" if per_token else "table",
-             "table_dtype": "float32" if cos.dtype == torch.float32 and q.dtype != torch.float32 else "input"}
+             "table_dtype": param_dtype_attr(cos.dtype, q.dtype)}
     return _SPECS[op].problem(shape, q.dtype, attrs)
 
 

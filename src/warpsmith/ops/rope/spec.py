@@ -36,7 +36,7 @@ import torch
 
 from ...core.errors import InvalidInputError
 from ...core.contract import ErrorContract
-from ...core.dtypes import UNIT_ROUNDOFF
+from ...core.dtypes import PARAM_DTYPES, UNIT_ROUNDOFF, param_dtype
 from ...core.opspec import INTEGERS, Axis, OpSpec, Problem, draw, on_device
 
 LAYOUTS = ("neox", "gptj")
@@ -107,7 +107,7 @@ class _Rope(OpSpec):
         "layout": LAYOUTS,
         "positions": ("implied", "given"),
         "cos_sin": ("table", "per_token"),
-        "table_dtype": ("input", "float32"),
+        "table_dtype": PARAM_DTYPES,
     }
     backward = False
     names = ("q", "k")
@@ -130,7 +130,7 @@ class _Rope(OpSpec):
 
     def _tables(self, p: Problem, gen: torch.Generator, dist: str, device) -> dict[str, torch.Tensor]:
         B, S, r2 = p.shape["B"], p.shape["S"], p.shape["R2"]
-        tdt = torch.float32 if p.attrs["table_dtype"] == "float32" else p.dtype
+        tdt = param_dtype(p.attrs["table_dtype"], p.dtype)
         shape = (B, S, r2) if p.attrs["cos_sin"] == "per_token" else (table_rows(p), r2)
         out: dict[str, torch.Tensor] = {}
         if dist in ("normal", "uniform", "large"):  # real angles: position * base^(-i / R2)
@@ -185,7 +185,7 @@ class _Rope(OpSpec):
     def min_bytes(self, p: Problem) -> float:
         B, S, r2 = p.shape["B"], p.shape["S"], p.shape["R2"]
         e = p.dtype.itemsize
-        te = 4 if p.attrs["table_dtype"] == "float32" else e
+        te = param_dtype(p.attrs["table_dtype"], p.dtype).itemsize
         x = 2 * B * S * (p.shape["Hq"] + p.shape["Hk"]) * head_dim(p) * e  # read and write q and k
         if p.attrs["cos_sin"] == "per_token":
             rows = B * S

@@ -11,17 +11,21 @@ broadcasts over the batch).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import torch
 
-from ...core._triton import INTERPRET, triton
+from ...core._triton import triton
+from ...core.config import Knobs
 from ...core.errors import InvalidInputError
 from ...space import Enum, Pow2, Space
 from ...core.opspec import Problem
 from .spec import ROPE_OPS, head_dim, table_rows
 from ...targets import Target
 from ..shared import kernel as common
+from ...core.dtypes import param_dtype
+from ..shared.launch import allocate, emulated, launch_target
 from ...core.variant import Config, Variant, is_pow2, next_pow2
 from . import kernel as K
 
@@ -42,8 +46,18 @@ def _spec(op: str):
     return {s.name: s for s in ROPE_OPS}[op]
 
 
+@dataclass(frozen=True, kw_only=True)
+class TiledKnobs(Knobs):
+    BLOCK_S: int
+    BLOCK_H: int
+    BLOCK_R: int
+    num_warps: int
+    PROGRAMS_PER_SM: int = 0  # 0: one program per tile; else a persistent grid
+
+
 class Tiled(Variant):
     name = "tiled"
+    knobs = TiledKnobs
     cost_model = "memory"
     kernel_modules = (K, common)
 
@@ -119,7 +133,7 @@ class Tiled(Variant):
 
         B, S, r2, D = p.shape["B"], p.shape["S"], p.shape["R2"], head_dim(p)
         e = p.dtype.itemsize
-        te = 4 if p.attrs["table_dtype"] == "float32" else e
+        te = param_dtype(p.attrs["table_dtype"], p.dtype).itemsize
         head_blocks = triton.cdiv(self._heads(p), c["BLOCK_H"])
         table = 2 * B * S * r2 * te * head_blocks  # every head block of a token reads its cos/sin rows
         pos = 8 * B * S * head_blocks if p.attrs["positions"] == "given" else 0
@@ -144,7 +158,7 @@ class Tiled(Variant):
                                         f"{tuple(t.shape)} {t.dtype}" if isinstance(t, torch.Tensor) else t)
             xs.append(t)
         per_token = p.attrs["cos_sin"] == "per_token"
-        tdt = (torch.float32,) if p.attrs["table_dtype"] == "float32" else (p.dtype,)
+        tdt = (param_dtype(p.attrs["table_dtype"], p.dtype),)
         tables = []
         for name in ("cos", "sin"):
             t = inputs.get(name)
@@ -170,17 +184,9 @@ class Tiled(Variant):
         return xs, tables, pos
 
     def _outputs(self, p: Problem, out: Any, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        shapes = [s for s, _ in _spec(self.op).outputs(p)]
-        if out is None:
-            return tuple(torch.empty(s, dtype=p.dtype, device=device) for s in shapes)
-        outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-        if len(outs) != 2 or any(not isinstance(o, torch.Tensor) or tuple(o.shape) != s or o.dtype != p.dtype
-                                 or o.device != device for o, s in zip(outs, shapes)):
-            raise InvalidInputError("out", f"two tensors of shapes {shapes}, {p.dtype}, on {device}", out)
-        return outs
+        return allocate(out, _spec(self.op).outputs(p), device)
 
     def launch(self, inputs, problem, config, out=None, target: Target | None = None):
-        from ...targets import current_device
 
         (x, y), (cos, sin), pos = self._operands(inputs, problem)
         xo, yo = self._outputs(problem, out, x.device)
@@ -199,9 +205,9 @@ class Tiled(Variant):
                    *pos_strides]
         meta = dict(BLOCK_S=config["BLOCK_S"], BLOCK_H=config["BLOCK_H"], BLOCK_R=config["BLOCK_R"],
                     LAYOUT=problem.attrs["layout"], HAS_POS=pos is not None, BACKWARD=self.backward,
-                    EMULATE=INTERPRET and problem.dtype == torch.bfloat16, num_warps=config["num_warps"])
+                    EMULATE=emulated(problem.dtype), num_warps=config["num_warps"])
         if config["PROGRAMS_PER_SM"]:
-            grid = (self.per_batch(problem, config, target or current_device().target), B)
+            grid = (self.per_batch(problem, config, launch_target(target)), B)
             K.rope_persistent_kernel[grid](*args, *sizes, *strides, **meta)
         else:
             grid = (triton.cdiv(S, config["BLOCK_S"]), triton.cdiv(self._heads(problem), config["BLOCK_H"]), B)

@@ -73,7 +73,7 @@ def for_config(variant: Any, config: Mapping[str, Any]) -> list[KernelContract]:
     meta = {"BLOCK_N": config["BLOCK_N"], "LOG": variant.log, "EMULATE": False}
     if variant.name == "single_pass":
         return [single_pass([{**meta, "ROWS": config["ROWS"]}], variant.backward,
-                            persistent=bool(config.get("PROGRAMS_PER_SM")))]
+                            persistent=bool(variant.typed(config).PROGRAMS_PER_SM))]
     return [online([meta], variant.backward)]
 
 

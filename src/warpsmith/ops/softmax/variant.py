@@ -17,16 +17,19 @@ fits (e.g. N = 1024) and online otherwise (e.g. N = 262144).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import torch
 
-from ...core._triton import INTERPRET, triton
+from ...core._triton import triton
+from ...core.config import Knobs
 from ...core.errors import InvalidInputError
 from ...space import Enum, Pow2, Space, fixed
 from ...core.opspec import Problem
 from ...targets import Target
 from ..shared import kernel as common
+from ..shared.launch import allocate, emulated, launch_target
 from ...core.variant import Config, Variant, is_pow2, next_pow2, persistent_programs
 from . import kernel as K
 
@@ -38,6 +41,18 @@ PROGRAMS_PER_SM = (0, 1, 2, 4, 8)  # 0: not persistent
 MAX_ROWS = 128
 MAX_CHUNK = 16384
 INDEX_LIMIT = 2**31  # offsets within a row are int32 (row offsets are int64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OnlineKnobs(Knobs):
+    BLOCK_N: int
+    num_warps: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class SinglePassKnobs(OnlineKnobs):
+    ROWS: int
+    PROGRAMS_PER_SM: int = 0  # 0: one program per block of rows; else a persistent grid
 
 
 class _Softmax(Variant):
@@ -85,13 +100,7 @@ class _Softmax(Variant):
                 raise InvalidInputError(f"column stride of {name}", "offsets within a row below 2^31 (the kernels "
                                         "index a row in 32 bits)", f"stride {t.stride(1)} over {N} columns")
             ts.append(t)
-        if out is None:
-            out = torch.empty((M, N), dtype=p.dtype, device=ts[0].device)
-        elif (not isinstance(out, torch.Tensor) or tuple(out.shape) != (M, N) or out.dtype != p.dtype
-              or out.device != ts[0].device or (N > 1 and out.stride(1) != 1)):
-            raise InvalidInputError("out", f"a ({M}, {N}) {p.dtype} tensor on {ts[0].device}, contiguous along rows",
-                                    out if not isinstance(out, torch.Tensor) else
-                                    f"{tuple(out.shape)} {out.dtype} strides {out.stride()} on {out.device}")
+        out, = allocate(out, [((M, N), p.dtype)], ts[0].device, unit_cols=True)
         return ts, out
 
     def _strides(self, ts: list[torch.Tensor], out: torch.Tensor) -> dict[str, int]:
@@ -101,7 +110,7 @@ class _Softmax(Variant):
         return dict(stride_xm=ts[0].stride(0), stride_xn=ts[0].stride(1), stride_ym=out.stride(0))
 
     def _emulate(self, p: Problem) -> bool:
-        return INTERPRET and p.dtype == torch.bfloat16
+        return emulated(p.dtype)
 
     def _reads(self) -> int:
         """Tensors read per element in one pass over the row."""
@@ -110,6 +119,7 @@ class _Softmax(Variant):
 
 class SinglePass(_Softmax):
     name = "single_pass"
+    knobs = SinglePassKnobs
 
     def space(self, problem: Problem, target: Target) -> Space:
         d = self.default_config(problem, target)
@@ -145,7 +155,7 @@ class SinglePass(_Softmax):
 
     def programs(self, p: Problem, c: Mapping[str, Any], target: Target) -> int:
         tiles = triton.cdiv(p.shape["M"], c["ROWS"])
-        return persistent_programs(tiles, c.get("PROGRAMS_PER_SM", 0), target)
+        return persistent_programs(tiles, self.typed(c).PROGRAMS_PER_SM, target)
 
     def work(self, p: Problem, c: Mapping[str, Any], target: Target) -> Any:
         from ...cost.memory_model import MemoryWork
@@ -160,10 +170,9 @@ class SinglePass(_Softmax):
             regs_per_thread=(self._reads() + 1) * per_thread + 24)
 
     def launch(self, inputs, problem, config, out=None, target: Target | None = None):
-        from ...targets import current_device
 
         ts, out = self._operands(inputs, problem, out, config["BLOCK_N"])
-        grid = (self.programs(problem, config, target or current_device().target),)
+        grid = (self.programs(problem, config, launch_target(target)),)
         kernel = K.softmax_backward_single_pass_kernel if self.backward else K.softmax_single_pass_kernel
         kernel[grid](*ts, out, problem.shape["M"], problem.shape["N"], **self._strides(ts, out),
                      BLOCK_N=config["BLOCK_N"], ROWS=config["ROWS"], LOG=self.log, EMULATE=self._emulate(problem),
@@ -178,6 +187,7 @@ class SinglePass(_Softmax):
 
 class Online(_Softmax):
     name = "online"
+    knobs = OnlineKnobs
 
     def space(self, problem: Problem, target: Target) -> Space:
         d = self.default_config(problem, target)
