@@ -1,4 +1,4 @@
-"""Helpers shared by the benchmark scripts (gemm_llm.py, memory_bound.py).
+"""Helpers shared by the benchmark scripts (matmul.py, memory_bound.py).
 
 Importing it makes the checkout's ``src/`` importable when warpsmith is not installed, so a
 script runs from a bare checkout (as on the device machine).

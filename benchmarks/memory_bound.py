@@ -141,14 +141,14 @@ def dispatch_spy():
     """Records (problem, choice source) of every warpsmith dispatch inside the block."""
     seen: list[tuple[Any, str]] = []
     try:
-        from warpsmith.runtime import dispatch
+        from warpsmith import dispatch
     except Exception:
         yield seen
         return
     original = dispatch.select
 
-    def spy(problem):
-        choice = original(problem)
+    def spy(problem, variants):
+        choice = original(problem, variants)
         seen.append((problem, choice.source))
         return choice
     dispatch.select = spy
@@ -159,7 +159,7 @@ def dispatch_spy():
 
 
 def min_bytes(problems: list[Any]) -> float | None:
-    from warpsmith.spec import get_op
+    from warpsmith.ops import get_op
     try:
         return float(sum(get_op(p.op).min_bytes(p) for p in problems)) if problems else None
     except Exception:
@@ -171,7 +171,7 @@ _ALIASES = {"H": ("N",), "N": ("V", "H"), "V": ("N",)}  # spec axis -> the case'
 
 def spec_bytes(op: str, case: Case, dtype: torch.dtype, attrs: dict) -> tuple[float | None, float | None]:
     """min_bytes of the forward and backward specs, with the spec's axes filled from the case's sizes."""
-    from warpsmith.spec import get_op
+    from warpsmith.ops import get_op
     out: list[float | None] = []
     for name in (op, f"{op}_backward"):
         try:
@@ -611,8 +611,8 @@ def tune_row(row: dict, args: argparse.Namespace, ctx: Ctx, db_path: Path) -> di
     """Tune every problem warpsmith dispatched for the case, then measure warpsmith again."""
     from warpsmith.db import TuningDB
     from warpsmith.errors import VerificationError
-    from warpsmith.runtime import clear_cache
-    from warpsmith.search.tuner import tune
+    from warpsmith.dispatch import clear_cache
+    from warpsmith.tune import tune
 
     t0 = time.perf_counter()
     out: dict[str, Any] = {"budget": args.tune_budget, "problems": [], "result": None}
@@ -624,7 +624,7 @@ def tune_row(row: dict, args: argparse.Namespace, ctx: Ctx, db_path: Path) -> di
         seen.add(p.describe())
         e: dict[str, Any] = {"problem": p.describe()}
         try:
-            res = tune(p.op, p, budget=args.tune_budget, time_budget_s=args.tune_time, finalists=1, db=db, seed=args.seed)
+            res = tune(p, budget=args.tune_budget, time_budget_s=args.tune_time, finalists=1, db=db, seed=args.seed)
             j = res.to_json()
             e.update({k: j[k] for k in ("variant", "config", "time_ms", "baseline_ms", "verified", "evaluations")})
         except VerificationError as exc:

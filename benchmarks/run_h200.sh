@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The H200 benchmarks in one command (for the device tool), within one time budget:
 #
-#     bash benchmarks/run_h200.sh                     # the GEMM LLM suite (gemm_llm.py), bf16 and fp16
-#     bash benchmarks/run_h200.sh --dtypes bfloat16   # any gemm_llm.py option is passed on
+#     bash benchmarks/run_h200.sh                     # the GEMM LLM suite (matmul.py), bf16 and fp16
+#     bash benchmarks/run_h200.sh --dtypes bfloat16   # any matmul.py option is passed on
 #     bash benchmarks/run_h200.sh gemm [options]      # the same, named
 #     bash benchmarks/run_h200.sh memory [options]    # the memory-bound suite (memory_bound.py)
 #     bash benchmarks/run_h200.sh all                 # both, sharing the budget
 #     bash benchmarks/run_h200.sh --print-plan [gemm|memory|all]   # the steps' time limits; runs nothing
 #
-# The first argument picks the suite (gemm, memory or all; default gemm); the others go to that
+# The first argument picks the suite (matmul, memory or all; default matmul; gemm is matmul); the others go to that
 # suite's script (`all` takes none: run the suites separately to pass options).
 #
 # Time: the whole script, from its first line to its last, ends within BENCH_TOTAL seconds (default
@@ -18,7 +18,7 @@
 #   header    nvidia-smi, versions, the device                 limit BENCH_HEADER_S (30)
 #   gpucheck  only with BENCH_GPUCHECK=1: "${GPUCHECK_CMD[@]}"  limit BENCH_GPUCHECK_S (60)
 #   install   memory and all: unpack the Liger wheel           limit BENCH_INSTALL_S (15)
-#   gemm      gemm_llm.py                                      the time left (all: BENCH_GEMM_SHARE %, 50)
+#   gemm      matmul.py                                      the time left (all: BENCH_GEMM_SHARE %, 50)
 #   memory    memory_bound.py                                  the time left
 #   copy      measured JSON into benchmarks/results/h200/      limit BENCH_COPY_S (10)
 # A step's limit is computed when it starts, from the time left: the worst case (limit + grace + 1 s
@@ -36,7 +36,7 @@
 # a zip; Liger is pure Python) by benchmarks/unpack_wheel.py into /tmp/bench_site (BENCH_SITE), which goes on
 # PYTHONPATH; without it the Liger column reads "unavailable". Everything written lands in "$OUT"
 # (default ./out):
-#   $OUT/run_h200.log (every step), $OUT/gemm_llm.log, $OUT/gemm_llm_<date>.json, $OUT/gemm_llm_<date>_<time>.db
+#   $OUT/run_h200.log (every step), $OUT/matmul.log, $OUT/matmul_<date>.json, $OUT/matmul_<date>_<time>.db
 #   $OUT/memory_bound.log, $OUT/memory_bound_<date>.json (and a tuning DB if the tuned pass ran)
 # and a measured, non-dry JSON is also copied to benchmarks/results/h200/ in this checkout (on the device
 # machine that copy does not come back: copy $OUT's JSON into benchmarks/results/h200/ where you commit).
@@ -48,8 +48,9 @@ if [ "${1:-}" = --print-plan ]; then PLAN=1; shift; fi
 SUITE=gemm
 case "${1:-}" in
   gemm|memory|all) SUITE="$1"; shift ;;
+  matmul) SUITE=gemm; shift ;;
   -*|"") ;;
-  *) echo "run_h200.sh: unknown suite '$1' (expected gemm, memory or all, then that suite's options)" >&2; exit 2 ;;
+  *) echo "run_h200.sh: unknown suite '$1' (expected matmul, memory or all, then that suite's options)" >&2; exit 2 ;;
 esac
 if [ "$SUITE" = all ] && [ $# -gt 0 ]; then
   echo "run_h200.sh: 'all' takes no options (the suites' options differ): run 'gemm ...' and 'memory ...' separately" >&2
@@ -179,7 +180,7 @@ step() {  # STEP [suite options]: run one step of STEPS
         echo "liger: unpacking $whl failed: Liger column unavailable" | tee -a "$OUT/run_h200.log"
       fi ;;
     gemm|memory)
-      local script=gemm_llm; [ "$s" = memory ] && script=memory_bound
+      local script=matmul; [ "$s" = memory ] && script=memory_bound
       cat "$OUT/header.log" >"$OUT/$script.log" 2>/dev/null
       run_step "$s" "$limit" "$OUT/$script.log" "$PY" "benchmarks/$script.py" --out "$OUT" \
         --total-time "$(start_by "$limit")" "$@" || RC=$(( $? > RC ? $? : RC )) ;;
@@ -193,7 +194,7 @@ for f in sorted(Path(sys.argv[1]).glob("*.json")):
     except ValueError as exc:
         print(f"not copied (unreadable: {exc}): {f}")
         continue
-    if doc.get("benchmark") not in ("gemm_llm", "memory_bound"):
+    if doc.get("benchmark") not in ("matmul", "memory_bound"):
         continue
     if doc.get("dry_run") is False and doc.get("timing_kind") == "measured":
         Path(sys.argv[2]).mkdir(parents=True, exist_ok=True)

@@ -24,12 +24,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this script
 from bench_common import REPO  # noqa: E402  (makes src/ importable)
 
-from warpsmith.kernels.registry import variants  # noqa: E402
+from warpsmith.ops import variants  # noqa: E402
 from warpsmith.measure import Evaluator  # noqa: E402
 from warpsmith.search import STRATEGIES  # noqa: E402
-from warpsmith.search.tuner import search  # noqa: E402
+from warpsmith.tune import search  # noqa: E402
 from warpsmith.space import JointSpace  # noqa: E402
-from warpsmith.spec import MATMUL  # noqa: E402
+from warpsmith.ops.matmul.spec import MATMUL  # noqa: E402
 from warpsmith.targets import get_target, versions  # noqa: E402
 
 PROBLEMS = [  # (label, shape, dtype)

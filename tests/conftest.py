@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 @pytest.fixture(autouse=True)
 def _private_db(tmp_path, monkeypatch):
     monkeypatch.setenv("WARPSMITH_DB", str(tmp_path / "tuning.db"))
-    from warpsmith.runtime import clear_cache
+    from warpsmith.dispatch import clear_cache
 
     clear_cache()
     yield

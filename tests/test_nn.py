@@ -4,7 +4,7 @@ import torch
 
 import warpsmith.nn as wnn
 from warpsmith.errors import InvalidInputError
-from warpsmith.runtime import dispatch
+from warpsmith import dispatch
 
 
 def close(got, ref, rtol):
@@ -16,7 +16,7 @@ def close(got, ref, rtol):
 def ops_called(monkeypatch):
     seen = []
     real = dispatch.select
-    monkeypatch.setattr(dispatch, "select", lambda p: (seen.append(p.op), real(p))[1])
+    monkeypatch.setattr(dispatch, "select", lambda p, variants: (seen.append(p.op), real(p, variants))[1])
     return seen
 
 

@@ -10,7 +10,7 @@ transformers = pytest.importorskip("transformers", reason="the dev extra install
 import warpsmith  # noqa: E402
 import warpsmith.nn  # noqa: E402
 from warpsmith.errors import InvalidInputError  # noqa: E402
-from warpsmith.runtime import dispatch  # noqa: E402
+from warpsmith import dispatch  # noqa: E402
 
 # Every warpsmith op here is fp32 with reductions of at most 97 terms: each op's error contract
 # allows a relative error of a few 1e-6 at most (gamma(97, 2^-24) = 5.8e-6). The comparison allows
@@ -67,9 +67,9 @@ def ops_called(monkeypatch):
     seen = set()
     real = dispatch.select
 
-    def spy(problem):
+    def spy(problem, variants):
         seen.add(problem.op)
-        return real(problem)
+        return real(problem, variants)
 
     monkeypatch.setattr(dispatch, "select", spy)
     return seen

@@ -1,5 +1,26 @@
-"""warpsmith: search-based GPU kernel compiler with verified results."""
-__version__ = "0.1.0"
+"""warpsmith: search-based GPU kernel compiler with verified results.
+
+``import warpsmith`` is cheap; :mod:`warpsmith.ops` (the public ops) and :mod:`warpsmith.nn` (drop-in
+modules) are imported on first use, so ``warpsmith.ops.matmul(a, b)`` works after ``import warpsmith``.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .core.version import __version__
+
+_LAZY = ("ops", "nn")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'warpsmith' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def patch(model, **options):
@@ -8,3 +29,6 @@ def patch(model, **options):
     from .patching import patch as _patch
 
     return _patch(model, **options)
+
+
+__all__ = ["__version__", "ops", "nn", "patch"]

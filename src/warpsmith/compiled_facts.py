@@ -3,7 +3,7 @@
 :class:`CompilerFacts` answers ``facts(variant, problem, config)`` with the
 :class:`~warpsmith.targets.ConfigFacts` of the kernels that config launches (registers, spills,
 shared memory, pipelining), compiled for the target's architecture by a compile-only worker
-process (``python -m warpsmith.compiled_facts``, see ``warpsmith._compile_only``) and cached on
+process (``python -m warpsmith.compiled_facts``, see ``warpsmith.core._compile_only``) and cached on
 disk per kernel source, config, problem, Triton version and architecture
 (``WARPSMITH_FACTS_DIR``). The cost models use them in place of their estimates, and the search
 skips configs the compiler says spill or cannot pipeline.
@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
-from .settings import settings
+from .core.settings import settings
 from .targets import ConfigFacts, Target
 
 
@@ -123,8 +123,7 @@ def compile_config(req: Mapping[str, Any]) -> ConfigFacts:
     """In the compile-only process: launch (compile) one config and read its kernels' facts."""
     import torch
 
-    from .kernels.registry import get_variant
-    from .spec import get_op
+    from .ops import get_op, get_variant
     from .targets import current_device
 
     spec = get_op(req["op"])
@@ -138,7 +137,7 @@ def compile_config(req: Mapping[str, Any]) -> ConfigFacts:
 
 def launch_facts(variant: Any, problem: Any, config: Mapping[str, Any], inputs: Mapping[str, Any]) -> ConfigFacts:
     """Launch ``config`` once (in compile-only mode: compile it) and read the facts of its kernels."""
-    from ._compile_only import recording
+    from .core._compile_only import recording
     from .measure.static import kernel_facts
 
     with recording() as launches:
@@ -152,7 +151,7 @@ def serve() -> int:
     """The worker loop: one JSON request per line in, one JSON answer per line out."""
     import warnings
 
-    from ._triton import COMPILE_ONLY_ARCH
+    from .core._triton import COMPILE_ONLY_ARCH
 
     if not COMPILE_ONLY_ARCH:
         print("compiled_facts: WARPSMITH_COMPILE_ONLY is not set", file=sys.stderr)

@@ -2,7 +2,7 @@
 
 Each op's variants are launched through their own launchers, at their default config and a
 sample of their space, on a set of problems per op (aligned LLM-like shapes, odd shapes, long
-rows, every dtype). Triton runs compile-only (``warpsmith._compile_only``): the kernels are
+rows, every dtype). Triton runs compile-only (``warpsmith.core._compile_only``): the kernels are
 compiled for the target's architecture with exactly the specialization a GPU launch gives them,
 and each config is launched twice, so launch-time checks that only a compiled kernel makes (e.g.
 Triton's re-check of the globals a kernel read) run too. For each kernel it reports registers,
@@ -170,7 +170,8 @@ def _configs(variant: Any, problem: Any, target: Any, sample: int, rng: random.R
 
 def library_problems(ops: Sequence[str], dtypes: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The problems gpucheck compiles for ``ops`` (``PROBLEMS`` in every dtype of each op, or ``dtypes``)."""
-    from .spec import dtype_name, get_op
+    from .core.dtypes import dtype_name
+    from .ops import get_op
 
     out = []
     for op in ops:
@@ -186,8 +187,7 @@ def run(problems: Sequence[Mapping[str, Any]], target_name: str, sample: int, se
     config and ``sample`` configs of its space; first, scan their kernel modules' globals."""
     import torch
 
-    from .kernels.registry import variants
-    from .spec import get_op
+    from .ops import get_op, variants
     from .targets import get_target
 
     target = get_target(target_name)
@@ -243,15 +243,15 @@ def compiler_info() -> dict[str, Any]:
     import torch
     import triton
 
-    from ._triton import COMPILE_ONLY_ARCH
+    from .core._triton import COMPILE_ONLY_ARCH
 
     return {"triton": triton.__version__, "torch": torch.__version__, "arch": COMPILE_ONLY_ARCH}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the compile-only process (``WARPSMITH_COMPILE_ONLY`` must be set)."""
-    from ._triton import COMPILE_ONLY_ARCH
-    from .settings import settings
+    from .core._triton import COMPILE_ONLY_ARCH
+    from .core.settings import settings
 
     p = argparse.ArgumentParser(prog="python -m warpsmith.gpucheck")
     p.add_argument("--ops", default="")

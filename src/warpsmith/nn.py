@@ -21,7 +21,7 @@ from typing import Optional
 import torch
 
 from . import ops
-from .errors import InvalidInputError
+from .core.errors import InvalidInputError
 
 
 def _last_dim_only(cls: str, normalized_shape: tuple[int, ...]) -> None:

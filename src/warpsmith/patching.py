@@ -29,7 +29,7 @@ from typing import Optional
 
 import torch
 
-from .errors import InvalidInputError
+from .core.errors import InvalidInputError
 
 FAMILIES = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}
 _GLU = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu"}

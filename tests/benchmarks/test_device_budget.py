@@ -150,15 +150,15 @@ def test_hanging_header_and_pre_steps_stay_within_the_budget(tmp_path):
     assert "== step header: exit status 124" in p.stdout  # cut by its limit, not waited for
     calls = (tmp_path / "calls.log").read_text()
     assert "gpucheck --target h200" in calls and "benchmarks/unpack_wheel.py --dest" in calls
-    for script in ("gemm_llm", "memory_bound"):
+    for script in ("matmul", "memory_bound"):
         assert re.search(rf"benchmarks/{script}\.py --out \S+ --total-time \d+", calls), calls
     assert (tmp_path / "out" / "run_h200.log").read_text().count("== step") >= 6
 
 
 def test_a_suite_that_ignores_sigint_is_killed_within_the_budget(tmp_path):
-    """gemm_llm.py hangs and ignores SIGINT: SIGKILL after the grace, and the copy step still runs."""
+    """matmul.py hangs and ignores SIGINT: SIGKILL after the grace, and the copy step still runs."""
     env = _env(tmp_path, BENCH_TOTAL="10", BENCH_GRACE="1", BENCH_HEADER_S="1", BENCH_COPY_S="1",
-               FAKE_HANG="gemm_llm")
+               FAKE_HANG="matmul")
     p, wall = _run(["gemm"], env, timeout=10 + 10)
     assert wall <= 10 + 2, wall
     assert p.returncode == 137, p.stdout + p.stderr  # timeout's status once it had to kill

@@ -298,5 +298,5 @@ def test_run_h200_suite_selector(tmp_path):
                            env={**os.environ, "OUT": str(tmp_path)})
         assert p.returncode == 2 and "run_h200.sh" in p.stderr, (argv, p.stderr)
     text = script.read_text()
-    assert "script=memory_bound" in text and "script=gemm_llm" in text and "benchmarks/$script.py" in text
+    assert "script=memory_bound" in text and "script=matmul" in text and "benchmarks/$script.py" in text
     assert "benchmarks/unpack_wheel.py" in text and "benchmarks/wheels" in text and "pip install" not in text

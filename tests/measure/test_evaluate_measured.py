@@ -8,13 +8,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from warpsmith.kernels.registry import variants
 from warpsmith.measure import Evaluator, Timing
 from warpsmith.measure import evaluate as ev_mod
 from warpsmith.measure import timing as timing_mod
-from warpsmith.search.tuner import search
+from warpsmith.ops import get_op, variants
 from warpsmith.space import JointSpace
-from warpsmith.spec import get_op
+from warpsmith.tune import search
 from warpsmith.targets import get_target
 
 H100 = get_target("h100")

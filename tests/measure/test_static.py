@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 from warpsmith.gpucheck import unstable_globals
-from warpsmith.kernels.registry import _BY_OP
+from warpsmith.ops import OPS, variants
 from warpsmith.measure.static import loop_loads
 from warpsmith.targets import ConfigFacts, KernelFacts, get_target
 
@@ -60,7 +60,7 @@ def test_scan_flags_a_nan_global_and_passes_the_library(tmp_path):
     mod = _module(tmp_path, "nan_kernels", NAN_KERNEL)
     found = unstable_globals([mod])
     assert len(found) == 1 and "fill_kernel reads global _NAN" in found[0]
-    library = {m for vs in _BY_OP.values() for v in vs.values() for m in v.kernel_modules}
+    library = {m for op in OPS for v in variants(op).values() for m in v.kernel_modules}
     assert len(library) >= 7
     assert unstable_globals(library) == []
 
@@ -71,8 +71,8 @@ def test_compile_only_launch_catches_what_the_interpreter_cannot(tmp_path):
     (tmp_path / "nan_kernels.py").write_text(NAN_KERNEL)
     proc = _compile_only('''
         import json, torch
-        from warpsmith._triton import COMPILE_ONLY_ARCH, INTERPRET
-        from warpsmith._compile_only import recording
+        from warpsmith.core._triton import COMPILE_ONLY_ARCH, INTERPRET
+        from warpsmith.core._compile_only import recording
         from warpsmith.measure.static import kernel_facts
         import nan_kernels as K
         assert COMPILE_ONLY_ARCH == "sm_90" and not INTERPRET
@@ -161,10 +161,9 @@ def test_gpucheck_cli_rejects_bad_input():
 def test_cost_models_use_the_compilers_facts():
     """Registers from the compiler lower occupancy; an unpipelined K loop costs what num_stages=1 costs;
     a spill or a dead num_stages is not a candidate."""
-    from warpsmith.kernels.registry import get_variant
-    from warpsmith.search.cost import predict_ms
-    from warpsmith.search.gemm_model import math_efficiency, pipelined_fraction
-    from warpsmith.spec import get_op
+    from warpsmith.cost.cost import predict_ms
+    from warpsmith.cost.gemm_model import math_efficiency, pipelined_fraction
+    from warpsmith.ops import get_op, get_variant
 
     h100 = get_target("h100")
     p = get_op("matmul").problem({"M": 4096, "N": 4096, "K": 4096}, "float16")
@@ -190,9 +189,8 @@ def test_cost_models_use_the_compilers_facts():
 
 
 def test_odd_strides_make_num_stages_a_dead_knob():
-    from warpsmith.kernels.registry import get_variant
-    from warpsmith.search.gemm_model import pipelined_fraction
-    from warpsmith.spec import get_op
+    from warpsmith.cost.gemm_model import pipelined_fraction
+    from warpsmith.ops import get_op, get_variant
 
     spec, v, h100 = get_op("matmul"), get_variant("matmul", "tiled"), get_target("h100")
     odd = spec.problem({"M": 257, "N": 129, "K": 300}, "float16")  # neither K nor N a multiple of 16
@@ -207,9 +205,8 @@ def test_search_with_compiler_facts_skips_what_spills(tmp_path):
     lets through but ptxas spills (found by `warpsmith gpucheck`) is scored inf with the compiler's
     reason, and the facts are cached on disk."""
     from warpsmith.compiled_facts import CompilerFacts
-    from warpsmith.kernels.registry import variants
     from warpsmith.measure import Evaluator
-    from warpsmith.spec import get_op
+    from warpsmith.ops import get_op, variants
 
     spec, h200 = get_op("matmul"), get_target("h200")
     p = spec.problem({"M": 4096, "N": 4096, "K": 4096}, "float16")

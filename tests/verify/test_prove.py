@@ -35,7 +35,7 @@ def test_planted_kernel_bugs_fail_the_right_obligation_with_a_counterexample(nam
 
 
 def test_library_gemm_contracts_prove_or_bound_everything():
-    from warpsmith.kernels.gemm.contract import CONTRACTS
+    from warpsmith.ops.matmul.contract import CONTRACTS
 
     for c in CONTRACTS:
         for r in prove(c):
@@ -48,7 +48,7 @@ def test_library_gemm_contracts_prove_or_bound_everything():
 
 def test_guard_is_needed_for_even_k():
     """Without its guard, the EVEN_K specialization reads past K: the prover finds it."""
-    from warpsmith.kernels.gemm.contract import tiled, _meta, EPILOGUE
+    from warpsmith.ops.matmul.contract import tiled, _meta, EPILOGUE
 
     c = tiled([_meta(16, 32, 16, True, **EPILOGUE)])
     c.guards = {}
@@ -67,8 +67,8 @@ def test_prove_cli_exit_codes_and_json(tmp_path):
 
 
 def test_certificates_carry_the_proofs_and_a_failed_obligation_rejects():
-    from warpsmith.kernels.gemm.variant import TiledGemm
-    from warpsmith.spec import MATMUL
+    from warpsmith.ops.matmul.variant import TiledGemm
+    from warpsmith.ops.matmul.spec import MATMUL
     from warpsmith.targets import get_target
     from warpsmith.verify import verify_candidate
 

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from warpsmith.kernels.gemm.variant import SplitKGemm, TiledGemm
-from warpsmith.spec import MATMUL
+from warpsmith.ops.matmul.variant import SplitKGemm, TiledGemm
+from warpsmith.ops.matmul.spec import MATMUL
 from warpsmith.targets import get_target
 from warpsmith.verify import odd_problems, verify_candidate
 
@@ -107,7 +107,7 @@ class OverflowsEarly(TiledGemm):  # accumulates in the output dtype's range: lar
 
 class ScratchAccumulator(TiledGemm):  # starts from a fresh uninitialised buffer instead of zeros
     def launch(self, inputs, p, c, out=None):
-        from warpsmith.kernels.base import scratch
+        from warpsmith.core.variant import scratch
 
         out = super().launch(inputs, p, c, out)
         return out.add_(scratch(tuple(out.shape), out.dtype, out.device))

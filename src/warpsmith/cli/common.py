@@ -1,15 +1,31 @@
 """Helpers shared by the CLI commands: one error style, exit code 2 for bad input."""
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import click
 
-from ..errors import WarpsmithError
+from ..core.errors import WarpsmithError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# numpy's warnings inside Triton's CPU interpreter: the verifier's NaN/Inf inputs ("specials") and
+# silu/sigmoid of large negative inputs (whose result, 0, is right); pyproject's pytest
+# filterwarnings keeps the same ones out of the test output
+INTERPRETER_WARNINGS = ("overflow encountered", "invalid value encountered", "divide by zero encountered")
+
+
+@contextlib.contextmanager
+def quiet_interpreter() -> Iterator[None]:
+    """Within this block, numpy's RuntimeWarnings from kernels run under the interpreter are not shown."""
+    with warnings.catch_warnings():
+        for text in INTERPRETER_WARNINGS:
+            warnings.filterwarnings("ignore", message=text, category=RuntimeWarning)
+        yield
 
 
 def fail(message: object) -> click.exceptions.Exit:

@@ -31,7 +31,8 @@ def gpucheck(target: str, json_out: Path | None, ops: str, dtypes: str, sample: 
     spill in a default config; 2 on unusable input.
     """
     from ..gpucheck import PROBLEMS, spawn
-    from ..spec import get_op, parse_dtype
+    from ..core.dtypes import parse_dtype
+    from ..ops import get_op
     from ..targets import get_target
 
     get_target(target)  # unknown names fail here, with the list

@@ -6,21 +6,15 @@ Exit codes: 0 success; 1 the work ran but its result was rejected (no finalist v
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
-from typing import Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from ..errors import InvalidInputError, VerificationError
-from .common import fail, handle_errors
 from .check_cmd import check
+from .common import fail
 from .db_cmd import db
 from .gpucheck_cmd import gpucheck
 from .prove_cmd import prove
+from .tune_cmd import tune
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,133 +27,14 @@ cli.add_command(check)
 cli.add_command(db)
 cli.add_command(gpucheck)
 cli.add_command(prove)
-
-
-def _config_text(cfg: dict[str, Any]) -> str:
-    short = {"BLOCK_M": "BM", "BLOCK_N": "BN", "BLOCK_K": "BK", "GROUP_M": "G", "num_warps": "w", "num_stages": "s",
-             "SPLIT_K": "SK", "PROGRAMS_PER_SM": "P/SM", "PRECISION": "prec", "EVEN_K": "EVEN_K", "REDUCE": "red"}
-    parts = []
-    for k, v in cfg.items():
-        if isinstance(v, bool):
-            if v:
-                parts.append(short.get(k, k))
-        elif not (k == "PRECISION" and v == "ieee"):
-            parts.append(f"{short.get(k, k)}={v}")
-    return " ".join(parts)
-
-
-def _leaderboard(result, rows: int = 10) -> Table:
-    kind = result.timing_kind
-    table = Table(title=f"{result.problem.describe()} on {result.target.name} ({kind})")
-    table.add_column("#", justify="right")
-    table.add_column("variant")
-    table.add_column("config")
-    table.add_column(f"{kind} ms", justify="right")
-    table.add_column("verification")
-    rejected = {(r.score.variant, tuple(sorted(r.score.config.items()))): r.reason for r in result.rejected}
-    for i, s in enumerate(result.leaderboard[:rows], 1):
-        key = (s.variant, tuple(sorted(s.config.items())))
-        if result.winner is s:
-            status = "[green]accepted (winner)[/]"
-        elif key in rejected:
-            status = f"[red]rejected: {rejected[key]}[/]"
-        else:
-            status = "-"
-        table.add_row(str(i), s.variant, _config_text(s.config), f"{s.ms:.4g}", status)
-    return table
-
-
-@cli.command()
-@click.argument("op")
-@click.option("--shape", required=True, help="Sizes, e.g. M=257,N=129,K=300 (add B=... for a batch).")
-@click.option("--dtype", default="float16", show_default=True, help="float16 | bfloat16 | float32.")
-@click.option("--target", default=None, help="Hardware model to predict for (default: this GPU, else $WARPSMITH_TARGET or h100).")
-@click.option("--budget", default=64, show_default=True, type=int, help="Evaluations.")
-@click.option("--time-budget", default=None, type=float, help="Seconds (stop searching after this long).")
-@click.option("--strategy", default="evolutionary", show_default=True, help="random | evolutionary | pattern.")
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--attr", "attr_items", multiple=True, metavar="NAME=VALUE",
-              help="An op attribute, repeatable (e.g. --attr reduction=sum); `warpsmith ops` lists each op's.")
-@click.option("--bias", is_flag=True, help="matmul: add a bias vector (N,) in the epilogue (= --attr bias=True).")
-@click.option("--activation", default=None, help="matmul: none | relu | gelu | silu (= --attr activation=...).")
-@click.option("--layout", default=None, help="matmul: nn | tn | nt | tt, t: operand stored transposed (= --attr layout=...).")
-@click.option("--allow-tf32", is_flag=True, help="matmul, fp32: accept tf32 products under a tf32 error contract.")
-@click.option("--prove/--no-prove", default=True, show_default=True,
-              help="Prove the finalists' kernels symbolically (memory safety, races, coverage) as part of verification.")
-@click.option("--finalists", default=4, show_default=True, type=int, help="Candidates verified, best first.")
-@click.option("--compiler-facts/--no-compiler-facts", default=True, show_default=True,
-              help="Without a GPU: compile each evaluated candidate for the target's GPU (cached) and rank by "
-                   "its real registers, spills, shared memory and pipelining.")
-@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Tuning database (default: $WARPSMITH_DB or <user cache>/warpsmith/tuning.db).")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result as JSON here.")
-@handle_errors
-def tune(op: str, shape: str, dtype: str, target: str | None, budget: int, time_budget: float | None,
-         strategy: str, seed: int, attr_items: tuple[str, ...], bias: bool, activation: str | None, layout: str | None,
-         allow_tf32: bool, prove: bool, finalists: int, compiler_facts: bool,
-         db_path: Path | None, json_out: Path | None) -> None:
-    """Search OP's kernel space for one shape, verify the winner, record it in the tuning DB."""
-    from ..db import TuningDB
-    from ..runtime import clear_cache
-    from ..search.strategy import STRATEGIES
-    from ..search.tuner import tune as run_tune
-    from ..spec import get_op
-    from ..targets import get_target
-
-    spec = get_op(op)
-    shortcuts = {"bias": bias or None, "activation": activation, "layout": layout, "allow_tf32": allow_tf32 or None}
-    attrs = {**{k: v for k, v in shortcuts.items() if v is not None}, **spec.parse_attrs(attr_items)}
-    problem = spec.problem(shape, dtype, attrs)
-    if target is not None:
-        get_target(target)
-    if strategy not in STRATEGIES:
-        from ..errors import UnknownNameError
-        raise UnknownNameError("strategy", strategy, list(STRATEGIES))
-    if finalists < 1:
-        raise InvalidInputError("--finalists", "a positive integer", finalists)
-    store = TuningDB(db_path)
-    err = Console(file=sys.stderr, highlight=False)
-    with Progress(TextColumn("[bold]tuning[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[best]}"), TimeElapsedColumn(), console=err, transient=True) as bar:
-        task = bar.add_task(problem.describe(), total=budget, best="")
-
-        def progress(done: int, total: int, best) -> None:
-            bar.update(task, completed=done, best=f"best {best.ms:.4f} ms ({best.variant})" if best else "")
-
-        try:
-            result = run_tune(op, problem, target=target, budget=budget, time_budget_s=time_budget, strategy=strategy,
-                              seed=seed, finalists=finalists, db=store, progress=progress, prove=prove,
-                              compiler_facts=compiler_facts)
-            failure = None
-        except VerificationError as exc:
-            result, failure = exc.result, exc
-    clear_cache()
-    out = Console(file=sys.stdout, highlight=False, width=max(Console().width, 160))
-    out.print(_leaderboard(result))
-    doc = result.to_json()
-    if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(doc, indent=2) + "\n")
-    if failure is not None:
-        click.echo(f"rejected: {failure}", err=True)
-        raise click.exceptions.Exit(1)
-    w = result.winner
-    line = f"winner: {w.variant} {_config_text(w.config)} — {w.ms:.4g} ms {result.timing_kind} on {result.target.name}"
-    if result.baseline_ms:
-        line += f"; torch baseline {result.baseline_ms:.4g} ms ({result.baseline_ms / w.ms:.2f}x)"
-    out.print(line)
-    checks = ", ".join(f"{c.name}={c.status}" for c in result.certificate.checks)
-    out.print(f"verified: {checks}")
-    out.print(f"recorded as #{result.record_id} in {store.path} ({result.evaluations} evaluations, "
-              f"{result.elapsed_s:.1f} s)")
+cli.add_command(tune)
 
 
 @cli.command()
 def ops() -> None:
     """The ops that can be tuned: axes, dtypes, attributes and variants."""
-    from ..kernels.registry import variants
-    from ..spec import OPS, Scalar
+    from ..core.opspec import Scalar
+    from ..ops import OPS, variants
 
     for name, spec in OPS.items():
         axes = ", ".join(f"{a.name}{'?' if a.optional else ''} ({a.doc})" for a in spec.axes)
@@ -175,7 +50,7 @@ def ops() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def env(as_json: bool) -> None:
     """Device, hardware model, tool versions and the tuning DB path."""
-    from ..settings import settings
+    from ..core.settings import settings
     from ..targets import current_device, versions
 
     dev = current_device()

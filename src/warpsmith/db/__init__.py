@@ -8,7 +8,7 @@ from .record import (
     bucket,
     shape_key,
 )
-from .store import EXPORT_FORMAT, SCHEMA_VERSION, TuningDB
+from .store import EXPORT_FORMAT, SCHEMA_VERSION, TuningDB, generation
 
 __all__ = [
     "DTYPES",
@@ -20,5 +20,6 @@ __all__ = [
     "TuningRecord",
     "attrs_key",
     "bucket",
+    "generation",
     "shape_key",
 ]

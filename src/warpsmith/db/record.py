@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import DatabaseError, InvalidInputError
+from ..core.errors import DatabaseError, InvalidInputError
 
 DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32")
 TIMING_KINDS: tuple[str, ...] = ("measured", "predicted")

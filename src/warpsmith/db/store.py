@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import DatabaseError
-from ..settings import settings
+from ..core.errors import DatabaseError
+from ..core.settings import settings
 from .record import RecordError, TuningRecord, attrs_key, bucket, canonical_json, shape_key
 
 SCHEMA_VERSION = 1
@@ -43,6 +43,15 @@ _SCHEMA = (
     "CREATE INDEX records_lookup ON records (op, dtype, attrs_key, target, bucket)",
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
+_generation = 0  # writes committed by this process to any tuning DB (see generation())
+
+
+def generation() -> int:
+    """How many writes (put, delete, import) this process has committed to tuning DBs: a cache of
+    lookups (dispatch's) is stale once this changes, so writing a record invalidates it."""
+    return _generation
+
+
 _DUP_COLUMNS = ("op", "shape_key", "dtype", "attrs_key", "target", "variant", "config", "fingerprint",
                 "timing_kind", "time_ms", "verified")
 
@@ -51,7 +60,7 @@ class TuningDB:
     """A tuning database file.
 
     Args:
-        path: the SQLite file; ``None`` means ``warpsmith.settings.settings().db_path``.
+        path: the SQLite file; ``None`` means ``warpsmith.core.settings.settings().db_path``.
 
     Raises:
         DatabaseError: if the file exists but is not a warpsmith tuning database
@@ -289,6 +298,8 @@ class TuningDB:
             yield None if fresh and not write else conn
             if write:
                 conn.execute("COMMIT")
+                global _generation
+                _generation += 1
         except (sqlite3.Error, OSError) as e:
             raise DatabaseError(f"{self.path}: {e}") from e
         finally:

@@ -21,10 +21,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from .._compile_only import recording
-from ..kernels.base import Variant
-from ..search.cost import predict_ms
-from ..spec import OpSpec, Problem
+from ..core._compile_only import recording
+from ..core.opspec import OpSpec, Problem
+from ..core.variant import Variant
+from ..cost.cost import predict_ms
 from ..targets import ConfigFacts, Target
 from .static import kernel_facts
 from .timing import time_gpu

@@ -1,7 +1,7 @@
 """Static compilation facts: registers, spills, shared memory and pipelining of compiled kernels.
 
 A kernel compiled by Triton (for a real GPU, or for a target in compile-only mode, see
-``warpsmith._compile_only``) carries its PTX or AMDGCN. For NVIDIA, registers and local memory come
+``warpsmith.core._compile_only``) carries its PTX or AMDGCN. For NVIDIA, registers and local memory come
 from the binary (the ``cuobjdump`` Triton ships, or the driver's counts after a real launch); a
 kernel with local memory has its PTX assembled once more by Triton's own ``make_cubin`` (the same
 ptxas and flags) with ptxas's ``-v`` log captured, for its *spill stores*: the stack frame alone
@@ -24,7 +24,7 @@ import tempfile
 import threading
 from typing import Any
 
-from .._compile_only import Launch
+from ..core._compile_only import Launch
 from ..targets.compiled import KernelFacts
 
 _ASYNC = ("async_copy_global_to_local", "async_tma_copy", "buffer_load_to_local", "async_tma_gather")

@@ -1,16 +1,40 @@
-"""The public ops: validate, then call the ``warpsmith::`` custom op (which dispatches to the best
-verified kernel for the shape, else the heuristic default).
+"""The op families and their public ops.
+
+Each family is one folder, ``ops/<family>/``: ``spec.py`` (what it computes), ``kernel.py`` (only
+``@triton.jit`` code), ``variant.py`` (launchers, spaces, validity, guards), ``contract.py`` (launch
+contracts) and ``op.py`` (the public function, the ``warpsmith::`` custom ops and autograd). Its
+``__init__`` declares ``SPECS`` and ``VARIANTS``; :data:`FAMILIES` below is the one list of families,
+and :data:`REGISTRY` (every op's spec and variants) is built from it.
+
+The public ops validate their arguments, then call the ``warpsmith::`` custom op (which dispatches to
+the best verified kernel for the shape, else the heuristic default). A public function may share
+its family's name (``warpsmith.ops.matmul`` is the function; the family's modules are imported by
+their full names, e.g. ``from warpsmith.ops.matmul.spec import MATMUL``).
 
 Example:
     >>> import torch, warpsmith.ops as wops
     >>> c = wops.matmul(torch.randn(64, 32).half(), torch.randn(32, 16).half(), activation="relu")
 """
-from .matmul import matmul
-from .norm import layer_norm, rms_norm
-from .activation import geglu, swiglu
-from .rope import rope, rope_hf
-from .softmax import log_softmax, softmax
-from .xent import cross_entropy, fused_linear_cross_entropy
+from ..core.registry import Registry
+from . import matmul as _matmul, norm as _norm, activation as _activation, rope as _rope, softmax as _softmax
+from . import cross_entropy as _cross_entropy
+
+# the one list of families, in the order `warpsmith ops` lists them
+FAMILIES = (_matmul, _norm, _activation, _rope, _softmax, _cross_entropy)
+REGISTRY = Registry(FAMILIES)
+OPS = REGISTRY.ops
+get_op = REGISTRY.get_op
+variants = REGISTRY.variants
+get_variant = REGISTRY.get_variant
+default_variant = REGISTRY.default_variant
+
+# the public functions (a function named like its family replaces the package as an attribute here)
+from .matmul.op import matmul  # noqa: E402
+from .norm.op import layer_norm, rms_norm  # noqa: E402
+from .activation.op import geglu, swiglu  # noqa: E402
+from .rope.op import rope, rope_hf  # noqa: E402
+from .softmax.op import log_softmax, softmax  # noqa: E402
+from .cross_entropy.op import cross_entropy, fused_linear_cross_entropy  # noqa: E402
 
 __all__ = ["matmul"]
 __all__ += ["rms_norm", "layer_norm"]

@@ -14,7 +14,7 @@ import math
 import random
 from typing import Any, ClassVar, Optional, Sequence, Union
 
-from ..errors import UnknownNameError
+from ..core.errors import UnknownNameError
 from ..space import JointSpace, Point, Space
 
 AnySpace = Union[Space, JointSpace]

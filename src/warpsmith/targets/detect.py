@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import platform
 import subprocess
 from dataclasses import dataclass, replace
 
 import torch
 
-from .. import __version__
-from ..settings import settings
+from ..core.version import __version__
+from ..core.settings import settings
 from .models import TARGETS, Target, get_target
 
 
@@ -40,7 +39,7 @@ def current_device() -> Device:
     With no GPU, kernels run under Triton's interpreter on the CPU, nothing is
     measured, and the target is ``WARPSMITH_TARGET`` (default h100).
     """
-    from .._triton import COMPILE_ONLY_ARCH, INTERPRET
+    from ..core._triton import COMPILE_ONLY_ARCH, INTERPRET
 
     if COMPILE_ONLY_ARCH:
         return Device("compile-only", f"compile-only ({COMPILE_ONLY_ARCH}, nothing runs)",
@@ -94,13 +93,3 @@ def fingerprint(source_hash: str) -> dict[str, str | None]:
     v = versions()
     return {"gpu": dev.name, "driver": driver_version(), "triton": v["triton"],
             "torch": v["torch"], "warpsmith": v["warpsmith"], "source_hash": source_hash}
-
-
-def source_hash(*modules: object) -> str:
-    """A short hash of the source text of modules (a changed kernel or launcher invalidates its records)."""
-    import inspect
-
-    h = hashlib.sha256()
-    for m in modules:
-        h.update(inspect.getsource(m).encode())  # type: ignore[arg-type]
-    return h.hexdigest()[:16]

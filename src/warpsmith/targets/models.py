@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import UnknownNameError
+from ..core.errors import UnknownNameError
 
 
 @dataclass(frozen=True)

@@ -5,21 +5,21 @@ from typing import Any, Mapping
 
 import torch
 
-from ..kernels.base import Variant, poison_fill, poisoned_allocations
-from ..spec import Problem, as_tuple, get_op
+from ..core.opspec import OpSpec, Problem, as_tuple
+from ..core.variant import Variant, poison_fill, poisoned_allocations
 
 
 class HarnessFailure(Exception):
     """The candidate misbehaved (the message names how)."""
 
 
-def output_like(problem: Problem, device: torch.device) -> tuple[torch.Tensor, ...]:
+def output_like(spec: OpSpec, problem: Problem, device: torch.device) -> tuple[torch.Tensor, ...]:
     """The op's outputs, allocated and filled with NaN (integers: -1)."""
     return tuple(poison_fill(torch.empty(shape, dtype=dtype, device=device))
-                 for shape, dtype in get_op(problem.op).outputs(problem))
+                 for shape, dtype in spec.outputs(problem))
 
 
-def run_guarded(variant: Variant, problem: Problem, config: Mapping[str, Any],
+def run_guarded(spec: OpSpec, variant: Variant, problem: Problem, config: Mapping[str, Any],
                 inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     """Launch into NaN-poisoned outputs (scratch poisoned too); fail if inputs changed or an output is odd.
 
@@ -27,7 +27,7 @@ def run_guarded(variant: Variant, problem: Problem, config: Mapping[str, Any],
     """
     device = next(iter(inputs.values())).device
     before = {k: v.clone() for k, v in inputs.items()}
-    outs = output_like(problem, device)
+    outs = output_like(spec, problem, device)
     with poisoned_allocations():
         result = variant.launch(inputs, problem, config, out=outs[0] if len(outs) == 1 else outs)
     if device.type == "cuda":
@@ -45,6 +45,15 @@ def run_guarded(variant: Variant, problem: Problem, config: Mapping[str, Any],
     return results
 
 
-def unwritten(out: torch.Tensor, ref64: torch.Tensor) -> int:
-    """Elements still holding the NaN poison where the oracle is a number."""
-    return int((torch.isnan(out) & ~torch.isnan(ref64.to(out.device))).sum())
+# bound at import, so a candidate that patches torch later cannot change the test (the check harness
+# runs foreign code and shares it)
+_isnan, _logical_and, _logical_not, _sum = torch.isnan, torch.logical_and, torch.logical_not, torch.sum
+
+
+def unwritten(out: torch.Tensor, ref: torch.Tensor) -> int:
+    """Elements of a float ``out`` still holding the NaN poison where ``ref`` (the oracle, or the
+    reference) is a number; 0 for other dtypes and for a shape that differs (judged elsewhere)."""
+    if not out.is_floating_point() or tuple(out.shape) != tuple(ref.shape):
+        return 0
+    ref = ref.to(out.device)
+    return int(_sum(_logical_and(_isnan(out), _logical_not(_isnan(ref)))))

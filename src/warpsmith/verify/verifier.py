@@ -13,8 +13,8 @@ from typing import Any, Mapping
 
 import torch
 
-from ..kernels.base import Variant
-from ..spec import DISTRIBUTIONS, OpSpec, Problem, as_tuple
+from ..core.variant import Variant
+from ..core.opspec import DISTRIBUTIONS, OpSpec, Problem, as_tuple
 from ..targets import Target, versions
 from .certificate import Certificate, Check
 from .harness import HarnessFailure, run_guarded, unwritten
@@ -24,7 +24,7 @@ def _contract_run(spec: OpSpec, problem: Problem, variant: Variant, config: Mapp
                   inputs: Mapping[str, torch.Tensor]) -> tuple[str | None, tuple[torch.Tensor, ...] | None]:
     """One guarded run, each output judged by its contract; returns (failure reason or None, the outputs)."""
     try:
-        outs = run_guarded(variant, problem, config, inputs)
+        outs = run_guarded(spec, variant, problem, config, inputs)
     except HarnessFailure as exc:
         return str(exc), None
     ref64, scale = (as_tuple(x) for x in spec.oracle(inputs, problem.attrs))
@@ -61,7 +61,7 @@ def _identity_test(spec: OpSpec, problem: Problem, variant: Variant, config: Map
         if ex is None or not exact_on(spec, ip, ex):
             continue
         try:
-            outs = run_guarded(variant, ip, config, ex)
+            outs = run_guarded(spec, variant, ip, config, ex)
         except HarnessFailure as exc:
             return "exact_identity", f"failed({exc})", ""
         for i, (out, exact) in enumerate(zip(outs, as_tuple(spec.oracle(ex, ip.attrs)[0]))):
@@ -177,7 +177,7 @@ def verify_candidate(spec: OpSpec, problem: Problem, variant: Variant, config: M
             "the reference in fp32 differs from fp64 there (e.g. transcendental functions); the error contract covers it")
 
     inputs, out = first
-    same = all(torch.equal(a, b) for a, b in zip(out, run_guarded(variant, problem, config, inputs)))
+    same = all(torch.equal(a, b) for a, b in zip(out, run_guarded(spec, variant, problem, config, inputs)))
     if cert.deterministic and not same:
         add("determinism", "failed(two runs on the same inputs differ)")
         return cert

@@ -3,7 +3,7 @@
 Each kernel copies or reduces a matrix; each has one classic bug the prover must find.
 ``BUGS`` maps a contract name to the obligation that must fail.
 """
-from warpsmith._triton import tl, triton
+from warpsmith.core._triton import tl, triton
 from warpsmith.verify.symbolic import KernelContract, Split, Tensor, cdiv, sizes
 
 M, N, K, S = sizes("M N K S")

@@ -6,9 +6,10 @@
 - ``hardened`` runs the protocol, and ``speed`` times it on a GPU.
 - ``report`` holds the verdict.
 """
-from .formats import Candidate, CandidateError, Problem, Workload, load_candidate, load_problem, parse_overrides
+from .formats import Candidate, CandidateError, CheckProblem, Workload, load_candidate, load_problem, parse_overrides
 from .hardened import check
 from .report import CHECKS, CODES, CheckReport, CheckResult
 
-__all__ = ["Candidate", "CandidateError", "Problem", "Workload", "load_candidate", "load_problem", "parse_overrides",
+__all__ = ["Candidate", "CandidateError", "CheckProblem", "Workload", "load_candidate", "load_problem",
+           "parse_overrides",
            "check", "CHECKS", "CODES", "CheckReport", "CheckResult"]

@@ -19,7 +19,8 @@ The rules:
    - ``factor`` is 4.
    - ``floor`` is the dtype's smallest subnormal step.
 
-   This is the second criterion of :class:`warpsmith.spec.contract.ErrorContract`: the
+   This is the second criterion of :class:`warpsmith.core.contract.ErrorContract`
+   (:func:`~warpsmith.core.contract.within_reference`, the same function): the
    candidate may be a few times worse than PyTorch's own result in the same dtype, plus one
    ulp of the largest magnitude, and no worse. The first, rigorous criterion of that class
    needs a per-op error scale (such as ``|A| @ |B|``), and an arbitrary reference does not
@@ -40,6 +41,10 @@ from typing import Any
 
 import torch
 
+from ...core.contract import REF_FACTOR, within_reference
+from ...core.dtypes import SUBNORMAL_STEP_OF as SUBNORMAL_STEP, UNIT_ROUNDOFF_OF as UNIT_ROUNDOFF
+from ..harness import unwritten
+
 _abs, _sub, _amax, _where = torch.abs, torch.sub, torch.amax, torch.where
 _isnan, _isposinf, _isneginf, _isfinite = torch.isnan, torch.isposinf, torch.isneginf, torch.isfinite
 _equal, _clone, _sum = torch.equal, torch.clone, torch.sum
@@ -47,14 +52,6 @@ _logical_and, _logical_not = torch.logical_and, torch.logical_not
 _zeros_like = torch.zeros_like
 _Tensor = torch.Tensor
 _float64, _uint8 = torch.float64, torch.uint8
-
-UNIT_ROUNDOFF: dict[torch.dtype, float] = {
-    torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8,
-    torch.float8_e4m3fn: 2.0**-4, torch.float8_e5m2: 2.0**-3}
-SUBNORMAL_STEP: dict[torch.dtype, float] = {
-    torch.float64: 2.0**-1074, torch.float32: 2.0**-149, torch.float16: 2.0**-24, torch.bfloat16: 2.0**-133,
-    torch.float8_e4m3fn: 2.0**-9, torch.float8_e5m2: 2.0**-16}
-REF_FACTOR = 4.0
 
 
 def as_bytes(t: torch.Tensor) -> torch.Tensor:
@@ -105,14 +102,6 @@ def dense(t: torch.Tensor) -> bool:
     return True
 
 
-def unwritten(out: torch.Tensor, ref: torch.Tensor) -> int:
-    """Elements of a float ``out`` that are NaN where ``ref`` is not (poison that survived)."""
-    if not out.is_floating_point() or tuple(out.shape) != tuple(ref.shape):
-        return 0
-    ref = ref.to(out.device)
-    return int(_sum(_logical_and(_isnan(out), _logical_not(_isnan(ref)))))
-
-
 def _first(mask: torch.Tensor) -> tuple[int, ...]:
     idx = mask.nonzero()
     return tuple(int(i) for i in idx[0]) if len(idx) else ()
@@ -139,8 +128,9 @@ def judge(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor, factor: fl
     ref_err = _amax(_where(mask, _abs(_sub(r, y)), zero)) if o.numel() else zero.sum()
     big = _amax(_where(mask, _abs(y), zero)) if o.numel() else zero.sum()
     u = UNIT_ROUNDOFF.get(ref.dtype, 2.0**-24)
-    allowed = factor * float(ref_err) + u * float(big) + SUBNORMAL_STEP.get(ref.dtype, 0.0)
-    if float(err) > allowed:
+    ok, allowed = within_reference(float(err), float(ref_err), float(big), u, factor,
+                                   SUBNORMAL_STEP.get(ref.dtype, 0.0))
+    if not ok:
         worst = _first(_logical_and(mask, _abs(_sub(o, y)) == err))
         return False, (f"max error {float(err):.3e} vs the fp64 oracle (at {worst}) exceeds {factor:g}x the "
                        f"reference's own error in {str(ref.dtype).replace('torch.', '')} ({float(ref_err):.3e}) "

@@ -52,9 +52,9 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from ...errors import InvalidInputError, UnknownNameError
-from ...spec.opspec import draw, on_device
-from .formats import (DISTRIBUTIONS, Float64Oracle, Number, Problem, Workload, as_outputs, exec_module, fork_rng,
+from ...core.errors import InvalidInputError, UnknownNameError
+from ...core.opspec import draw, on_device
+from .formats import (DISTRIBUTIONS, Float64Oracle, Number, CheckProblem, Workload, as_outputs, exec_module, fork_rng,
                       unique_module_name)
 
 DTYPES: dict[str, torch.dtype] = {
@@ -168,7 +168,7 @@ def read_json(path: Path, what: str) -> Any:
         raise InvalidInputError(what, "valid JSON", f"{path.name}:{e.lineno}: {e.msg}") from None
 
 
-def load_problem(path: Path, overrides: dict[str, Number], *, seed: int, device: torch.device) -> Problem:
+def load_problem(path: Path, overrides: dict[str, Number], *, seed: int, device: torch.device) -> CheckProblem:
     """Load a FlashInfer-Bench / SOL-ExecBench problem (see the module docstring)."""
     def_path, wl_path = _paths(path)
     if not def_path.exists():
@@ -258,7 +258,7 @@ def load_problem(path: Path, overrides: dict[str, Number], *, seed: int, device:
     def allocate_outputs(w: Workload, dev: torch.device) -> list[torch.Tensor]:
         return [torch.empty([w.axes[a] for a in shape], dtype=dt, device=dev) for shape, dt in outputs.values()]
 
-    return Problem(
+    return CheckProblem(
         name=d["name"], format="flashinfer", path=def_path, workloads=workloads, distributions=tuple(DISTRIBUTIONS),
         output_names=out_names, draw_inputs=draw_inputs, run_reference=run_reference, run_oracle=run_oracle,
         allocate_outputs=allocate_outputs, seed=seed, overrides=dict(overrides),

@@ -1,7 +1,7 @@
 """Problems and candidates from public formats, in one internal shape.
 
 ``warpsmith check REFERENCE CANDIDATE`` accepts two formats. Each loader turns its files
-into a :class:`Problem` (the trusted side) and a :class:`Candidate` (the side under test).
+into a :class:`CheckProblem` (the trusted side) and a :class:`Candidate` (the side under test).
 
 **KernelBench** (``kernelbench.py``)
 
@@ -44,13 +44,13 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ...errors import InvalidInputError
-from ...spec.opspec import DISTRIBUTIONS as SPEC_DISTRIBUTIONS
+from ...core.errors import InvalidInputError
+from ...core.opspec import DISTRIBUTIONS as SPEC_DISTRIBUTIONS
 
 Number = int | float
 Inputs = list[Any]
 Outputs = tuple[Any, ...]
-#: The float input distributions trials cycle through (drawn by :func:`warpsmith.spec.opspec.draw`).
+#: The float input distributions trials cycle through (drawn by :func:`warpsmith.core.opspec.draw`).
 # The spec's distributions, less those an arbitrary problem may not accept: "large" needs the op's
 # own scale, "specials" (NaN/Inf inputs) would make many references reject their inputs.
 DISTRIBUTIONS: tuple[str, ...] = tuple(d for d in SPEC_DISTRIBUTIONS if d not in ("large", "specials"))
@@ -76,7 +76,7 @@ class Workload:
 
 
 @dataclass
-class Problem:
+class CheckProblem:
     """The trusted side of a check, independent of the format it came from.
 
     ``draw_inputs(workload, gen, dist, device)`` returns fresh positional arguments. It
@@ -271,7 +271,7 @@ def problem_format(path: Path) -> str:
 
 
 def load_problem(path: str | Path, overrides: Mapping[str, Number] | None = None, *, seed: int = 0,
-                 device: str | torch.device = "cpu") -> Problem:
+                 device: str | torch.device = "cpu") -> CheckProblem:
     """Load REFERENCE (file or folder) with ``--set`` overrides applied."""
     path, device = Path(path), torch.device(device)
     if not path.exists():
@@ -283,7 +283,7 @@ def load_problem(path: str | Path, overrides: Mapping[str, Number] | None = None
     return load(path, dict(overrides or {}), seed=seed, device=device)
 
 
-def load_candidate(path: str | Path, problem: Problem, *, device: str | torch.device = "cpu") -> Candidate:
+def load_candidate(path: str | Path, problem: CheckProblem, *, device: str | torch.device = "cpu") -> Candidate:
     """Load CANDIDATE for ``problem``. Raises :class:`CandidateError` if the candidate's code raises."""
     path, device = Path(path), torch.device(device)
     if not path.exists():

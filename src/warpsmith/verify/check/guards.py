@@ -41,6 +41,8 @@ from typing import Any, Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
+from ...core.variant import poison_fill
+
 _MISSING = object()
 live_threads = threading.enumerate
 _sleep = time.sleep
@@ -53,7 +55,9 @@ def _namespaces() -> list[types.ModuleType]:
         if name in sys.modules:
             mods.append(sys.modules[name])
     for name in sorted(sys.modules):
-        if name.startswith("warpsmith.verify.check.") or name in ("warpsmith.spec.contract", "warpsmith.spec.opspec",
+        if name.startswith("warpsmith.verify.check.") or name in ("warpsmith.core.contract", "warpsmith.core.opspec",
+                                                                  "warpsmith.core.dtypes", "warpsmith.core.variant",
+                                                                  "warpsmith.verify.harness",
                                                                   "warpsmith.measure.timing"):
             mods.append(sys.modules[name])
     return mods
@@ -194,15 +198,6 @@ class PatchGuard:
 
 
 # ---- poisoning --------------------------------------------------------------------------------
-def poison_(t: torch.Tensor) -> torch.Tensor:
-    """Fill ``t`` with NaN (floats), True (bool) or all-ones bytes (ints: -1 / max)."""
-    if t.is_floating_point() or t.is_complex():
-        return t.fill_(float("nan"))
-    if t.dtype == torch.bool:
-        return t.fill_(True)
-    return t.fill_(-1) if t.dtype.is_signed else t.fill_(torch.iinfo(t.dtype).max)
-
-
 def poison_allocator(sizes: list[int], device: torch.device) -> None:
     """Allocate, fill with 0xFF and free one buffer per size (bytes), then a larger one."""
     bufs = [torch.empty(max(n, 1), dtype=torch.uint8, device=device).fill_(0xFF) for n in sizes]
@@ -219,7 +214,7 @@ class PoisonEmpty(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: D105
         result = func(*args, **(kwargs or {}))
         if func in _EMPTY and type(result) is torch.Tensor and result.numel() and not result.is_meta:
-            poison_(result)
+            poison_fill(result)
         return result
 
 

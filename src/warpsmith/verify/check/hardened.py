@@ -62,12 +62,13 @@ from typing import Any, Sequence
 
 import torch
 
-from ...errors import InvalidInputError
+from ...core.errors import InvalidInputError
 from . import flashinfer, kernelbench, solution  # noqa: F401  (imported before the snapshot, so guarded)
 from .compare import bitwise_equal, dense, describe, identity, judge, same_layout, shares_memory, snapshot, unwritten
-from .formats import (Candidate, CandidateError, Problem, Workload, as_outputs, load_candidate, load_problem,
+from .formats import (Candidate, CandidateError, CheckProblem, Workload, as_outputs, load_candidate, load_problem,
                       parse_overrides)
-from .guards import PatchGuard, PoisonEmpty, live_threads, poison_, poison_allocator, settle
+from ...core.variant import poison_fill
+from .guards import PatchGuard, PoisonEmpty, live_threads, poison_allocator, settle
 from .report import CheckReport, Ledger
 from .speed import time_candidate
 
@@ -97,7 +98,7 @@ def _nbytes(ref: Sequence[Any]) -> list[int]:
 
 
 class _Session:
-    def __init__(self, problem: Problem, cand: Candidate, ledger: Ledger, guard: PatchGuard, device: torch.device,
+    def __init__(self, problem: CheckProblem, cand: Candidate, ledger: Ledger, guard: PatchGuard, device: torch.device,
                  settle_s: float) -> None:
         self.problem, self.cand, self.ledger, self.guard = problem, cand, ledger, guard
         self.device, self.settle_s = device, settle_s
@@ -119,7 +120,7 @@ class _Session:
             return None
         if self.problem.allocate_outputs is None:
             raise InvalidInputError("candidate", "value-returning for this format", "destination-passing")
-        return [poison_(t) for t in self.problem.allocate_outputs(w, self.device)]
+        return [poison_fill(t) for t in self.problem.allocate_outputs(w, self.device)]
 
     def _invoke(self, args: list[Any], dps: list[torch.Tensor] | None, sizes: list[int],
                 watch: bool = True) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -351,7 +352,7 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
         InvalidInputError: the files are unusable (the CLI's exit code 2).
     """
     t0 = _perf_counter()
-    from ... import _triton  # noqa: F401  (decides the interpreter before any candidate imports triton)
+    from ...core import _triton  # noqa: F401  (decides the interpreter before any candidate imports triton)
 
     dev = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sets = parse_overrides(overrides)

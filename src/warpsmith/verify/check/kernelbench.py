@@ -24,9 +24,10 @@ from typing import Any
 
 import torch
 
-from ...errors import InvalidInputError, UnknownNameError
-from ...spec.opspec import draw
-from .formats import (DISTRIBUTIONS, Candidate, CandidateError, Float64Oracle, Number, Problem, Workload, as_outputs,
+from ...core.errors import InvalidInputError, UnknownNameError
+from ...core.opspec import draw
+from .formats import (DISTRIBUTIONS, Candidate, CandidateError, CheckProblem, Float64Oracle, Number, Workload,
+                      as_outputs,
                       exec_module, forget_module, fork_rng, on_sys_path, rewrite_constants, top_level_assignments,
                       unique_module_name)
 
@@ -70,7 +71,7 @@ def _model_tensors(model: Any) -> list[torch.Tensor]:
     return []
 
 
-def load_problem(path: Path, overrides: dict[str, Number], *, seed: int, device: torch.device) -> Problem:
+def load_problem(path: Path, overrides: dict[str, Number], *, seed: int, device: torch.device) -> CheckProblem:
     """Load a KernelBench reference file (see the module docstring)."""
     tree = _parse(path, "REFERENCE")
     name = unique_module_name("kb_ref")
@@ -134,7 +135,7 @@ def load_problem(path: Path, overrides: dict[str, Number], *, seed: int, device:
             return as_outputs(oracle_model(*x64), ())
 
     consts = _constants(module, tree)
-    return Problem(
+    return CheckProblem(
         name=path.stem, format="kernelbench", path=path, workloads=[Workload("get_inputs()")],
         distributions=KB_DISTRIBUTIONS, output_names=(), draw_inputs=draw_inputs, run_reference=run_reference,
         run_oracle=run_oracle, seed=seed, overrides=values,
@@ -149,7 +150,7 @@ def _describe(a: Any) -> Any:
     return a if isinstance(a, (int, float, str, bool)) or a is None else type(a).__name__
 
 
-def load_candidate(path: Path, problem: Problem, *, device: torch.device) -> Candidate:
+def load_candidate(path: Path, problem: CheckProblem, *, device: torch.device) -> Candidate:
     """Load a KernelBench candidate (``class ModelNew``) for ``problem``."""
     if path.is_dir() or path.suffix != ".py":
         raise InvalidInputError("CANDIDATE", "a KernelBench .py file defining ModelNew (REFERENCE is a .py file)",

@@ -25,9 +25,10 @@ from typing import Any
 
 import torch
 
-from ...errors import InvalidInputError
+from ...core.errors import InvalidInputError
 from .flashinfer import read_json
-from .formats import Candidate, CandidateError, Problem, exec_module, forget_module, on_sys_path, unique_module_name
+from .formats import (Candidate, CandidateError, CheckProblem, exec_module, forget_module, on_sys_path,
+                      unique_module_name)
 
 LANGUAGES = ("python", "triton", "pytorch", "torch")
 
@@ -44,7 +45,7 @@ def _solution_path(path: Path) -> Path:
                             f"{path} ({len(found)} found)")
 
 
-def load_candidate(path: Path, problem: Problem, *, device: torch.device) -> Candidate:
+def load_candidate(path: Path, problem: CheckProblem, *, device: torch.device) -> Candidate:
     """Load a ``solution.json`` for ``problem`` (see the module docstring)."""
     sol_path = _solution_path(path)
     s = read_json(sol_path, "solution.json")

@@ -11,19 +11,20 @@ from typing import Any
 
 import torch
 
-from .formats import Candidate, Problem
-from .guards import poison_
+from .formats import Candidate, CheckProblem
+from ...core.variant import poison_fill
 
 INPUT_SETS = 3
 
 
-def time_candidate(problem: Problem, cand: Candidate, device: torch.device, gen: torch.Generator) -> dict[str, Any]:
+def time_candidate(problem: CheckProblem, cand: Candidate, device: torch.device,
+                   gen: torch.Generator) -> dict[str, Any]:
     """Median CUDA-event times of reference and candidate, and the speedup."""
     from ...measure.timing import time_gpu
 
     w = problem.workloads[0]
     sets = [problem.draw_inputs(w, gen, problem.distributions[0], device) for _ in range(INPUT_SETS)]
-    outs = [[poison_(t) for t in problem.allocate_outputs(w, device)] if cand.destination_passing
+    outs = [[poison_fill(t) for t in problem.allocate_outputs(w, device)] if cand.destination_passing
             and problem.allocate_outputs is not None else None for _ in sets]
     with torch.no_grad():
         ref_t = time_gpu(lambda a: problem.run_reference(a), sets)

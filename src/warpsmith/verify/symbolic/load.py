@@ -6,12 +6,12 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from ...errors import InvalidInputError
+from ...core.errors import InvalidInputError
 from .contract import KernelContract
 
 
 def load_contracts(target: str) -> list[KernelContract]:
-    """Contracts of a file path (``kernels.py``) or a dotted module name (``warpsmith.kernels.gemm.contract``).
+    """Contracts of a file path (``kernels.py``) or a dotted module name (``warpsmith.ops.matmul.contract``).
 
     The module must define ``CONTRACTS`` (a list of KernelContract) or ``CONTRACT`` (one).
     """

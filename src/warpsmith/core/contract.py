@@ -1,0 +1,111 @@
+"""Error contracts: how far from an fp64 oracle a result may be.
+
+A contract is derived from the dtypes and the reduction length, never a blanket
+tolerance. For a result ``y = act(sum_i p_i + bias)`` with ``n`` summed terms it
+allows, per element,
+
+    |y - y64| <= u_out |y64| + L * (gamma(n, u_acc) + 2 u_op) * S + floor
+
+where ``S`` is the op's error scale (``sum_i |p_i| + |bias|``, e.g. ``|A| @ |B|``
+for GEMM), ``u_op`` the rounding of operands before the products (0 unless a
+lower precision such as tf32 is allowed), ``gamma(n, u) = n u / (1 - n u)`` the
+classical worst-case bound of a length-n summation, ``L`` the Lipschitz
+constant of the epilogue and ``floor`` the smallest subnormal step of the
+output. This is a rigorous worst-case bound for a correct kernel.
+
+A second criterion catches kernels that are "within tolerance" but far worse
+than they should be (e.g. tf32 passed off as fp32): the candidate's largest
+error must be at most ``ref_factor`` times that of the reference computed in the
+working dtype, plus one output ulp of the largest magnitude.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+from .dtypes import SUBNORMAL_STEP as _SUBNORMAL_STEP
+
+REF_FACTOR = 4.0
+
+
+def within_reference(err: float, ref_err: float, largest: float, u: float, factor: float = REF_FACTOR,
+                     floor: float = 0.0) -> tuple[bool, float]:
+    """The second criterion: the largest error ``err`` against the oracle is at most ``factor`` times the
+    reference's own (``ref_err``, the reference computed in the working dtype), plus one ulp (``u``) of
+    the ``largest`` magnitude, plus ``floor``; returns (ok, the allowed error). Shared by
+    :class:`ErrorContract` and the check harness (:func:`warpsmith.verify.check.compare.judge`)."""
+    allowed = factor * ref_err + u * largest + floor
+    return err <= allowed, allowed
+
+
+def gamma(n: int, u: float) -> float:
+    nu = n * u
+    if nu >= 1.0:
+        return float("inf")
+    return nu / (1.0 - nu)
+
+
+@dataclass(frozen=True)
+class ErrorContract:
+    out_dtype: str
+    u_out: float
+    u_acc: float
+    reduction_len: int
+    u_operand: float = 0.0
+    lipschitz: float = 1.0
+    ref_factor: float | None = REF_FACTOR
+
+    def allowed(self, ref64: torch.Tensor, scale64: torch.Tensor) -> torch.Tensor:
+        """Per-element allowed absolute error, given the oracle and the op's error scale."""
+        rel = self.lipschitz * (gamma(self.reduction_len, self.u_acc) + 2.0 * self.u_operand + self.u_acc)
+        return self.u_out * ref64.abs() + rel * scale64 + _SUBNORMAL_STEP[self.out_dtype]
+
+    def check(self, out: torch.Tensor, ref64: torch.Tensor, scale64: torch.Tensor,
+              ref_in_dtype: torch.Tensor | None = None) -> tuple[bool, str]:
+        """Apply both criteria; returns (ok, a one-line description of the worst element).
+
+        Non-finite values follow the reference (in the working dtype when given, else the oracle
+        rounded to it): NaN exactly where it has NaN; ±Inf where it has ±Inf and the exact result
+        is not representable either (a reference that overflowed where the exact value is finite
+        does not force a more accurate candidate to overflow too); finite everywhere else.
+        """
+        o = out.to(torch.float64)
+        expect = (ref_in_dtype if ref_in_dtype is not None else ref64.to(out.dtype)).to(torch.float64)
+        fmax = torch.finfo(out.dtype).max
+        nan_o, nan_e = torch.isnan(o), torch.isnan(expect)
+        if not torch.equal(nan_o, nan_e):
+            bad = (nan_o != nan_e).nonzero()[0].tolist()
+            what = "NaN where the reference has none" if nan_o[tuple(bad)] else "the reference's NaN not propagated"
+            return False, f"{what} (first at {tuple(bad)})"
+        inf_e = torch.isinf(expect)
+        required = inf_e & (~torch.isfinite(ref64) | (ref64.abs() > fmax))
+        wrong_inf = required & ~(torch.isinf(o) & (torch.sign(o) == torch.sign(expect)))
+        stray = torch.isinf(o) & ~inf_e
+        if wrong_inf.any() or stray.any():
+            bad = (wrong_inf | stray).nonzero()[0].tolist()
+            return False, f"infinities differ from the reference (first at {tuple(bad)})"
+        compare = torch.isfinite(o) & torch.isfinite(ref64)
+        zero = torch.zeros_like(o)
+        err = (o - ref64).abs().where(compare, zero)
+        allowed = self.allowed(ref64.where(compare, zero), scale64.where(compare, zero))
+        excess = err / allowed
+        worst = int(torch.argmax(excess).item()) if excess.numel() else 0
+        if excess.numel() and excess.flatten()[worst] > 1.0:
+            idx = tuple(torch.unravel_index(torch.tensor(worst), excess.shape))
+            return False, (f"error {err.flatten()[worst].item():.3e} exceeds contract "
+                           f"{allowed.flatten()[worst].item():.3e} at {tuple(int(i) for i in idx)}")
+        max_err = float(err.max()) if err.numel() else 0.0
+        if self.ref_factor is not None and ref_in_dtype is not None and err.numel():
+            r = ref_in_dtype.to(torch.float64)
+            both = compare & torch.isfinite(r)
+            ref_err = float((r - ref64).abs().where(both, zero).max())
+            largest = float(ref64.abs().where(both, zero).max())
+            slack = self.u_out * largest
+            if not within_reference(float(err.where(both, zero).max()), ref_err, largest, self.u_out, self.ref_factor)[0]:
+                return False, (f"max error {max_err:.3e} exceeds {self.ref_factor:g}x the reference's own "
+                               f"error in {self.out_dtype} ({ref_err:.3e}) + one ulp ({slack:.3e})")
+        return True, f"max error {max_err:.3e}, worst element at {excess.max().item() if excess.numel() else 0:.2f} of contract"
+
+    def to_json(self) -> dict:
+        return asdict(self)

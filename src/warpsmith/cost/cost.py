@@ -1,0 +1,35 @@
+"""Cost models behind one function: the predicted time of a variant's config on a target.
+
+A variant names its model in ``cost_model``: ``"gemm"`` (tile model, cost/gemm_model.py) or
+``"memory"`` (bytes against bandwidth, occupancy and tails, cost/memory_model.py, fed by the
+variant's ``work``). Given the compiler's facts about the config (``ConfigFacts``: registers,
+spills, shared memory, pipelining, from a static compile or a real one), the models use them in
+place of their own estimates, and a config the compiler says spills, or whose ``num_stages`` has
+no effect, is not a candidate (``inf``).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from ..core.errors import WarpsmithError
+from ..core.variant import Variant
+from ..core.opspec import Problem
+from ..targets import ConfigFacts, Target
+from . import gemm_model, memory_model
+
+_MODELS: dict[str, Callable[[Variant, Problem, Mapping[str, Any], Target, ConfigFacts | None], float]] = {
+    "gemm": lambda v, p, c, t, f: gemm_model.predict_ms(v.name, p, c, t, v.smem_bytes(p, c), f),
+    "memory": lambda v, p, c, t, f: memory_model.predict_ms(memory_model.with_facts(v.work(p, c, t), f), t),
+}
+
+
+def predict_ms(variant: Variant, problem: Problem, config: Mapping[str, Any], target: Target,
+               facts: ConfigFacts | None = None) -> float:
+    """Predicted milliseconds; ``inf`` where the config cannot run (validity, guard, or the compiler's
+    word in ``facts``)."""
+    if variant.rejection(problem, config, target) or (facts is not None and facts.rejection(config)):
+        return float("inf")
+    if variant.cost_model not in _MODELS:
+        raise WarpsmithError(f"variant {variant.op}/{variant.name} names cost model {variant.cost_model!r}: "
+                             f"expected one of {', '.join(_MODELS)}")
+    return _MODELS[variant.cost_model](variant, problem, config, target, facts)

@@ -1,1 +1,0 @@
-"""Gated activations: SwiGLU and GeGLU (erf and tanh forms), forward and backward."""

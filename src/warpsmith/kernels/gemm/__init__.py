@@ -1,1 +1,0 @@
-"""GEMM: ``C = act(A @ B + bias)`` (tiled, split-K and persistent variants)."""

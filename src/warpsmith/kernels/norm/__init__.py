@@ -1,1 +1,0 @@
-"""Normalization: RMSNorm and LayerNorm forward and backward (row, persistent and looped variants)."""

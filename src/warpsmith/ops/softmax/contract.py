@@ -1,0 +1,86 @@
+"""Launch contracts of the softmax kernels, for ``warpsmith prove`` (see verify/symbolic/contract.py).
+
+Inputs have any non-negative row and column strides; the output is row-major with row stride N,
+as the launchers allocate it (a given ``out`` must be contiguous along rows). Sizes range over
+1 <= M <= 2^31 - 256 rows and 1 <= N < 2^31 columns (the spec's ranges), with the launcher's
+32-bit precondition on offsets within a row, ``(N + BLOCK_N) * stride_n < 2^31`` (row offsets
+are int64). The grid is the launcher's: ``cdiv(M, ROWS)`` blocks of rows (or a persistent grid
+of ``PROGRAMS`` programs) for the single-pass kernels, ``M`` rows for the online kernels; the
+single-pass kernels need ``N <= BLOCK_N`` (their validity predicate). The prover found the
+online kernels' first row loop bound ``cdiv(M - pid, M)`` wrapping int32 for M > 2^30; it is
+now ``(M - 1 - pid) // nprog + 1``.
+``CONTRACTS`` covers each kernel in forward/backward and softmax/log-softmax form;
+:func:`for_config` builds the contracts of one tuned config.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ...verify.symbolic import KernelContract, Tensor, cdiv, sizes
+from . import kernel as K_
+from .variant import INDEX_LIMIT
+
+M, N, P = sizes("M N PROGRAMS")
+sxm, sxn, sdym, sdyn = sizes("stride_xm stride_xn stride_dym stride_dyn")
+
+
+def _domain(block_n: int, single: bool) -> list[Any]:
+    base = [M <= 2**31 - 256, N < 2**31, (N + block_n) * sxn < INDEX_LIMIT, (N + block_n) * sdyn < INDEX_LIMIT]
+    return base + ([N <= block_n] if single else [])
+
+
+def _bounded(block_n: int, single: bool) -> list[dict[str, int]]:
+    shapes = [(1, 1), (5, 37), (3, 2 * block_n + 1), (9, block_n)]
+    out = []
+    for m, n in shapes:
+        if single and n > block_n:
+            continue
+        out.append({"M": m, "N": n, "stride_xm": n, "stride_xn": 1, "stride_dym": n, "stride_dyn": 1, "PROGRAMS": 2})
+    return out
+
+
+def _args(backward: bool) -> dict[str, Any]:
+    out = Tensor((M, N), (N, 1), output=True)
+    if backward:
+        return {"y_ptr": Tensor((M, N), (sxm, sxn)), "dy_ptr": Tensor((M, N), (sdym, sdyn)), "dx_ptr": out,
+                "M": M, "N": N, "stride_ym": sxm, "stride_yn": sxn, "stride_dym": sdym, "stride_dyn": sdyn,
+                "stride_dxm": N}
+    return {"x_ptr": Tensor((M, N), (sxm, sxn)), "y_ptr": out, "M": M, "N": N,
+            "stride_xm": sxm, "stride_xn": sxn, "stride_ym": N}
+
+
+def single_pass(constexprs: list[dict], backward: bool, persistent: bool = False) -> KernelContract:
+    """One contract per BLOCK_N (pass constexprs sharing it)."""
+    bn = constexprs[0]["BLOCK_N"]
+    kernel = K_.softmax_backward_single_pass_kernel if backward else K_.softmax_single_pass_kernel
+    grid = (P,) if persistent else (lambda c: (cdiv(M, c["ROWS"]),))
+    return KernelContract(
+        kernel=kernel, name=kernel.fn.__name__ + ("[persistent]" if persistent else ""), args=_args(backward),
+        constexprs=constexprs, grid=grid, domain=_domain(bn, True) + ([P <= 8 * 264] if persistent else []),
+        bounded_shapes=_bounded(bn, True))
+
+
+def online(constexprs: list[dict], backward: bool) -> KernelContract:
+    bn = constexprs[0]["BLOCK_N"]
+    kernel = K_.softmax_backward_online_kernel if backward else K_.softmax_online_kernel
+    return KernelContract(
+        kernel=kernel, name=kernel.fn.__name__, args=_args(backward), constexprs=constexprs, grid=(M,),
+        domain=_domain(bn, False), bounded_shapes=_bounded(bn, False))
+
+
+def for_config(variant: Any, config: Mapping[str, Any]) -> list[KernelContract]:
+    """The contract covering exactly the kernel and constexprs ``config`` launches (GPU form: no emulation)."""
+    meta = {"BLOCK_N": config["BLOCK_N"], "LOG": variant.log, "EMULATE": False}
+    if variant.name == "single_pass":
+        return [single_pass([{**meta, "ROWS": config["ROWS"]}], variant.backward,
+                            persistent=bool(variant.typed(config).PROGRAMS_PER_SM))]
+    return [online([meta], variant.backward)]
+
+
+CONTRACTS = [
+    single_pass([{"BLOCK_N": 64, "ROWS": 4, "LOG": False, "EMULATE": False}], backward=False),
+    single_pass([{"BLOCK_N": 32, "ROWS": 2, "LOG": True, "EMULATE": False}], backward=False, persistent=True),
+    single_pass([{"BLOCK_N": 64, "ROWS": 2, "LOG": False, "EMULATE": False}], backward=True),
+    online([{"BLOCK_N": 64, "LOG": False, "EMULATE": False}], backward=False),
+    online([{"BLOCK_N": 32, "LOG": True, "EMULATE": False}], backward=True),
+]
