@@ -209,13 +209,13 @@ def test_search_with_compiler_facts_skips_what_spills(tmp_path):
     from warpsmith.ops import get_op, variants
 
     spec, h200 = get_op("matmul"), get_target("h200")
-    p = spec.problem({"M": 4096, "N": 4096, "K": 4096}, "float16")
+    p = spec.problem({"M": 4096, "N": 4096, "K": 4096}, "float32")
     ev = Evaluator(spec, p, variants("matmul"), h200, measured=False)
     ev.facts = CompilerFacts(h200, cache_dir=tmp_path)
-    spills = dict(variant="persistent", BLOCK_M=16, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=2, num_stages=2,
-                  EVEN_K=True, PRECISION="ieee", PROGRAMS_PER_SM=1)
-    fine = dict(variant="tiled", BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3,
-                EVEN_K=True, PRECISION="ieee")
+    spills = dict(variant="persistent", BLOCK_M=256, BLOCK_N=16, BLOCK_K=128, GROUP_M=1, num_warps=8, num_stages=1,
+                  EVEN_K=False, PRECISION="tf32", PROGRAMS_PER_SM=2)  # ptxas: 255 registers and 40 B of spill
+    fine = dict(variant="tiled", BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, GROUP_M=8, num_warps=8, num_stages=3,
+                EVEN_K=True, PRECISION="tf32")
     assert ev.predict(spills).error is None  # the estimate alone does not see it
     bad, good = ev.evaluate([spills, fine])
     ev.facts.close()

@@ -31,7 +31,10 @@ from . import kernel as K
 
 _EVEN_K = Guard("EVEN_K", "K % BLOCK_K == 0", lambda p, c: p.shape["K"] % c["BLOCK_K"] == 0,
                 lambda shape, c: {**shape, "K": -(-shape["K"] // c["BLOCK_K"]) * c["BLOCK_K"]})
-_REG_OVERHEAD = 40  # registers besides the accumulator and unpipelined operand tiles (indices, masks, addresses)
+# registers besides the accumulator and operand tiles (indices, masks, addresses), and the persistent
+# loop's extra state: fitted so the estimate bounds ptxas's counts from `warpsmith gpucheck` (sm_90)
+_REG_OVERHEAD = 56
+_PERSISTENT_REGS = 40
 # The kernels index within one batch entry in int32 (Triton wraps on overflow). Every element offset a
 # program computes, including the overshoot of a last partial tile (< MAX_BLOCK rows or columns),
 # must stay below INDEX_LIMIT; kernel/contract.py states the same as a precondition of the proofs.
@@ -116,10 +119,12 @@ class _Gemm(Variant):
         tiles = (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] / threads  # operand elements per thread
         # Hopper's warpgroup MMA reads both operands from shared memory; the warp-level MMA (fewer than
         # 4 warps, M tiles under 64, other targets) holds their fragments in registers
-        wgmma = target.arch == "sm_90" and c["num_warps"] % 4 == 0 and c["BLOCK_M"] >= 64
-        frags = 0.0 if wgmma else tiles * p.dtype.itemsize / 4
+        fma = p.dtype == torch.float32 and c["PRECISION"] == "ieee"  # no tensor cores: FMA outer products
+        wgmma = target.arch == "sm_90" and c["num_warps"] % 4 == 0 and c["BLOCK_M"] >= 64 and not fma
+        frags = 4 * tiles if fma else 0.0 if wgmma else tiles * p.dtype.itemsize / 4
         sync = 1.0 - pipelined_fraction(p)  # share of the operand tiles loaded synchronously
-        return int(acc + frags + sync * tiles * (p.dtype.itemsize / 4 + 2) + _REG_OVERHEAD)
+        loop_state = _PERSISTENT_REGS if self.name == "persistent" else 0
+        return int(acc + frags + sync * tiles * (p.dtype.itemsize / 4 + 2) + _REG_OVERHEAD + loop_state)
 
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
         smem = self.smem_bytes(p, c)
@@ -137,8 +142,17 @@ class _Gemm(Variant):
         cfg = self.space(p, target).default()
         cfg["EVEN_K"] = bool(p.shape["K"] % cfg["BLOCK_K"] == 0)
         cfg["num_warps"] = 8 if cfg["BLOCK_M"] * cfg["BLOCK_N"] >= 128 * 128 else 4
-        while self.invalid(p, cfg, target) and cfg["num_stages"] > 1:
+        while self.smem_bytes(p, cfg) > target.smem_per_block and cfg["num_stages"] > 1:
             cfg["num_stages"] -= 1
+
+        def spills() -> bool:
+            return self.regs_per_thread(p, cfg, target) > target.max_regs_per_thread(cfg["num_warps"])
+
+        while spills() and cfg["BLOCK_K"] > 16:  # registers: shallower operand tiles first
+            cfg["BLOCK_K"] //= 2
+            cfg["EVEN_K"] = bool(p.shape["K"] % cfg["BLOCK_K"] == 0)
+        while spills() and max(cfg["BLOCK_M"], cfg["BLOCK_N"]) > 16:  # then smaller tiles
+            cfg["BLOCK_M" if cfg["BLOCK_M"] >= cfg["BLOCK_N"] else "BLOCK_N"] //= 2
         while self.invalid(p, cfg, target) and cfg["num_warps"] > 2:  # small tiles: fewer warps
             cfg["num_warps"] //= 2
         return cfg

@@ -221,7 +221,7 @@ class Online(_Softmax):
         return MemoryWork(
             bytes_moved=float(per_elem * M * N * e), programs=M, num_warps=c["num_warps"],
             block_bytes=float(self._reads() * min(N, c["BLOCK_N"]) * e), steps=float(2 * chunks),
-            regs_per_thread=(self._reads() + 1) * -(-c["BLOCK_N"] // (32 * c["num_warps"])) + 24)
+            regs_per_thread=(self._reads() + 1) * -(-c["BLOCK_N"] // (32 * c["num_warps"])) + 40)
 
     def launch(self, inputs, problem, config, out=None):
         ts, out = self._operands(inputs, problem, out, config["BLOCK_N"])
