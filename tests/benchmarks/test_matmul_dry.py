@@ -151,10 +151,10 @@ def test_short_total_time_leaves_every_dtype_time(tmp_path, monkeypatch):
     cheapest shape in bf16 and fp16 (run dtype by dtype, it would run two bf16 shapes and no fp16)."""
     clock, calls = [0.0], []
 
-    def fake_tune(op, problem, **kw):  # 10 s of a fake clock per shape
+    def fake_tune(problem, **kw):  # 10 s of a fake clock per shape
         calls.append((problem.shape["M"], problem.dtype_name))
         clock[0] += 10.0
-        return _fake_tune([])(op, problem, **kw)
+        return _fake_tune([])(problem, **kw)
 
     monkeypatch.setattr(bench, "tune", fake_tune)
     monkeypatch.setattr(bench, "time", type("FakeTime", (), {"perf_counter": staticmethod(lambda: clock[0])}))

@@ -7,7 +7,7 @@ kernel with local memory has its PTX assembled once more by Triton's own ``make_
 ptxas and flags) with ptxas's ``-v`` log captured, for its *spill stores*: the stack frame alone
 is not a spill (some kernels keep a few bytes of stack with registers to spare, and the driver's
 ``n_spills`` counts that frame). For AMD the
-assembly's metadata lists ``.vgpr_count`` and the spill counts. Shared memory comes from
+assembly's metadata lists the VGPRs and the scratch a work-item spills to. Shared memory comes from
 Triton's metadata, pipelining from the TTGIR (loads inside ``scf.for`` loops, and how many
 became asynchronous copies).
 """
@@ -115,14 +115,19 @@ def ptxas_resources(kernel: Any) -> dict[str, int]:
 
 
 def amdgcn_resources(asm: str) -> dict[str, int]:
-    """VGPR and SGPR counts and spills from AMDGCN assembly metadata."""
-    def field(name: str) -> int:
+    """VGPRs (arch + accumulation) and scratch bytes per work-item from AMDGCN assembly metadata.
+
+    Scratch (``.private_segment_fixed_size``) is where spilled VGPRs go; SGPRs spill into VGPR
+    lanes first (``.sgpr_spill_count``), which costs registers, not memory, and is not counted."""
+    def field(name: str, default: int | None = None) -> int:
         m = re.search(rf"\.{name}:\s*(\d+)", asm)
         if m is None:
-            raise RuntimeError(f"AMDGCN metadata has no .{name}")
+            if default is None:
+                raise RuntimeError(f"AMDGCN metadata has no .{name}")
+            return default
         return int(m.group(1))
 
-    return {"vgpr": field("vgpr_count"), "sgpr": field("sgpr_count"),
+    return {"vgpr": field("vgpr_count") + field("agpr_count", 0), "scratch": field("private_segment_fixed_size"),
             "vgpr_spill": field("vgpr_spill_count"), "sgpr_spill": field("sgpr_spill_count")}
 
 
@@ -147,7 +152,7 @@ def kernel_facts(launch: Launch) -> KernelFacts:
         spill = ptxas_resources(k)["spill_stores"] if local else 0
     elif "amdgcn" in asm:
         r = amdgcn_resources(asm["amdgcn"])
-        regs, spill = r["vgpr"], 4 * (r["vgpr_spill"] + r["sgpr_spill"])
+        regs, spill = r["vgpr"], r["scratch"]
     else:
         raise RuntimeError(f"compiled kernel {_name(launch.fn)} has neither a cubin nor AMDGCN ({sorted(asm)})")
     return KernelFacts(name=_name(launch.fn), num_warps=int(md.num_warps), num_stages=int(getattr(md, "num_stages", 1)),

@@ -16,7 +16,7 @@ class KernelFacts:
         num_stages: software-pipelining depth the kernel was compiled with.
         regs: 32-bit registers per thread (NVIDIA: ptxas's count; AMD: VGPRs).
         spill_bytes: bytes of register spill stores per thread (NVIDIA: ptxas's "spill stores";
-            AMD: spilled VGPRs and SGPRs, 4 bytes each).
+            AMD: the scratch a work-item spills VGPRs to; SGPRs spilled into VGPR lanes cost no memory).
         smem_bytes: shared memory (LDS) per program.
         loop_loads: global loads inside loops (NVIDIA; 0 on AMD, whose pipeliner keeps plain loads).
         pipelined_loads: of those, the ones turned into asynchronous copies (``num_stages`` acts

@@ -250,6 +250,7 @@ class _NormForward(_Norm):
 class RowNorm(_NormForward):
     name = "row"
     knobs = RowKnobs
+    DEFAULT_PER_THREAD = 8  # row elements a thread holds in the default config
 
     def space(self, problem: Problem, target: Target) -> Space:
         return Space({"ROWS_PER_PROGRAM": self._rows_frag(problem, self._default_rows(problem)),
@@ -260,7 +261,7 @@ class RowNorm(_NormForward):
 
     def default_config(self, problem: Problem, target: Target) -> Config:
         cfg = self.space(problem, target).default()
-        cfg["num_warps"] = self._default_warps(problem, cfg, 8)
+        cfg["num_warps"] = self._default_warps(problem, cfg, self.DEFAULT_PER_THREAD)
         return self._fit_warps(problem, cfg, target)
 
     def _run(self, args, meta, p, c, target):
@@ -281,6 +282,8 @@ class _PersistentGrid:
 class PersistentNorm(_PersistentGrid, RowNorm):
     name = "persistent"
     knobs = PersistentKnobs
+    # at 8, Triton 3.6's ptxas spilled the LayerNorm forward at N = 1000, 2 rows, 8 warps (gpucheck)
+    DEFAULT_PER_THREAD = 16
 
     def space(self, problem: Problem, target: Target) -> Space:
         frags = super().space(problem, target).fragments
