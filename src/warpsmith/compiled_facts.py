@@ -132,7 +132,15 @@ def compile_config(req: Mapping[str, Any]) -> ConfigFacts:
     why = variant.rejection(problem, req["config"], current_device().target)
     if why:
         raise ValueError(f"invalid config: {why}")
-    return launch_facts(variant, problem, req["config"], spec.make_inputs(problem, torch.Generator().manual_seed(0)))
+    key = (problem.op, json.dumps(req["shape"], sort_keys=True), problem.dtype_name,
+           json.dumps(req["attrs"], sort_keys=True, default=str))
+    if _inputs.get("key") != key:  # a search asks for many configs of one problem: draw its inputs once
+        _inputs.clear()
+        _inputs.update(key=key, inputs=spec.make_inputs(problem, torch.Generator().manual_seed(0)))
+    return launch_facts(variant, problem, req["config"], _inputs["inputs"])
+
+
+_inputs: dict[str, Any] = {}  # the worker's inputs of the last problem it compiled
 
 
 def launch_facts(variant: Any, problem: Any, config: Mapping[str, Any], inputs: Mapping[str, Any]) -> ConfigFacts:

@@ -225,3 +225,13 @@ def test_search_with_compiler_facts_skips_what_spills(tmp_path):
     assert len(list(tmp_path.rglob("*.json"))) == 2
     again = CompilerFacts(h200, cache_dir=tmp_path)
     assert again.lookup(ev.variants["tiled"], p, {k: x for k, x in fine.items() if k != "variant"}) == good.facts
+
+
+def test_only_the_main_kernel_decides_whether_num_stages_acts():
+    """A split-K reduction keeps Triton's default stages and has nothing to pipeline: that must not
+    reject a config whose main kernel pipelines (found by benchmarks/compiler_facts_ranking.py)."""
+    main = KernelFacts("matmul_splitk_kernel", 4, 3, 128, 0, 1024, 2, 2)
+    reduce = KernelFacts("matmul_splitk_reduce_kernel", 4, 3, 40, 0, 0, 1, 0)
+    assert ConfigFacts((main, reduce)).rejection({"num_stages": 3}) is None
+    dead_main = KernelFacts("matmul_splitk_kernel", 4, 3, 128, 0, 1024, 2, 0)
+    assert "acts as 1" in ConfigFacts((dead_main, reduce)).rejection({"num_stages": 3})

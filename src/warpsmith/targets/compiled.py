@@ -70,15 +70,15 @@ class ConfigFacts:
 
     def rejection(self, config: Mapping[str, Any]) -> str | None:
         """Why the search should skip ``config`` on the compiler's word, or None: a kernel spills,
-        or ``num_stages`` is a knob of the config and no load could be pipelined."""
+        or ``num_stages`` is a knob of the config and no load of the main kernel could be pipelined."""
         spilled = [k for k in self.kernels if k.spills]
         if spilled:
             k = spilled[0]
             return f"compiler: {k.name} spills {k.spill_bytes} B per thread ({k.regs} registers, {k.num_warps} warps)"
-        dead = [k for k in self.kernels if k.stages_dead] if config.get("num_stages", 1) > 1 else []
-        if dead:
-            return (f"compiler: {dead[0].name} could not pipeline its loads (strides not known to be 16-element "
-                    f"multiples): num_stages={dead[0].num_stages} acts as 1")
+        # num_stages shapes the main kernel; others (a split-K reduction, say) keep their own settings
+        if config.get("num_stages", 1) > 1 and self.main.stages_dead:
+            return (f"compiler: {self.main.name} could not pipeline its loads (strides not known to be 16-element "
+                    f"multiples): num_stages={self.main.num_stages} acts as 1")
         return None
 
     def to_json(self) -> list[dict[str, Any]]:
