@@ -24,11 +24,8 @@ For each problem (the search-quality GEMM problems, and memory-bound LLM shapes)
     python benchmarks/compiler_facts_ranking.py --quick    # two small problems, K=4 (used by the tests)
 
 Compiles are cached on disk (``WARPSMITH_FACTS_DIR`` or ``--facts-dir``), so a re-run is fast. The
-compile worker is the stock one (``python -m warpsmith.compiled_facts``) except that it builds each
-problem's inputs once instead of once per config (``--stock-worker`` uses it unchanged): the
-random inputs of a large problem take seconds to draw on a CPU (Llama-3 cross-entropy: 4096 x
-128256 logits) and have no effect on what the compiler makes of a config, which depends on
-shapes, strides, alignment and the config only. The cache entries are the stock provider's.
+compile worker is warpsmith's own (``python -m warpsmith.compiled_facts``), which draws each
+problem's random inputs once for all its configs.
 
 Runtime on this project's 2 shared CPU cores: about 19 min with cold caches (Triton's and the
 facts'; 1,130 configs compiled, 12 min of CPU time, the machine under a load of ~4 from other
@@ -42,7 +39,6 @@ import json
 import math
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -51,7 +47,6 @@ from typing import Any, Mapping, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this script
 from bench_common import REPO  # noqa: E402  (makes src/ importable)
 
-SCRIPT = Path(__file__).resolve()
 STATEMENT = ("Every figure is a PREDICTED ranking from warpsmith's cost model; 'facts' are registers, spills, "
              "shared memory and pipelining from a static compile for {arch} by the installed Triton on this CPU "
              "(compile-only, nothing executed). Nothing was measured on a GPU.")
@@ -141,58 +136,6 @@ def spearman_rho(x: Sequence[float], y: Sequence[float]) -> float | None:
     return None if sxx == 0 or syy == 0 else sxy / math.sqrt(sxx * syy)
 
 
-# ------------------------------------------------------------------------------ the facts provider
-def make_facts(target: Any, cache_dir: Path | None, stock: bool) -> Any:
-    """A ``CompilerFacts`` for ``target``; unless ``stock``, its worker is this script's
-    ``--facts-worker`` (the stock serve loop, inputs built once per problem)."""
-    from warpsmith.compiled_facts import CompilerFacts
-
-    if stock:
-        return CompilerFacts(target, cache_dir)
-
-    class InputsOnceFacts(CompilerFacts):
-        def _ask(self, req: dict[str, Any]) -> dict[str, Any] | None:
-            if self._proc is None and not self.failed:  # the stock _ask then talks to this worker
-                env = {**os.environ, "WARPSMITH_COMPILE_ONLY": self.target.arch, "WARPSMITH_TARGET": self.target.name,
-                       "WARPSMITH_DISPATCH": "default"}
-                env.pop("TRITON_INTERPRET", None)
-                self._proc = subprocess.Popen([sys.executable, str(SCRIPT), "--facts-worker"], env=env,
-                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                              stderr=subprocess.DEVNULL, text=True)
-            return super()._ask(req)
-
-    return InputsOnceFacts(target, cache_dir)
-
-
-def facts_worker() -> int:
-    """The compile-only worker: ``warpsmith.compiled_facts.serve`` with each problem's inputs drawn
-    once (``compile_config`` is the stock one; only ``make_inputs`` answers from the held set)."""
-    import torch
-
-    import warpsmith.compiled_facts as cf
-    from warpsmith.spec import get_op
-
-    stock = cf.compile_config
-    held: dict[str, Any] = {}
-
-    def compile_config(req: Mapping[str, Any]) -> Any:
-        spec = get_op(req["op"])
-        key = json.dumps([req["op"], req["shape"], req["dtype"], req["attrs"]], sort_keys=True, default=str)
-        if held.get("key") != key:
-            held.clear()  # one problem's inputs at a time
-            problem = spec.problem(req["shape"], req["dtype"], req["attrs"])
-            held["inputs"] = spec.make_inputs(problem, torch.Generator().manual_seed(0))
-            held["key"] = key
-        spec.make_inputs = lambda *a, **k: held["inputs"]  # shadows the method on this instance only
-        try:
-            return stock(req)
-        finally:
-            del spec.make_inputs
-
-    cf.compile_config = compile_config
-    return cf.serve()
-
-
 # ------------------------------------------------------------------------------ one problem
 def _kernels(facts: Any) -> list[dict[str, Any]] | None:
     if facts is None:
@@ -242,11 +185,10 @@ def _finite(x: float) -> float | None:
 def rank_problem(prob: Mapping[str, Any], target: Any, facts: Any, args: argparse.Namespace) -> dict[str, Any]:
     import random
 
-    from warpsmith.kernels.registry import variants
     from warpsmith.measure import Evaluator
-    from warpsmith.search.tuner import search
+    from warpsmith.ops import get_op, variants
     from warpsmith.space import JointSpace
-    from warpsmith.spec import get_op
+    from warpsmith.tune import search
 
     spec = get_op(prob["op"])
     p = spec.problem(prob["shape"], prob["dtype"], prob["attrs"])
@@ -497,22 +439,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated substrings of problem labels")
     ap.add_argument("--quick", action="store_true", help="two small problems, K=4, budget 8, one seed")
     ap.add_argument("--facts-dir", type=Path, default=None, help="compiler-facts cache (default: WARPSMITH_FACTS_DIR)")
-    ap.add_argument("--stock-worker", action="store_true", help="the unmodified compile worker (inputs per config)")
-    ap.add_argument("--facts-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "cost-model")
     args = ap.parse_args(argv)
-    if args.facts_worker:
-        return facts_worker()
     if args.quick:
         args.k, args.spread, args.budget_cap, args.budget_min, args.seeds = min(args.k, 4), 2, 8, 8, 1
 
-    from warpsmith.settings import settings
+    from warpsmith.compiled_facts import CompilerFacts
+    from warpsmith.core.settings import settings
     from warpsmith.targets import get_target, versions
 
     target = get_target(args.target)
     cache = args.facts_dir or settings().facts_dir
     entries = sum(1 for _ in cache.glob("*/*.json")) if cache.is_dir() else 0
-    facts = make_facts(target, cache, args.stock_worker)
+    facts = CompilerFacts(target, cache)
     probs = [p for p in problems(args.quick)
              if not args.only or any(s.strip() and s.strip() in p["label"] for s in args.only.split(","))]
     t0 = time.perf_counter()
@@ -538,8 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {"k": args.k, "spread": args.spread, "strategy": args.strategy, "seeds": args.seeds,
                      "budget_frac": args.budget_frac,
                      "budget_min": args.budget_min, "budget_cap": args.budget_cap, "batch": args.batch,
-                     "max_enumerate": args.max_enumerate,
-                     "worker": "stock" if args.stock_worker else "stock serve loop, inputs drawn once per problem"},
+                     "max_enumerate": args.max_enumerate},
         "quick": args.quick, "cache_entries_at_start": entries, "compiled": facts.compiled,
         "seconds": round(time.perf_counter() - t0, 1), "problems": rows,
     }
