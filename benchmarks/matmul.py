@@ -16,7 +16,14 @@ Shapes are ``C = A @ B`` with ``A`` (M, K) and ``B`` (K, N), M the number of tok
 With a GPU the times are measured (CUDA events); without one kernels run under Triton's
 interpreter and times are *predicted* by the cost model of the target, so there is no
 measured baseline and no ratio. ``--dry-run`` replaces the suite by three tiny shapes so the
-whole pipeline runs on a CPU in seconds.
+whole pipeline runs on a CPU in seconds; then (unless ``--no-static``) it compiles, statically,
+every problem the real run would tune (the real shapes of the selected groups and dtypes) for the
+device's GPU (``--static-target``, default h200: sm_90), with Triton's real compiler behind a
+stub driver (``warpsmith.gpucheck``): each variant at its default config and ``--static-sample``
+configs of its space, launched twice through the real launchers; nothing runs. A compile error,
+a launch-time failure, resources over the target's limits or a spill in a default config makes
+the dry run exit 1 (after writing its JSON, ``static_compile`` section, and table); the full report
+is ``gpucheck_matmul.json`` in the output folder.
 
 Shapes run cheapest first (input generation and verification grow with the operands' size),
 each in every dtype before the next shape, so when ``--total-time`` runs out it is the largest
@@ -25,7 +32,7 @@ in the JSON.
 
 Usage::
 
-    python benchmarks/matmul.py --dry-run --out /tmp/bench_dry   # CPU, seconds
+    python benchmarks/matmul.py --dry-run --out /tmp/bench_dry   # CPU: tiny shapes, then the static compile
     python benchmarks/matmul.py                                 # GPU, < 8 minutes
 """
 from __future__ import annotations
@@ -44,7 +51,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this script
-from bench_common import REPO, cuda_broken, say, write_json  # noqa: E402  (makes src/ importable)
+from bench_common import REPO, STATIC_TARGET, cuda_broken, say, static_compile, write_json  # noqa: E402  (makes src/ importable)
 
 import torch  # noqa: E402
 
@@ -78,6 +85,10 @@ SKINNY_ODD = (  # (M, N, K): decode-like M and sizes one past / short of a power
 DRY_SUITE = (("skinny_odd", "tiny-decode", 1, 33, 48), ("skinny_odd", "tiny-odd", 3, 17, 33),
              ("llm", "tiny-prefill", 17, 40, 64))
 DRY_BUDGET, DRY_FINALISTS = 6, 1
+ATTRS: dict[str, Any] = {}  # the attributes every shape is tuned with (the spec's defaults: plain C = A @ B)
+# --dry-run's static step: configs drawn from each variant's space per problem, besides its default
+# (benchmarks/README.md: what it costs on a 2-core CPU)
+STATIC_SAMPLE = 1
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,14 @@ def suite(groups: Iterable[str] = GROUPS, dry_run: bool = False) -> list[Case]:
     if "skinny_odd" in groups:
         cases += [Case("skinny_odd", f"odd-{i + 1}", m, n, k) for i, (m, n, k) in enumerate(SKINNY_ODD)]
     return cases
+
+
+def static_problems(groups: Iterable[str], dtypes: Iterable[str]) -> list[dict[str, Any]]:
+    """What the real (non-dry) suite would tune for ``groups`` and ``dtypes``, as problems for the
+    static compile (``warpsmith.gpucheck.check_problems``): every real shape in every dtype, in plan
+    order (cheapest first), with the attributes :func:`run_case` uses."""
+    cases = sorted(suite(groups), key=lambda c: c.elements)
+    return [{"op": "matmul", "shape": c.shape(), "dtype": d, "attrs": dict(ATTRS)} for c in cases for d in dtypes]
 
 
 # ----------------------------------------------------------------------------------- output helpers
@@ -170,7 +189,7 @@ def run_case(case: Case, dtype: str, args: argparse.Namespace, db: TuningDB, tag
         say(f"{tag}   {done}/{budget} evaluated, {b} ({time.perf_counter() - t:.1f} s)")
 
     try:
-        problem = MATMUL.problem(case.shape(), dtype)
+        problem = MATMUL.problem(case.shape(), dtype, ATTRS)
         res = tune(problem, target=args.target, budget=args.budget, time_budget_s=args.time_budget_per_shape,
                    strategy=args.strategy, seed=args.seed, finalists=args.finalists, db=db, progress=progress)
         _fill(row, res)
@@ -285,7 +304,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--target", default=None, help="hardware model (default: this device's; without a GPU WARPSMITH_TARGET)")
     p.add_argument("--out", default=None, help="output folder (default benchmarks/results/<gpu>/)")
     p.add_argument("--db", default=None, help="tuning DB (default: a fresh file in the output folder)")
-    p.add_argument("--dry-run", action="store_true", help="three tiny shapes, small budget: a CPU check of the pipeline")
+    p.add_argument("--dry-run", action="store_true", help="three tiny shapes, small budget: a CPU check of the pipeline; "
+                   "then the static compile of every problem the real run would tune (see --static-sample)")
+    p.add_argument("--static-sample", type=int, default=STATIC_SAMPLE,
+                   help="dry run's static compile: configs drawn from each variant's space per problem, besides its "
+                        f"default config (default {STATIC_SAMPLE}; 0: default configs only)")
+    p.add_argument("--static-target", default=None,
+                   help=f"dry run's static compile: the GPU to compile for (default: --target if given, else {STATIC_TARGET})")
+    p.add_argument("--no-static", action="store_true", help="dry run without the static compile")
     args = p.parse_args(argv)
     try:
         args.dtypes = [dtype_name(parse_dtype(d.strip(), MATMUL.dtypes)) for d in args.dtypes.split(",") if d.strip()]
@@ -306,6 +332,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.finalists = DRY_FINALISTS if args.dry_run else 2
     if args.budget < 1 or args.finalists < 1 or args.total_time <= 0 or args.time_budget_per_shape <= 0:
         p.error("--budget and --finalists must be >= 1, --total-time and --time-budget-per-shape > 0")
+    if args.static_sample < 0:
+        p.error("--static-sample must be >= 0")
+    try:
+        args.static_target = get_target(args.static_target or args.target or STATIC_TARGET).name
+    except ValueError as exc:
+        p.error(f"--static-target: {exc}")
     return args
 
 
@@ -354,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     done: dict[tuple[Case, str], dict[str, Any]] = {}
     skipped: dict[tuple[Case, str], str] = {}
     stop: str | None = None
+    static: dict[str, Any] | None = None  # the dry run's static compile (None: not a dry run)
 
     def table_rows() -> list[dict[str, Any]]:
         """Every planned (shape, dtype) in table order (group, suite order, dtype); skipped ones marked."""
@@ -377,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
             "settings": settings, "rows": rows, "summary": summarize(rows, args.groups, args.dtypes, planned, args.dry_run),
             "skipped": [{"group": c.group, "name": c.name, "M": c.M, "N": c.N, "K": c.K, "dtype": d, "reason": why}
                         for (c, d), why in skipped.items()],
+            "static_compile": static,
         }
 
     for i, (case, dtype) in enumerate(plan, 1):
@@ -408,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
                 skipped[(case, dtype)] = stop
             say(f"{tag} interrupted: the remaining shapes are skipped")
 
+    if args.dry_run:  # after the tiny shapes, so its time does not count against --total-time
+        static = dry_run_static(args, out)
     doc = document(True)
     write_json(json_path, doc)
     say(f"wrote {json_path} ({len(doc['rows'])} rows run, {len(skipped)} skipped) and tuning DB {db_path}")
@@ -416,7 +452,21 @@ def main(argv: list[str] | None = None) -> int:
     title = (f"{BENCHMARK} {date}  {dev['name']}  target {dev['target']['name']}  timings {timing_kind}"
              + ("  DRY RUN (tiny shapes)" if args.dry_run else "") + ("  (predicted: no ratios)" if timing_kind != "measured" else ""))
     say(render_table(table_rows(), doc["summary"], timing_kind, title))  # the last thing printed
-    return 0
+    return 1 if static is not None and not static["ok"] else 0
+
+
+def dry_run_static(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """The dry run's static step: compile what the real run would tune (:func:`static_problems`) for
+    ``--static-target``; the JSON's ``static_compile`` section (``{"ok": True, "skipped": ...}`` with
+    ``--no-static``)."""
+    if args.no_static:
+        return {"ok": True, "skipped": "--no-static"}
+    try:
+        return static_compile(static_problems(args.groups, args.dtypes), args.static_target, args.static_sample,
+                              out / f"gpucheck_{BENCHMARK}.json")
+    except KeyboardInterrupt:
+        say("static compile interrupted")
+        return {"ok": False, "error": "interrupted", "target": args.static_target, "sample": args.static_sample}
 
 
 if __name__ == "__main__":

@@ -34,9 +34,21 @@ and the small RoPE), so when ``--total-time`` runs out (or SIGINT arrives) it is
 skipped; skipped cases are listed in the JSON and the table. With time left, the problems warpsmith
 dispatched are tuned (``tune()``, ``--tune-budget``) and warpsmith is measured again ("tuned").
 
+``--dry-run`` runs the tiny cases for correctness only (CPU, interpreter), then (unless
+``--no-static``) compiles, statically, every problem the real run's warpsmith impl would launch for
+the selected ``--ops``, ``--dtype``, ``--tiers`` and ``--elements``, forward and backward (found by
+calling the benchmark's own warpsmith call and its backward on the real cases with a stand-in for
+the kernel launch: :func:`trace_problems`), for the device's GPU (``--static-target``, default
+h200: sm_90) with Triton's real compiler behind a stub driver (``warpsmith.gpucheck``): each
+variant at its default config and ``--static-sample`` configs of its space (what the tuned pass
+draws from), launched twice through the real launchers; nothing runs. Any failure (compile
+error, launch-time error, resources over the target's limits, a spill in a default config) makes
+the dry run exit 1 after writing its JSON (``static_compile`` section) and table; the full report
+is ``gpucheck_memory_bound.json`` in the output folder.
+
 Usage::
 
-    python benchmarks/memory_bound.py --dry-run --out /tmp/mb_dry   # CPU: tiny cases, correctness only
+    python benchmarks/memory_bound.py --dry-run --out /tmp/mb_dry   # CPU: tiny cases, correctness, static compile
     python benchmarks/memory_bound.py --out out                     # GPU: about 6 minutes
     python benchmarks/memory_bound.py --tiers 1 --out out           # GPU: tier 1, then tuning with the time left
 """
@@ -59,7 +71,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this script
-from bench_common import REPO, cuda_broken, say, write_json  # noqa: E402  (makes src/ importable)
+from bench_common import REPO, STATIC_TARGET, cuda_broken, say, static_compile, write_json  # noqa: E402  (makes src/ importable)
 
 import torch  # noqa: E402
 from memory_bound_cases import (COMPUTE_BOUND, ELEMENTS, FLCE_TARGET_VOCAB, OPDEFS, OPS, Case,  # noqa: E402
@@ -74,6 +86,9 @@ COPY_BYTES = 1 << 30
 TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 2e-2}  # rel. L2 error vs an fp32 reference
 # Liger computes cross-entropy gradients inside its forward: those ops are compared on fwd+bwd.
 FUSED_BACKWARD = ("cross_entropy", "fused_linear_cross_entropy")
+# --dry-run's static step: configs drawn from each variant's space per problem, besides its default
+# (benchmarks/README.md: what it costs on a 2-core CPU)
+STATIC_SAMPLE = 1
 
 
 # ----------------------------------------------------------------------------------- running one impl
@@ -156,6 +171,80 @@ def dispatch_spy():
         yield seen
     finally:
         dispatch.select = original
+
+
+class _TraceLaunch:
+    """Stands in for every kernel variant while :func:`trace_problems` runs: records the problem,
+    returns uninitialized outputs of the shapes its spec states (``OpSpec.outputs``); launches nothing."""
+
+    name = "trace"
+
+    def __init__(self, seen: list[Any]) -> None:
+        self.seen = seen
+
+    def launch(self, inputs: dict[str, torch.Tensor], problem: Any, config: Any, out: Any = None) -> Any:
+        from warpsmith.ops import get_op
+
+        self.seen.append(problem)
+        if out is not None:
+            return out
+        device = next(iter(inputs.values())).device
+        outs = tuple(torch.empty(shape, dtype=dt, device=device) for shape, dt in get_op(problem.op).outputs(problem))
+        return outs[0] if len(outs) == 1 else outs
+
+
+@contextlib.contextmanager
+def dispatch_trace():
+    """Inside the block, every warpsmith dispatch is recorded and launches nothing (see :class:`_TraceLaunch`)."""
+    from warpsmith import dispatch
+
+    seen: list[Any] = []
+    original = dispatch.select
+    dispatch.select = lambda problem, variants: dispatch.Choice(_TraceLaunch(seen), {}, "trace")
+    try:
+        yield seen
+    finally:
+        dispatch.select = original
+
+
+def trace_problems(case: Case, wops: Any, dtype: torch.dtype, device: str, seed: int = 0) -> list[Any]:
+    """The problems (``warpsmith.core.opspec.Problem``) the warpsmith impl dispatches on ``case``, forward then
+    backward, as :func:`run_impl` calls it (the op's ``OPDEFS`` inputs, call and differentiable
+    inputs), with no kernel launched: inputs and outputs are uninitialized tensors of the real sizes
+    (memory is allocated, little of it touched)."""
+    opdef = OPDEFS[case.op]
+    gen = torch.Generator(device=device).manual_seed(seed)
+
+    def blank(shape, dt):
+        return torch.empty(shape, dtype=dt, device=device)
+    blank.gen = gen
+    inputs = {k: v.detach().requires_grad_(k in opdef.diff) for k, v in opdef.make(case.d, dtype, blank).items()}
+    with dispatch_trace() as seen:
+        outs = _tuple(opdef.warpsmith(wops, inputs))
+        gouts = tuple(blank(o.shape, o.dtype) if o.numel() > 1 else torch.ones((), device=device, dtype=o.dtype)
+                      for o in outs)
+        torch.autograd.grad(outs, [inputs[k] for k in opdef.diff], gouts)
+    return list(seen)
+
+
+def static_problems(cases: list[Case], wops: Any, dtype: torch.dtype, device: str,
+                    seed: int = 0) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """Every distinct problem the real run's warpsmith impl (and so its tuned pass) launches on
+    ``cases``, forward and backward, as ``{"op", "shape", "dtype", "attrs"}`` for the static compile
+    (``warpsmith.gpucheck.check_problems``), and the cases whose call failed (``{"case", "error"}``).
+    A fused linear cross-entropy's GEMMs are launched, and so compiled, by its own launcher."""
+    out: dict[str, dict[str, Any]] = {}
+    errors: list[dict[str, str]] = []
+    for case in cases:
+        try:
+            seen = trace_problems(case, wops, dtype, device, seed)
+        except Exception as exc:  # the real run would fail there too: a failure of the static step
+            errors.append({"case": case.describe(), "error": f"{type(exc).__name__}: {exc}"[:500]})
+            continue
+        for p in seen:
+            out.setdefault(p.describe(), {"op": p.op, "shape": dict(p.shape), "dtype": p.dtype_name,
+                                          "attrs": dict(p.attrs)})
+    return list(out.values()), errors
 
 
 def min_bytes(problems: list[Any]) -> float | None:
@@ -573,7 +662,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="output folder (default benchmarks/results/<gpu>/)")
     p.add_argument("--dry-run", action="store_true",
-                   help="tiny cases, no timing: warpsmith vs eager correctness against an fp32 reference (CPU)")
+                   help="tiny cases, no timing: warpsmith vs eager correctness against an fp32 reference (CPU); then "
+                        "the static compile of every problem the real run would launch (see --static-sample)")
+    p.add_argument("--static-sample", type=int, default=STATIC_SAMPLE,
+                   help="dry run's static compile: configs drawn from each variant's space per problem, besides its "
+                        f"default config (default {STATIC_SAMPLE}; 0: default configs only)")
+    p.add_argument("--static-target", default=STATIC_TARGET,
+                   help=f"dry run's static compile: the GPU to compile for (default {STATIC_TARGET})")
+    p.add_argument("--no-static", action="store_true", help="dry run without the static compile")
     p.add_argument("--tiny", action="store_true", help="the dry run's tiny cases, timed (a quick GPU smoke test)")
     args = p.parse_args(argv)
     args.tiny = args.tiny or args.dry_run
@@ -597,6 +693,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.dtype = str(args.torch_dtype).removeprefix("torch.")
     if args.total_time <= 0 or args.elements < 1 or args.tune_budget < 0 or args.tune_time <= 0:
         p.error("--total-time, --elements and --tune-time must be positive, --tune-budget >= 0")
+    if args.static_sample < 0:
+        p.error("--static-sample must be >= 0")
+    from warpsmith.targets import get_target
+    try:
+        args.static_target = get_target(args.static_target).name
+    except ValueError as exc:
+        p.error(f"--static-target: {exc}")
     return args
 
 
@@ -720,6 +823,7 @@ def _main(args: argparse.Namespace, timer: Any) -> int:
     skipped: dict[Case, str] = {}
     stop: str | None = None
     copy_gbps = None
+    static: dict[str, Any] | None = None  # the dry run's static compile (None: not a dry run)
 
     def rows_in_order(final_rows: bool = False) -> list[dict]:
         rows = []
@@ -742,7 +846,7 @@ def _main(args: argparse.Namespace, timer: Any) -> int:
                 "ops": {op: {"available": op_missing[op] is None, "reason": op_missing[op]} for op in args.ops},
                 "liger": liger_info, "cases": [_clean(r) for r in rows],
                 "skipped": [{"op": c.op, "name": c.name, "dims": c.d, "reason": why} for c, why in skipped.items()],
-                "summary": summarize(rows, args.tiny, measured)}
+                "summary": summarize(rows, args.tiny, measured), "static_compile": static}
 
     try:
         if measured:
@@ -805,6 +909,8 @@ def _main(args: argparse.Namespace, timer: Any) -> int:
                 say("tuned pass interrupted")
                 break
 
+    if args.dry_run:  # before SIGINT is ignored below (the compile-only process would inherit that)
+        static = dry_run_static(args, ctx, op_missing, out)
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # what remains is short: write the results whatever comes
     try:
         if measured and copy:
@@ -830,7 +936,31 @@ def _main(args: argparse.Namespace, timer: Any) -> int:
         say(render_table(rows_in_order(True), doc["summary"], title, why))  # the last thing printed
     finally:
         signal.signal(signal.SIGINT, previous)
-    return 0
+    return 1 if static is not None and not static["ok"] else 0
+
+
+def dry_run_static(args: argparse.Namespace, ctx: Ctx, op_missing: dict[str, str | None], out: Path) -> dict[str, Any]:
+    """The dry run's static step: the problems of the real (non-dry) plan (``--ops``, ``--tiers``,
+    ``--elements``, ``--dtype``; ops warpsmith lacks are skipped there, so here), traced
+    (:func:`static_problems`), compiled for ``--static-target``; the JSON's ``static_compile`` section."""
+    if args.no_static:
+        return {"ok": True, "skipped": "--no-static"}
+    try:
+        cases = [c for c in suite(args.ops, False, args.elements) if c.tier in args.tiers and not op_missing[c.op]]
+        t = time.perf_counter()
+        problems, errors = static_problems(cases, ctx.wops, ctx.dtype, ctx.device, ctx.seed)
+        trace_s = round(time.perf_counter() - t, 1)
+        say(f"static compile: the real plan's {len(cases)} cases launch {len(problems)} distinct problems "
+            f"(traced in {trace_s:.1f} s{f'; {len(errors)} cases FAILED' if errors else ''})")
+        for e in errors:
+            say(f"  FAILED {e['case']}: {e['error'][:300]}")
+        section = static_compile(problems, args.static_target, args.static_sample, out / f"gpucheck_{BENCHMARK}.json")
+        section.update(cases=len(cases), trace_seconds=trace_s, trace_errors=errors)
+        section["ok"] = section["ok"] and not errors
+        return section
+    except KeyboardInterrupt:
+        say("static compile interrupted")
+        return {"ok": False, "error": "interrupted", "target": args.static_target, "sample": args.static_sample}
 
 
 if __name__ == "__main__":

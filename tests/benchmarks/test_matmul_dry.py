@@ -7,16 +7,17 @@ import math
 from pathlib import Path
 
 import pytest
-from bench_scripts import dry_run, load
+from bench_scripts import dry_run, fake_check, load
 
 bench = load("matmul")
 
 
 @pytest.fixture(scope="module")
 def dry(tmp_path_factory):
-    """One real dry run, as a user types it (tiny shapes, real tune(), Triton interpreter)."""
+    """One real dry run, as a user types it (tiny shapes, real tune(), Triton interpreter); the static
+    compile of the real suite is tested below on part of it (the whole takes minutes)."""
     out = tmp_path_factory.mktemp("bench_dry")
-    return dry_run("matmul", out, timeout=120)
+    return dry_run("matmul", out, timeout=120, args=("--no-static",))
 
 
 def test_dry_run_json_structure(dry):
@@ -32,6 +33,8 @@ def test_dry_run_json_structure(dry):
     assert Path(doc["settings"]["db"]).parent == out and Path(doc["settings"]["db"]).exists()
     assert not (out / "must-not-be-used.db").exists()  # never the default (user's) DB
     assert len(doc["rows"]) == len(bench.DRY_SUITE) * 2  # bf16 and fp16
+    assert doc["static_compile"] == {"ok": True, "skipped": "--no-static"}
+    assert not (out / "gpucheck_matmul.json").exists()
 
 
 def test_dry_run_rows_are_verified_predictions(dry):
@@ -104,7 +107,7 @@ def _fake_tune(calls):
 def test_measured_path_ratios_failures_and_targets(tmp_path, monkeypatch, capsys):
     calls: list = []
     monkeypatch.setattr(bench, "tune", _fake_tune(calls))
-    assert bench.main(["--dry-run", "--out", str(tmp_path)]) == 0
+    assert bench.main(["--dry-run", "--out", str(tmp_path), "--no-static"]) == 0
     doc = json.loads(next(tmp_path.glob("matmul_*.json")).read_text())
     assert len(calls) == 6 and doc["complete"]
     by = {(r["name"], r["dtype"]): r for r in doc["rows"]}
@@ -131,7 +134,7 @@ def test_measured_path_ratios_failures_and_targets(tmp_path, monkeypatch, capsys
 
 def test_total_time_skips_and_reports(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench, "tune", lambda *a, **k: pytest.fail("nothing should run"))
-    assert bench.main(["--dry-run", "--out", str(tmp_path), "--total-time", "1e-9", "--dtypes", "bf16"]) == 0
+    assert bench.main(["--dry-run", "--out", str(tmp_path), "--total-time", "1e-9", "--dtypes", "bf16", "--no-static"]) == 0
     doc = json.loads(next(tmp_path.glob("matmul_*.json")).read_text())
     assert doc["rows"] == [] and len(doc["skipped"]) == len(bench.DRY_SUITE) and doc["complete"] is False
     assert all("total-time" in s["reason"] for s in doc["skipped"])
@@ -158,10 +161,90 @@ def test_short_total_time_leaves_every_dtype_time(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bench, "tune", fake_tune)
     monkeypatch.setattr(bench, "time", type("FakeTime", (), {"perf_counter": staticmethod(lambda: clock[0])}))
-    assert bench.main(["--dry-run", "--out", str(tmp_path), "--total-time", "25"]) == 0
+    assert bench.main(["--dry-run", "--out", str(tmp_path), "--total-time", "25", "--no-static"]) == 0
     cheapest = min(bench.suite(dry_run=True), key=lambda c: c.elements)
     assert calls == [(cheapest.M, "bfloat16"), (cheapest.M, "float16")]
     doc = json.loads(next(tmp_path.glob("matmul_*.json")).read_text())
     assert {r["dtype"] for r in doc["rows"]} == {"bfloat16", "float16"}
     assert len(doc["skipped"]) == 2 * len(bench.DRY_SUITE) - 2
     assert doc["settings"]["order"] == "cheapest shape first, each in every dtype"
+
+
+# ----------------------------------------------------------------------------------- the static step
+def test_static_problems_are_the_real_suite():
+    probs = bench.static_problems(["llm", "skinny_odd"], ["bfloat16", "float16"])
+    cases = bench.suite()
+    assert len(probs) == 2 * len(cases)
+    assert {(tuple(sorted(p["shape"].items())), p["dtype"]) for p in probs} == {
+        (tuple(sorted(c.shape().items())), d) for c in cases for d in ("bfloat16", "float16")}
+    assert {p["op"] for p in probs} == {"matmul"} and all(p["attrs"] == bench.ATTRS for p in probs)
+    big = max(probs, key=lambda p: p["shape"]["N"] * p["shape"]["K"])
+    assert (big["shape"]["N"], big["shape"]["K"]) == (57344, 8192)  # Llama-3-70B gate_up, as the real run tunes it
+    assert [p["dtype"] for p in bench.static_problems(["skinny_odd"], ["float16"])] == ["float16"] * 8
+
+
+def test_static_step_compiles_real_llm_shapes(tmp_path):
+    """The real static step (compile-only process, sm_90) on Llama-3-8B qkv and o projections of the
+    suite. (M=1 is left out here: its tiled default config spills, issue 14; the full dry run reports it.)"""
+    from bench_common import static_compile
+
+    probs = [p for p in bench.static_problems(["llm"], ["bfloat16"])
+             if p["shape"]["K"] == 4096 and p["shape"]["N"] in (4096, 6144) and p["shape"]["M"] > 1]
+    assert len(probs) == 6
+    sec = static_compile(probs, "h200", 0, tmp_path / "gpucheck.json")
+    assert sec["ok"] is True, sec["failures"]
+    assert sec["configs"] >= len(probs) * 2 and sec["kernels"] >= 3 and sec["failed"] == 0 and sec["arch"] == "sm_90"
+    report = json.loads((tmp_path / "gpucheck.json").read_text())
+    assert report["ok"] is True and {r["problem"].split("[")[0] for r in report["rows"]} == {"matmul"}
+
+
+def test_dry_run_static_step_end_to_end(tmp_path):
+    """As a user types it: the tiny shapes, then the static compile of the real skinny/odd suite in bf16."""
+    out, doc, stdout = dry_run("matmul", tmp_path, timeout=600,
+                               args=("--groups", "skinny_odd", "--dtypes", "bf16", "--static-sample", "0"))
+    sec = doc["static_compile"]
+    assert sec["ok"] is True and sec["exit_status"] == 0 and sec["failures"] == [], sec
+    assert sec["target"] == "h200" and sec["arch"] == "sm_90" and sec["sample"] == 0
+    assert sec["problems"] == len(bench.suite(["skinny_odd"])) and sec["configs"] >= sec["problems"] and sec["kernels"] > 0
+    assert Path(sec["report"]) == out / "gpucheck_matmul.json" and json.loads(Path(sec["report"]).read_text())["ok"]
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
+    summary = next(i for i, ln in enumerate(lines) if ln.startswith("static compile for h200"))
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("group ") and "ratio" in ln)
+    assert summary < head and "ok:" in lines[summary] and "configs compiled" in lines[summary]
+
+
+def test_static_failure_fails_the_dry_run(tmp_path, monkeypatch, capsys):
+    """A static failure: exit 1, the JSON and the table still written, the failure listed."""
+    import warpsmith.gpucheck
+
+    calls: list = []
+    monkeypatch.setattr(bench, "tune", _fake_tune([]))
+    monkeypatch.setattr(warpsmith.gpucheck, "check_problems", fake_check(1, calls, failing="matmul"))
+    assert bench.main(["--dry-run", "--out", str(tmp_path), "--groups", "skinny_odd", "--static-sample", "3",
+                       "--static-target", "h100"]) == 1
+    assert calls[0]["problems"] == bench.static_problems(["skinny_odd"], ["bfloat16", "float16"])
+    assert (calls[0]["target"], calls[0]["sample"], calls[0]["json_out"]) == ("h100", 3, tmp_path / "gpucheck_matmul.json")
+    doc = json.loads(next(tmp_path.glob("matmul_*.json")).read_text())
+    sec = doc["static_compile"]
+    assert sec["ok"] is False and sec["exit_status"] == 1 and sec["failed"] == sec["problems"] == 16
+    assert sec["failures"][0]["errors"] == ["CompilationError on the first launch: simulated"]
+    assert len(doc["rows"]) == 4  # the tiny shapes ran and were written
+    text = capsys.readouterr().out
+    assert "static compile for h100 (sm_90): FAILED" in text
+    assert text.rstrip().splitlines()[-1].split()[:2] == ["skinny_odd", "float16"]  # the table is still last
+
+    # no report (the compile-only process died), or it could not start: failures too
+    for check in (fake_check(1, calls, report=False), lambda *a, **k: (_ for _ in ()).throw(OSError("no python"))):
+        monkeypatch.setattr(warpsmith.gpucheck, "check_problems", check)
+        assert bench.main(["--dry-run", "--out", str(tmp_path), "--groups", "skinny_odd", "--dtypes", "bf16"]) == 1
+        sec = json.loads(next(tmp_path.glob("matmul_*.json")).read_text())["static_compile"]
+        assert sec["ok"] is False and sec["error"] and sec["report"] is None
+
+    # a clean report passes; --no-static skips the step
+    monkeypatch.setattr(warpsmith.gpucheck, "check_problems", fake_check(0, calls))
+    assert bench.main(["--dry-run", "--out", str(tmp_path), "--groups", "skinny_odd", "--dtypes", "bf16"]) == 0
+    sec = json.loads(next(tmp_path.glob("matmul_*.json")).read_text())["static_compile"]
+    assert sec["ok"] is True and sec["sample"] == bench.STATIC_SAMPLE and sec["target"] == "h200" and sec["configs"] == 8
+    n = len(calls)
+    assert bench.main(["--dry-run", "--out", str(tmp_path), "--groups", "skinny_odd", "--no-static"]) == 0
+    assert len(calls) == n

@@ -11,7 +11,7 @@ import types
 from pathlib import Path
 
 import pytest
-from bench_scripts import dry_run, load
+from bench_scripts import dry_run, fake_check, load
 import torch
 import torch.nn.functional as F
 
@@ -32,9 +32,10 @@ def _present_ops() -> list[str]:
 # ----------------------------------------------------------------------------------- the real dry run
 @pytest.fixture(scope="module")
 def dry(tmp_path_factory):
-    """One real dry run, as a user types it: every op, the ones warpsmith lacks skipped."""
+    """One real dry run, as a user types it: every op, the ones warpsmith lacks skipped (the static
+    compile of the real plan is tested below on part of it: the whole takes minutes)."""
     out = tmp_path_factory.mktemp("mb_dry")
-    return dry_run("memory_bound", out, timeout=300)
+    return dry_run("memory_bound", out, timeout=300, args=("--no-static",))
 
 
 def test_dry_run_json_structure(dry):
@@ -300,3 +301,108 @@ def test_run_h200_suite_selector(tmp_path):
     text = script.read_text()
     assert "script=memory_bound" in text and "script=matmul" in text and "benchmarks/$script.py" in text
     assert "benchmarks/unpack_wheel.py" in text and "benchmarks/wheels" in text and "pip install" not in text
+
+
+# ----------------------------------------------------------------------------------- the static step
+def test_trace_finds_what_the_real_call_dispatched(dry):
+    """trace_problems (no kernel launched) finds exactly the problems the dry run's real warpsmith call
+    dispatched, forward then backward, for every tiny case (but the GEMMs fused linear CE's launcher
+    dispatches inside its launch: compiled by that launcher in the static step)."""
+    import warpsmith.ops as wops
+
+    _, doc, _ = dry
+    assert doc["static_compile"] == {"ok": True, "skipped": "--no-static"}
+    tiny = {(c.op, c.name): c for c in bench.suite(tiny=True)}
+    assert doc["cases"]
+    for row in doc["cases"]:
+        seen = row["impls"]["warpsmith"]["problems"]
+        expected = [p["problem"] for p in seen["fwd"] + seen["bwd"]
+                    if not (row["op"] == "fused_linear_cross_entropy" and p["op"] == "matmul")]
+        traced = bench.trace_problems(tiny[(row["op"], row["name"])], wops, torch.bfloat16, "cpu")
+        assert [p.describe() for p in traced] == expected, row["name"]
+
+
+@pytest.mark.skipif(len(_present_ops()) < len(bench.OPS), reason="warpsmith.ops lacks some ops")
+def test_static_problems_of_the_real_plan():
+    """Every case of the real suite: its op forward and backward at the case's sizes (fused linear CE
+    in bf16 computes its gradients in the forward, and launches its GEMMs itself)."""
+    import warpsmith.ops as wops
+
+    cases = bench.suite()
+    probs, errors = bench.static_problems(cases, wops, torch.bfloat16, "cpu")
+    assert errors == []
+    ops = {p["op"] for p in probs}
+    assert ops == {o for o in bench.OPS if o != "fused_linear_cross_entropy"} | {
+        f"{o}_backward" for o in bench.OPS if o != "fused_linear_cross_entropy"} | {"fused_linear_cross_entropy"}
+    assert all(p["dtype"] == "bfloat16" for p in probs) and len(probs) == 2 * len(cases) - 2
+    by = {(p["op"], tuple(sorted(p["shape"].items()))): p for p in probs}
+    flce = by[("fused_linear_cross_entropy", (("H", 4096), ("M", 8192), ("V", 128256)))]
+    assert flce["attrs"]["grads"] == "all" and flce["attrs"]["reduction"] == "mean"
+    geglu = [p for p in probs if p["op"] == "geglu_backward"]
+    assert len(geglu) == 3 and all(p["attrs"]["approximate"] == "tanh" for p in geglu)
+    rope = next(p for p in probs if p["op"] == "rope_backward" and p["shape"]["S"] == 8192)
+    assert rope["shape"] == {"B": 1, "S": 8192, "Hq": 64, "Hk": 8, "R2": 64, "P": 8192}
+    json.dumps(probs)  # what check_problems writes for the compile-only process
+
+
+@pytest.mark.skipif(not {"rms_norm", "cross_entropy"} <= set(_present_ops()), reason="warpsmith.ops lacks them")
+def test_dry_run_static_step_end_to_end(tmp_path):
+    """As a user types it: the tiny cases, then the real static step (compile-only, sm_90) on the real
+    plan's first-tier RMSNorm (16384 x 4096) and cross-entropy (1024 x 128256) cases, forward and backward."""
+    out, doc, stdout = dry_run("memory_bound", tmp_path, timeout=600,
+                               args=("--ops", "rms_norm,cross_entropy", "--tiers", "1", "--static-sample", "0"))
+    sec = doc["static_compile"]
+    assert sec["ok"] is True and sec["exit_status"] == 0 and sec["failures"] == [] and sec["trace_errors"] == [], sec
+    assert sec["target"] == "h200" and sec["arch"] == "sm_90" and sec["cases"] == 2 and sec["problems"] == 4
+    assert sec["configs"] >= 4 and sec["kernels"] > 0
+    report = json.loads((out / "gpucheck_memory_bound.json").read_text())
+    assert report["ok"] and {r["problem"] for r in report["rows"]} == {
+        "rms_norm[M=16384,N=4096] bfloat16 (eps=1e-06,residual=False,weight=True,weight_dtype=input)",
+        "rms_norm_backward[M=16384,N=4096] bfloat16 (eps=1e-06,residual=False,weight=True,weight_dtype=input)",
+        "cross_entropy[M=1024,V=128256] bfloat16 (ignore_index=-100,label_smoothing=0.0,reduction=mean)",
+        "cross_entropy_backward[M=1024,V=128256] bfloat16 (ignore_index=-100,label_smoothing=0.0,reduction=mean)"}
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
+    summary = next(i for i, ln in enumerate(lines) if ln.startswith("static compile for h200"))
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("op ") and "x compile" in ln)
+    assert summary < head and "ok:" in lines[summary]
+
+
+@pytest.mark.skipif("softmax" not in _present_ops(), reason="warpsmith.ops.softmax not there yet")
+def test_static_failure_fails_the_dry_run(tmp_path, monkeypatch, capsys):
+    """A static failure (or a case whose call fails) makes the dry run exit 1; the JSON and table are still written."""
+    import warpsmith.gpucheck
+
+    calls: list = []
+    monkeypatch.setenv("WARPSMITH_INTERPRET", "1")
+    monkeypatch.setattr(warpsmith.gpucheck, "check_problems", fake_check(1, calls, failing="softmax_backward"))
+    argv = ["--dry-run", "--ops", "softmax", "--tiers", "1,2", "--out", str(tmp_path)]
+    assert bench.main([*argv, "--static-sample", "2", "--static-target", "b200"]) == 1
+    real = [c for c in bench.suite(("softmax",)) if c.tier in (1, 2)]
+    assert [(p["op"], p["shape"]) for p in calls[0]["problems"]] == [
+        (op, c.d) for c in real for op in ("softmax", "softmax_backward")]
+    assert (calls[0]["target"], calls[0]["sample"]) == ("b200", 2)
+    doc = json.loads(next(tmp_path.glob("memory_bound_*.json")).read_text())
+    sec = doc["static_compile"]
+    assert sec["ok"] is False and sec["failed"] == len(real) and sec["cases"] == len(real)
+    assert {f["op"] for f in sec["failures"]} == {"softmax_backward"}
+    assert [c["status"] for c in doc["cases"]] == ["ok", "ok"]  # the tiny cases ran and were written
+    text = capsys.readouterr().out
+    assert "static compile for b200 (sm_100): FAILED" in text
+    assert "fused linear CE peak memory" in text.rstrip().splitlines()[-1]  # the table is still last
+
+    # a case whose warpsmith call fails while traced fails the step, the other cases are still compiled
+    def boom(*a, **k):
+        raise RuntimeError("simulated")
+    monkeypatch.setattr(warpsmith.gpucheck, "check_problems", fake_check(0, calls))
+    monkeypatch.setitem(bench.OPDEFS, "rms_norm", bench.OPDEFS["rms_norm"].__class__(
+        *(boom if f == "warpsmith" else getattr(bench.OPDEFS["rms_norm"], f)
+          for f in bench.OPDEFS["rms_norm"].__dataclass_fields__)))
+    assert bench.main(["--dry-run", "--ops", "softmax,rms_norm", "--tiers", "1", "--out", str(tmp_path),
+                       "--impls", "warpsmith"]) == 1
+    sec = json.loads(next(tmp_path.glob("memory_bound_*.json")).read_text())["static_compile"]
+    assert sec["ok"] is False and [e["case"] for e in sec["trace_errors"]] == ["rms_norm M=16384 N=4096"]
+    assert "simulated" in sec["trace_errors"][0]["error"] and sec["problems"] == 2 and sec["failed"] == 0
+
+    # --no-static: no compile-only process
+    n = len(calls)
+    assert bench.main([*argv, "--no-static"]) == 0 and len(calls) == n
