@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """GEMM over an LLM shape suite: warpsmith (tuned, verified) against ``torch.matmul``, in one run.
 
-For every (shape, dtype) of the suite the script calls :func:`warpsmith.search.tuner.tune`
+For every (shape, dtype) of the suite the script calls :func:`warpsmith.tune.tune`
 (search, then verification of the finalists), which also times the PyTorch reference
 (``torch.matmul``) in the same process, on the same inputs, with the same timer. It prints a
 progress line per step, then writes a JSON file and prints the ratio table and the geometric

@@ -51,6 +51,7 @@ _XENT = [({"M": 16, "V": 32000}, {}), ({"M": 4, "V": 128256}, {"reduction": "non
 _FUSED = [({"M": 64, "H": 512, "V": 4096}, {}), ({"M": 37, "H": 300, "V": 1001}, {"bias": True})]
 PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
     "matmul": [({"M": 4096, "N": 4096, "K": 4096}, {}), ({"M": 16, "N": 14336, "K": 4096}, {}),
+               ({"M": 1, "N": 4096, "K": 4096}, {}),  # M == 1: a constant to Triton
                ({"M": 1, "N": 4097, "K": 4099}, {}), ({"M": 257, "N": 129, "K": 300}, {"bias": True, "activation": "gelu"}),
                ({"M": 128, "N": 1024, "K": 512, "B": 3}, {"layout": "tn"})],
     "rms_norm": _NORM, "rms_norm_backward": _NORM, "layer_norm": _NORM, "layer_norm_backward": _NORM,

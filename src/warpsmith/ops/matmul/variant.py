@@ -141,7 +141,9 @@ class _Gemm(Variant):
     def default_config(self, p: Problem, target: Target) -> Config:
         cfg = self.space(p, target).default()
         cfg["EVEN_K"] = bool(p.shape["K"] % cfg["BLOCK_K"] == 0)
-        cfg["num_warps"] = 8 if cfg["BLOCK_M"] * cfg["BLOCK_N"] >= 128 * 128 else 4
+        # M == 1 is a constant to Triton (it specializes 1), and there ptxas spilled the 4-warp 16x128 tile
+        # of the Llama decode shapes (gpucheck via benchmarks/matmul.py --dry-run); 8 warps do not spill
+        cfg["num_warps"] = 8 if cfg["BLOCK_M"] * cfg["BLOCK_N"] >= 128 * 128 or p.shape["M"] == 1 else 4
         while self.smem_bytes(p, cfg) > target.smem_per_block and cfg["num_stages"] > 1:
             cfg["num_stages"] -= 1
 
