@@ -181,6 +181,11 @@ class Prover:
         subject = f"{a.kind} #{i} of {a.base} at {a.where}"
         status, m = self._solve(inst.constraints(self.grid) + [bad])
         if status == "unsat":
+            reach, _ = self._solve(inst.constraints(self.grid))
+            if reach == "unsat":  # true only because nothing executes: a mask or loop that is never true
+                return Obligation("in_bounds", subject, "unknown", "vacuous: no program, lane or loop iteration "
+                                  "executes this access (its mask or enclosing loop is never true)",
+                                  seconds=time.perf_counter() - t0)
             return Obligation("in_bounds", subject, "proved", seconds=time.perf_counter() - t0)
         if status == "sat" and not a.havoc:
             cex = self._cex(m, {**{f"pid{k}": v for k, v in inst.pids.items()},
@@ -409,38 +414,72 @@ class Prover:
                       "every index read exactly once (no quantified proof reached): ") + detail
         return Obligation("split_coverage", subject, st, detail, cex, time.perf_counter() - t0)
 
+    def _safe(self, name: str, subject: str, fn, *args) -> Obligation:
+        """An obligation whose check raises is ``unknown`` with the reason, never a crash."""
+        try:
+            return fn(*args)
+        except Exception as exc:
+            return Obligation(name, subject, "unknown", f"could not be checked: {_construct(exc)}")
+
     # ---- all of them -----------------------------------------------------------------------------
     def run(self) -> ProofReport:
         rep = ProofReport(self.c.name, self.consts)
         try:
             tr = self.trace()
-        except (SymbolicError, TypeError, AttributeError, KeyError, ValueError) as exc:
+        except Exception as exc:  # anything the tracer cannot model is unknown, never a crash
             rep.obligations.append(Obligation("trace", self.c.name, "unknown",
-                                              f"the tracer could not model the kernel: {type(exc).__name__}: {exc}"))
+                                              f"the tracer could not model the kernel: {_construct(exc)}"))
             return rep
+        status, _ = self._solve([])
+        if status == "unsat":  # an empty domain would make every obligation vacuously true
+            rep.obligations.append(Obligation("domain", self.c.name, "failed",
+                                              "the contract's domain and guards admit no sizes at all"))
+            return rep
+        add = rep.obligations.append
         for i, a in enumerate(tr.accesses):
-            rep.obligations.append(self.in_bounds(tr, a, i))
+            add(self._safe("in_bounds", f"{a.kind} #{i} of {a.base} at {a.where}", self.in_bounds, tr, a, i))
         for base, spec in self.tensors.items():
             stores = [(i, a) for i, a in enumerate(tr.accesses) if a.base == base and a.kind == "store"]
             if stores:
-                rep.obligations.append(self.race_free(tr, stores, base))
+                add(self._safe("race_free", base, self.race_free, tr, stores, base))
             if spec.output:
                 writes = [a for a in tr.accesses if a.base == base and a.kind in ("store", "atomic")]
-                rep.obligations.append(self.coverage(tr, writes, base) if writes else
-                                       Obligation("coverage", base, "failed", "the kernel never writes this output"))
-        rep.obligations.append(self.int32_no_overflow(tr))
-        split = self.split_coverage(tr)
-        if split is not None:
-            rep.obligations.append(split)
+                add(self._safe("coverage", base, self.coverage, tr, writes, base) if writes else
+                    Obligation("coverage", base, "failed", "the kernel never writes this output"))
+        add(self._safe("int32_no_overflow", "int32 results", self.int32_no_overflow, tr))
+        if self.c.split is not None:
+            add(self._safe("split_coverage", self.c.split.tensor, self.split_coverage, tr))
+        sizes = {str(s) for s in self.c.size_symbols()}
         for fact, text in tr.loop_facts:
             status, m = self._solve([z3.Not(fact)])
-            rep.obligations.append(Obligation("loop_step", text, "proved" if status == "unsat" else "unknown"))
+            if status == "unsat":
+                add(Obligation("loop_step", text, "proved"))
+            elif status == "sat" and {str(s) for s in _free(fact)} <= sizes:
+                add(Obligation("loop_step", text, "failed", "the loop step is zero for these sizes", self._cex(m, {})))
+            else:
+                add(Obligation("loop_step", text, "unknown", f"a symbolic loop step may be zero ({status})"))
         return rep
 
 
 def prove(contract: KernelContract, timeout_ms: int = 3_000) -> list[ProofReport]:
     """Prove every constexpr combination of ``contract``."""
     return [Prover(contract, consts, timeout_ms).run() for consts in contract.constexprs]
+
+
+def _free(e: Any) -> list[Any]:
+    from .contract import _symbols
+
+    return _symbols(e)
+
+
+def _construct(exc: BaseException) -> str:
+    """The reason a trace or check stopped, naming the construct where the tracer knows it."""
+    if isinstance(exc, SymbolicError):
+        return str(exc)
+    if isinstance(exc, AttributeError) and "SimpleNamespace" in str(exc):
+        name = str(exc).rsplit(" ", 1)[-1].strip("'")
+        return f"tl.{name} is not modelled"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class _Decoder:

@@ -76,6 +76,13 @@ class _LoopRewriter(ast.NodeTransformer):
             or (isinstance(it.func, ast.Attribute) and it.func.attr == "range"))
         if not is_range:
             return node
+        for st in node.body:
+            for sub in ast.walk(st):
+                if isinstance(sub, (ast.Break, ast.Continue, ast.Return)):
+                    kind = type(sub).__name__.lower()
+                    raise SymbolicError(f"`{kind}` inside a for loop is not modelled (line {sub.lineno})")
+        if node.orelse:
+            raise SymbolicError(f"for ... else is not modelled (line {node.lineno})")
         n = next(_ids)
         lv, pv = f"__ws_L{n}", f"__ws_p{n}"
         assigned = sorted({t.id for st in node.body for t in ast.walk(st)
@@ -102,12 +109,25 @@ class Loop:
         lo, hi, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
         lo, hi, step = (_int_expr(v) for v in (lo, hi, step))
         self.t = z3.Int(f"t{next(_ids)}")
-        if not (z3.is_int_value(z3.simplify(step)) and z3.simplify(step).as_long() > 0):
-            tracer.trace.loop_facts.append((step > 0, f"loop step positive (line {line})"))
-        self.trip = z3.If(hi > lo, (hi - lo + step - 1) / step, 0)
-        self.index = SymTensor(lo + self.t * step)
-        # t < trip already implies lo <= index < hi (for step > 0); stating it helps the solver
-        self.range_cond = z3.And(self.t >= 0, self.t < self.trip, lo + self.t * step < hi, lo + self.t * step >= lo)
+        step_s = z3.simplify(step)
+        if z3.is_int_value(step_s) and step_s.as_long() == 0:
+            raise SymbolicError(f"range() with step 0 (line {line})")
+        if not z3.is_int_value(step_s):
+            tracer.trace.loop_facts.append((step != 0, f"loop step nonzero (line {line})"))
+        # Python's range for either sign of the step: trip = ceil((hi - lo) / step) when positive, else 0
+        up = z3.If(hi > lo, (hi - lo + step - 1) / step, 0)
+        down = z3.If(lo > hi, (lo - hi - step - 1) / (-step), 0)
+        if z3.is_int_value(step_s):
+            self.trip = up if step_s.as_long() > 0 else down
+        else:
+            self.trip = z3.If(step > 0, up, z3.If(step < 0, down, 0))
+        idx = lo + self.t * step
+        self.index = SymTensor(idx)
+        # t < trip already implies the index lies between lo and hi; stating it helps the solver
+        within = z3.If(step > 0, z3.And(idx >= lo, idx < hi), z3.And(idx <= lo, idx > hi))
+        if z3.is_int_value(step_s):
+            within = z3.And(idx >= lo, idx < hi) if step_s.as_long() > 0 else z3.And(idx <= lo, idx > hi)
+        self.range_cond = z3.And(self.t >= 0, self.t < self.trip, within)
         self.phase = 0
         self.placeholders: dict[str, Any] = {}
         self.closed: dict[str, Any] = {}
