@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import z3
 from click.testing import CliRunner
 
 from warpsmith.cli.main import cli
@@ -97,3 +98,52 @@ def test_gathers_are_proved_under_a_declared_precondition_only():
     # no precondition: the addresses depend on unknown data; never proved
     none = [o for r in prove(kernel_bugs.gather(None)) for o in r.obligations]
     assert none and all(o.status != "proved" for o in none)
+
+
+def _forced_bounded(monkeypatch):
+    """Make every quantified query time out, so each obligation takes its bounded (numpy) path."""
+    import importlib
+
+    prove_mod = importlib.import_module("warpsmith.verify.symbolic.prove")
+    real = prove_mod.Prover._solve
+
+    def solve(self, facts, extra_assume=(), timeout_ms=None):
+        concrete = extra_assume and all(z3.is_eq(e) and z3.is_int_value(e.arg(1)) for e in extra_assume)
+        if not concrete and not (extra_assume and self.c.split):  # split's contiguous layout: a real solve
+            return "unknown", "forced timeout"
+        return real(self, facts, extra_assume, timeout_ms)
+
+    monkeypatch.setattr(prove_mod.Prover, "_solve", solve)
+
+
+CEX_PATHS = [("rows[off_by_one]", "in_bounds"), ("rows[overlap]", "race_free"),
+             ("rows[missing_tail_tile]", "coverage"), ("strided_pick[int32]", "int32_no_overflow"),
+             ("split_sum[twice]", "split_coverage"), ("split_sum[drops_tail]", "split_coverage")]
+
+
+@pytest.mark.parametrize("forced", [False, True], ids=["quantified", "bounded"])
+@pytest.mark.parametrize("name,obligation", CEX_PATHS)
+def test_every_counterexample_serializes(monkeypatch, name, obligation, forced):
+    """A counterexample from each path (z3 model or bounded numpy enumeration) is plain JSON."""
+    if forced:
+        _forced_bounded(monkeypatch)
+    contract, _ = kernel_bugs.BUGS[name]
+    reports = prove(contract)
+    failed = [o for r in reports for o in r.obligations if o.status == "failed" and o.name == obligation]
+    assert failed and failed[0].counterexample, [(o.name, o.status, o.detail) for r in reports for o in r.obligations]
+    if forced and obligation != "split_coverage":
+        assert "named shape" in failed[0].detail or "bounded" in failed[0].detail or obligation == "in_bounds"
+    for r in reports:
+        assert json.loads(json.dumps(r.to_json()))["contract"] == contract.name  # no default= needed
+
+
+def test_prove_cli_on_a_failing_file_exits_1_with_serializable_counterexamples(tmp_path):
+    src = tmp_path / "bad.py"
+    src.write_text(f"import sys\nsys.path.insert(0, {str(ZOO)!r})\nimport kernel_bugs\n"
+                   "CONTRACTS = [kernel_bugs.BUGS['rows[missing_tail_tile]'][0], kernel_bugs.BUGS['split_sum[drops_tail]'][0]]\n")
+    out = tmp_path / "bad.json"
+    r = CliRunner().invoke(cli, ["prove", str(src), "--json", str(out)])
+    assert r.exit_code == 1, r.output
+    doc = json.loads(out.read_text())
+    failed = {o["name"] for x in doc["reports"] for o in x["obligations"] if o["status"] == "failed"}
+    assert {"coverage", "split_coverage"} <= failed

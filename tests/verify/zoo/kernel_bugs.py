@@ -74,6 +74,19 @@ def _split(bug: str) -> KernelContract:
         bounded_shapes=[{"K": 40, "S": 2}, {"K": 33, "S": 3}, {"K": 1, "S": 1}], split=Split("x_ptr", dim=0, axis=0))
 
 
+@triton.jit
+def strided_pick_kernel(x_ptr, y_ptr, P):
+    """y[i] = x[i, 0]: the row offset i * P is int32 and wraps once it reaches 2^31."""
+    i = tl.program_id(0)
+    tl.store(y_ptr + i, tl.load(x_ptr + i * P))
+
+
+P = sizes("P")[0]
+STRIDED_PICK = KernelContract(
+    kernel=strided_pick_kernel, name="strided_pick[int32]",
+    args={"x_ptr": Tensor((M, P), (P, 1)), "y_ptr": Tensor((M,), (1,), output=True), "P": P},
+    grid=(M,), domain=[M <= 16, P <= 2**31], bounded_shapes=[{"M": 3, "P": 2**30}])
+
 CORRECT = [_rows("none", lambda c: (cdiv(M, c["BLOCK"]),)), _split("none")]
 BUGS = {
     "rows[off_by_one]": (_rows("off_by_one", lambda c: (cdiv(M, c["BLOCK"]),)), "in_bounds"),
@@ -88,6 +101,7 @@ BUGS = {
                                               "M": M},
         constexprs=[{"BLOCK": 16}], grid=lambda c: (cdiv(M, c["BLOCK"]), 2), domain=DOMAIN,
         bounded_shapes=SHAPES), "race_free"),
+    "strided_pick[int32]": (STRIDED_PICK, "int32_no_overflow"),
     "split_sum[twice]": (_split("twice"), "split_coverage"),
     "split_sum[drops_tail]": (_split("drops_tail"), "split_coverage"),
 }

@@ -47,6 +47,10 @@ class Obligation:
     counterexample: dict[str, Any] | None = None
     seconds: float = 0.0
 
+    def __post_init__(self) -> None:
+        # counterexamples from the bounded (numpy) paths carry numpy scalars: every report must serialize
+        self.counterexample = _plain(self.counterexample)
+
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "subject": self.subject, "status": self.status, "detail": self.detail,
                 "counterexample": self.counterexample, "seconds": round(self.seconds, 3)}
@@ -464,6 +468,23 @@ class Prover:
 def prove(contract: KernelContract, timeout_ms: int = 3_000) -> list[ProofReport]:
     """Prove every constexpr combination of ``contract``."""
     return [Prover(contract, consts, timeout_ms).run() for consts in contract.constexprs]
+
+
+def _plain(x: Any) -> Any:
+    """Counterexample values as plain JSON types (numpy scalars and arrays, tuples, z3 values)."""
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _plain(x.tolist())
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, z3.IntNumRef):
+        return x.as_long()
+    return str(x)
 
 
 def _free(e: Any) -> list[Any]:
