@@ -95,9 +95,19 @@ def test_gathers_are_proved_under_a_declared_precondition_only():
     # a precondition too weak for the addresses: a concrete counterexample
     weak = [o for r in prove(kernel_bugs.gather((0, kernel_bugs.NB + 1))) for o in r.obligations]
     assert any(o.name == "in_bounds" and o.status == "failed" and o.counterexample for o in weak)
-    # no precondition: the addresses depend on unknown data; never proved
+    # no precondition: the table may hold any value, so the unmasked gather escapes: a counterexample
     none = [o for r in prove(kernel_bugs.gather(None)) for o in r.obligations]
-    assert none and all(o.status != "proved" for o in none)
+    bad = [o for o in none if o.name == "in_bounds" and o.status == "failed" and "pool_ptr" in o.subject]
+    assert bad, [(o.name, o.status, o.detail) for o in none]
+    cex = bad[0].counterexample
+    page = cex["loaded table_ptr value"]  # the index value that escapes
+    assert not 0 <= page * 16 + cex["lane0"] <= (cex["NB"] - 1) * 16 + 15 and cex["offset"] == page * 16 + cex["lane0"]
+
+
+def test_a_gather_checked_by_its_mask_is_proved_without_a_precondition():
+    c = kernel_bugs.gather(None, checked=True)
+    obs = [o for r in prove(c) for o in r.obligations if o.name == "in_bounds"]
+    assert obs and all(o.status == "proved" for o in obs), [(o.subject, o.status, o.detail) for o in obs]
 
 
 def _forced_bounded(monkeypatch):

@@ -68,3 +68,40 @@ def test_a_symbolic_step_of_either_sign_must_be_shown_nonzero():
     obs = _obligations(pc.contracts(0)["symbolic_step"])
     step = [o for o in obs if o.name == "loop_step"]
     assert step and step[0].status == "failed" and step[0].counterexample["S"] == 8  # STEP = S - 8
+
+
+import prover_modelled as pm  # noqa: E402
+
+
+@pytest.mark.parametrize("construct", sorted(pm.contracts(0)))
+def test_each_modelled_construct_proves_a_correct_kernel_and_finds_a_planted_out_of_bounds(construct):
+    ok = _obligations(pm.contracts(0)[construct])
+    ib = [o for o in ok if o.name == "in_bounds"]
+    assert ib and all(o.status == "proved" for o in ib), [(o.name, o.status, o.detail) for o in ok]
+    assert not any(o.status == "failed" for o in ok), [(o.name, o.status, o.detail) for o in ok]
+    bad = _obligations(pm.contracts(1)[construct])
+    found = [o for o in bad if o.name == "in_bounds" and o.status == "failed"]
+    assert found and all(o.counterexample for o in found), [(o.name, o.status, o.detail) for o in bad]
+
+
+@pytest.mark.parametrize("construct", sorted(pm.refused(0)))
+def test_constructs_not_modelled_are_unknown_with_the_construct_named(construct):
+    for bug in (0, 1):
+        obs = _obligations(pm.refused(bug)[construct])
+        assert len(obs) == 1 and obs[0].status == "unknown" and construct in obs[0].detail, obs
+
+
+def test_unlisted_tl_functions_are_unknown_and_named():
+    from warpsmith.core._triton import tl, triton
+    from warpsmith.verify.symbolic import KernelContract, Tensor
+
+    @triton.jit
+    def histogram_kernel(x_ptr, y_ptr, B: tl.constexpr):
+        i = tl.histogram(tl.arange(0, B), B)
+        tl.store(y_ptr + i, tl.load(x_ptr + i))
+
+    c = KernelContract(kernel=histogram_kernel, args={"x_ptr": Tensor((16,), (1,)),
+                                                      "y_ptr": Tensor((16,), (1,), output=True)},
+                       constexprs=[{"B": 16}], grid=(1,))
+    obs = _obligations(c)
+    assert len(obs) == 1 and obs[0].status == "unknown" and "tl.histogram is not modelled" in obs[0].detail

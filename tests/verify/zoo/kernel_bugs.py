@@ -117,14 +117,24 @@ def paged_gather_kernel(pool_ptr, table_ptr, out_ptr, PAGE: tl.constexpr):
     tl.store(out_ptr + i * PAGE + r, tl.load(pool_ptr + page * PAGE + r))
 
 
+@triton.jit
+def checked_gather_kernel(pool_ptr, table_ptr, out_ptr, NB, PAGE: tl.constexpr):
+    """The same gather, masked by the table entry's range: safe whatever the table holds."""
+    i = tl.program_id(0)
+    page = tl.load(table_ptr + i)
+    r = tl.arange(0, PAGE)
+    ok = (page >= 0) & (page < NB)
+    tl.store(out_ptr + i * PAGE + r, tl.load(pool_ptr + page * PAGE + r, mask=ok & (r < PAGE), other=0.0))
+
+
 NB, NT = sizes("NB NT")
 
 
-def gather(values) -> KernelContract:
+def gather(values, checked: bool = False) -> KernelContract:
     """``values``: the declared precondition on table entries (None: no precondition)."""
     return KernelContract(
-        kernel=paged_gather_kernel, name=f"paged_gather[{values}]",
+        kernel=checked_gather_kernel if checked else paged_gather_kernel, name=f"paged_gather[{values}]",
         args={"pool_ptr": Tensor((NB, 16), (16, 1)), "table_ptr": Tensor((NT,), (1,), values=values),
-              "out_ptr": Tensor((NT, 16), (16, 1), output=True)},
+              "out_ptr": Tensor((NT, 16), (16, 1), output=True), **({"NB": NB} if checked else {})},
         constexprs=[{"PAGE": 16}], grid=(NT,), domain=[NB <= 4096, NT <= 4096],
         bounded_shapes=[{"NB": 3, "NT": 5}])

@@ -194,7 +194,7 @@ class Prover:
         if status == "sat" and not a.havoc:
             cex = self._cex(m, {**{f"pid{k}": v for k, v in inst.pids.items()},
                                 **{f"lane{d}": v for d, v in enumerate(inst.lanes)}, "offset": off,
-                                "span": self.tensors[a.base].span()})
+                                "span": self.tensors[a.base].span(), **_gathered(off)})
             return Obligation("in_bounds", subject, "failed", "mask true, address outside the tensor", cex,
                               time.perf_counter() - t0)
 
@@ -487,6 +487,18 @@ def _plain(x: Any) -> Any:
     return str(x)
 
 
+def _gathered(expr: Any) -> dict[str, Any]:
+    """The loaded values an address depends on, for a counterexample: tensor, offset read, value read."""
+    out = {}
+    for prefix in ("gathered_", "value_"):
+        for app in _apps([expr], prefix, prefix=True):
+            name = app.decl().name()[len(prefix):]
+            tensor = name.rsplit("_", 1)[0] if prefix == "gathered_" else name
+            out[f"loaded {tensor} offset"] = app.arg(0)
+            out[f"loaded {tensor} value"] = app
+    return out
+
+
 def _free(e: Any) -> list[Any]:
     from .contract import _symbols
 
@@ -527,14 +539,14 @@ def _contiguous_stride(shape: tuple, r: int) -> Any:
     return out
 
 
-def _apps(facts: list[Any], name: str) -> list[Any]:
+def _apps(facts: list[Any], name: str, prefix: bool = False) -> list[Any]:
     out, seen, todo = [], set(), list(facts)
     while todo:
         e = todo.pop()
         if e.get_id() in seen:
             continue
         seen.add(e.get_id())
-        if z3.is_app(e) and e.decl().name() == name:
+        if z3.is_app(e) and (e.decl().name().startswith(name) if prefix else e.decl().name() == name):
             out.append(e)
         todo.extend(e.children())
     return out

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import z3
 
-from .lang import SymbolicError, as_sym, fake_triton, make_tl
+from .lang import BlockPtr, SymbolicError, as_sym, fake_triton, make_tl
 from .values import DATA, SymTensor, lane
 
 UNDEF = object()
@@ -145,6 +145,8 @@ class Loop:
             self.tracer.loops.pop()
 
     def _placeholder(self, name: str, v: Any) -> Any:
+        if isinstance(v, BlockPtr):  # a block pointer's offsets are loop-carried integers
+            return v.with_offsets([self._placeholder(f"{name}.offset{d}", as_sym(o)) for d, o in enumerate(v.offsets)])
         if v is UNDEF or v is DATA or not isinstance(as_sym(v), SymTensor):
             return v
         v = as_sym(v)
@@ -152,7 +154,7 @@ class Loop:
         f = z3.Function(f"carry_{name}_{next(_ids)}", *sorts, z3.IntSort())
         expr = f(*[lane(d) for d in range(len(v.shape))]) if v.shape else z3.Int(f"carry_{name}_{next(_ids)}")
         self.placeholders[name] = expr
-        return SymTensor(expr, v.shape, v.base, v.int64, v.elem)
+        return SymTensor(expr, v.shape, v.base, v.int64, v.elem, v.data)
 
     def enter(self, name: str) -> Any:
         v = self.carried[name]
@@ -164,9 +166,30 @@ class Loop:
         if self.phase == 1:
             self.ends = dict(values)
 
+    def _solve_block_ptr(self, name: str, v0: BlockPtr, end: Any) -> None:
+        if not (isinstance(end, BlockPtr) and end.base is v0.base and end.shape is v0.shape
+                and end.strides is v0.strides and end.block == v0.block):
+            raise SymbolicError(f"block pointer {name} re-made inside a loop (line {self.line}) is not modelled")
+        closed, deltas = [], []
+        for d, (o0, o1) in enumerate(zip(v0.offsets, end.offsets)):
+            ph, o0, o1 = self.placeholders.get(f"{name}.offset{d}"), as_sym(o0), as_sym(o1)
+            delta = z3.simplify(o1.expr - ph) if ph is not None else None
+            if delta is None or _mentions(delta, ph) or _mentions(delta, self.t):
+                raise SymbolicError(f"block pointer {name} advanced by a non-affine amount (loop at line {self.line})")
+            closed.append(SymTensor(o0.expr + self.t * delta))
+            deltas.append(delta)
+        self.closed[name] = v0.with_offsets(closed)
+        self.deltas[name] = (v0, deltas)
+
     def _solve(self) -> None:
         for name, v0 in self.carried.items():
             end = self.ends.get(name, UNDEF)
+            if isinstance(v0, BlockPtr):
+                self._solve_block_ptr(name, v0, end)
+                continue
+            if isinstance(end, BlockPtr):  # made inside the body: not carried
+                self.closed[name] = v0
+                continue
             if v0 is UNDEF or v0 is DATA or end is DATA or end is UNDEF:
                 self.closed[name] = DATA if (v0 is DATA or end is DATA) else v0
                 continue
@@ -181,20 +204,25 @@ class Loop:
                 continue
             self.deltas[name] = (v0, delta)
             self.closed[name] = SymTensor(v0.expr + self.t * delta, _bshape(v0, end), v0.base or end.base,
-                                          v0.int64 or end.int64, v0.elem)
+                                          v0.int64 or end.int64, v0.elem, v0.data or end.data)
 
     def _havoc(self, name: str, v0: SymTensor) -> SymTensor:
         self.tracer.trace.havocs.append(f"{name} (loop at line {self.line})")
         sorts = [z3.IntSort()] * len(v0.shape)
         f = z3.Function(f"havoc_{name}_{next(_ids)}", *sorts, z3.IntSort())
         expr = f(*[lane(d) for d in range(len(v0.shape))]) if v0.shape else z3.Int(f"havoc_{name}_{next(_ids)}")
-        return SymTensor(expr, v0.shape, v0.base, v0.int64, v0.elem)
+        return SymTensor(expr, v0.shape, v0.base, v0.int64, v0.elem, v0.data)
 
     def after(self, name: str) -> Any:
         v0 = self.carried[name]
+        if isinstance(v0, BlockPtr):
+            v0, deltas = self.deltas[name]
+            return v0.with_offsets([SymTensor(as_sym(o).expr + self.trip * d) for o, d in zip(v0.offsets, deltas)])
+        if isinstance(self.ends.get(name), BlockPtr):
+            return UNDEF  # a block pointer made in the body: its last value is not tracked
         if name in self.deltas:
             v0, delta = self.deltas[name]
-            return SymTensor(v0.expr + self.trip * delta, v0.shape, v0.base, v0.int64, v0.elem)
+            return SymTensor(v0.expr + self.trip * delta, v0.shape, v0.base, v0.int64, v0.elem, v0.data)
         closed = self.closed.get(name, UNDEF)
         if closed is DATA or v0 is DATA:
             return DATA
@@ -287,6 +315,9 @@ class Tracer:
         if kind == "load" and ptr.base in self.value_ranges:  # a gather table: values obey a declared precondition
             f = z3.Function(f"value_{ptr.base}", z3.IntSort(), z3.IntSort())
             return SymTensor(f(ptr.expr), shape)
+        if kind == "load":  # no declared range: any value (one fresh function per load: stores may change it)
+            f = z3.Function(f"gathered_{ptr.base}_{next(_ids)}", z3.IntSort(), z3.IntSort())
+            return SymTensor(f(ptr.expr), shape, data=True)
         return DATA
 
     # -- compiling jit functions -------------------------------------------------------------------
