@@ -157,3 +157,25 @@ def test_prove_cli_on_a_failing_file_exits_1_with_serializable_counterexamples(t
     doc = json.loads(out.read_text())
     failed = {o["name"] for x in doc["reports"] for o in x["obligations"] if o["status"] == "failed"}
     assert {"coverage", "split_coverage"} <= failed
+
+
+def _line(source: str) -> str:
+    path, line = source.rsplit(":", 1)
+    return Path(path).read_text().splitlines()[int(line) - 1]
+
+
+def test_counterexamples_name_the_smallest_sizes_iteration_element_and_source_line():
+    obs = [o for r in prove(kernel_bugs.BUGS["rows[off_by_one]"][0]) for o in r.obligations]
+    load = next(o for o in obs if o.name == "in_bounds" and o.status == "failed" and "x_ptr" in o.subject)
+    cex = load.counterexample
+    assert (cex["M"], cex["N"]) == (1, 1)  # the smallest failing sizes: one row, read one past the end
+    assert cex["element"] == [1, 0] and cex["offset"] == 1 and cex["lane0"] == 1
+    assert cex["iteration (loop at line 22)"] == 0
+    assert "range(0, N, 32)" in _line(cex["source"].rsplit(":", 1)[0] + ":22")
+    assert "tl.load(x_ptr" in _line(cex["source"])
+    race = next(o for r in prove(kernel_bugs.BUGS["rows[overlap]"][0]) for o in r.obligations
+                if o.name == "race_free")
+    rc = race.counterexample
+    assert race.status == "failed" and rc["first.pid0"] != rc["second.pid0"]
+    assert rc["element"] == [rc["address"] // rc["N"], rc["address"] % rc["N"]]
+    assert all("tl.store(y_ptr" in _line(s) for s in rc["source"])

@@ -162,6 +162,52 @@ class Prover:
                 out[k] = str(model.eval(v, model_completion=True))
         return out
 
+    def _minimize(self, facts: list[Any], model: Any, rounds: int = 12) -> Any:
+        """A model with the smallest sizes z3 can show: the sum of the sizes is bisected while a
+        counterexample remains (short solves; a solve that times out ends the search, keeping the best)."""
+        syms = self.c.size_symbols()
+        if not syms:
+            return model
+        total = sum(syms, z3.IntVal(0))
+        lo, hi = len(syms), model.eval(total, model_completion=True).as_long()
+        for _ in range(rounds):
+            if lo >= hi:
+                break
+            mid = (lo + hi) // 2
+            status, m = self._solve(facts, [total <= mid], timeout_ms=min(self.timeout_ms, 800))
+            if status == "sat":
+                model, hi = m, m.eval(total, model_completion=True).as_long()
+            elif status == "unsat":
+                lo = mid + 1
+            else:
+                break
+        return model
+
+    def _instance_terms(self, inst: "_Instance", prefix: str) -> dict[str, Any]:
+        """Program ids, lanes and loop iterations of one instance, for a counterexample."""
+        out = {f"{prefix}pid{k}": v for k, v in inst.pids.items()}
+        out.update({f"{prefix}lane{d}": v for d, v in enumerate(inst.lanes)})
+        lines = getattr(inst.access, "loop_lines", [])
+        for k, t in enumerate(inst.ts):
+            out[f"{prefix}iteration (loop at line {lines[k] if k < len(lines) else '?'})"] = t
+        return out
+
+    def _element(self, model: Any, base: str, offset: Any) -> list[int] | str:
+        """The tensor index an element offset decomposes to (largest stride first); may lie outside the shape."""
+        t = self.tensors[base]
+        if not isinstance(offset, int):
+            return "?"
+        strides = [model.eval(st, model_completion=True) if isinstance(st, z3.ExprRef) else z3.IntVal(st)
+                   for st in t.strides]
+        strides = [s.as_long() if z3.is_int_value(s) else None for s in strides]
+        if None in strides:
+            return "?"
+        idx, rest = [0] * len(strides), offset
+        for d in sorted(range(len(strides)), key=lambda d: -strides[d]):
+            if strides[d] > 0:
+                idx[d], rest = (rest // strides[d], rest % strides[d]) if rest >= 0 else (-((-rest) // strides[d]), 0)
+        return idx
+
     def _bounded(self, check) -> tuple[str, str, dict | None]:
         """Run ``check(sizes)`` on each named shape: (status, detail, counterexample)."""
         shapes = [sh for sh in self.c.bounded_shapes if self._admits(sh)]
@@ -192,9 +238,11 @@ class Prover:
                                   seconds=time.perf_counter() - t0)
             return Obligation("in_bounds", subject, "proved", seconds=time.perf_counter() - t0)
         if status == "sat" and not a.havoc:
-            cex = self._cex(m, {**{f"pid{k}": v for k, v in inst.pids.items()},
-                                **{f"lane{d}": v for d, v in enumerate(inst.lanes)}, "offset": off,
-                                "span": self.tensors[a.base].span(), **_gathered(off)})
+            m = self._minimize(inst.constraints(self.grid) + [bad], m)
+            cex = self._cex(m, {**self._instance_terms(inst, ""), "offset": off, "span": self.tensors[a.base].span(),
+                                **_gathered(off)})
+            cex["element"] = self._element(m, a.base, cex["offset"])
+            cex["source"] = f"{a.file}:{a.where.rsplit(':', 1)[-1]}"
             return Obligation("in_bounds", subject, "failed", "mask true, address outside the tensor", cex,
                               time.perf_counter() - t0)
 
@@ -219,11 +267,11 @@ class Prover:
             facts = x.constraints(self.grid) + y.constraints(self.grid) + [x.sub(a.offset) == y.sub(b.offset), distinct]
             status, m = self._solve(facts, timeout_ms=min(self.timeout_ms, 2500))
             if status == "sat" and not (a.havoc or b.havoc):
-                cex = self._cex(m, {**{f"first.pid{k}": v for k, v in x.pids.items()},
-                                    **{f"second.pid{k}": v for k, v in y.pids.items()},
-                                    **{f"first.lane{d}": v for d, v in enumerate(x.lanes)},
-                                    **{f"second.lane{d}": v for d, v in enumerate(y.lanes)},
-                                    "address": x.sub(a.offset)})
+                m = self._minimize(facts, m)
+                cex = self._cex(m, {**self._instance_terms(x, "first."), **self._instance_terms(y, "second."),
+                                    "address": x.sub(a.offset), **_gathered(x.sub(a.offset))})
+                cex["element"] = self._element(m, base, cex["address"])
+                cex["source"] = [f"{a.file}:{a.where.rsplit(':', 1)[-1]}", f"{b.file}:{b.where.rsplit(':', 1)[-1]}"]
                 return Obligation("race_free", base, "failed", f"stores #{i} and #{j} hit one address", cex,
                                   time.perf_counter() - t0)
             if status != "unsat":
@@ -288,8 +336,11 @@ class Prover:
         if status == "unsat":
             return Obligation("coverage", base, "proved", seconds=time.perf_counter() - t0)
         if status == "sat" and not any(a.havoc for a in stores):
-            return Obligation("coverage", base, "failed", "an output element no program writes",
-                              self._cex(m, {f"index{r}": i for r, i in enumerate(idx)}), time.perf_counter() - t0)
+            m = self._minimize(facts, m, rounds=4)
+            cex = self._cex(m, {f"index{r}": i for r, i in enumerate(idx)})
+            cex["element"] = [cex[f"index{r}"] for r in range(len(idx))]
+            return Obligation("coverage", base, "failed", "an output element no program writes", cex,
+                              time.perf_counter() - t0)
 
         def concrete(shape):
             env, grid = self._concrete(shape)
@@ -303,7 +354,10 @@ class Prover:
                     flat = decode.flat(offs)
                     np.add.at(hits, flat[flat >= 0], 1)
             missing = np.flatnonzero(hits == 0)
-            return None if not len(missing) else {**shape, "index": list(np.unravel_index(missing[0], tshape))}
+            if not len(missing):
+                return None
+            index = [int(i) for i in np.unravel_index(missing[0], tshape)]
+            return {**shape, "index": index, "element": index}
 
         st, detail, cex = self._bounded(concrete)
         return Obligation("coverage", base, st, f"{detail} (no quantified proof: {m})", cex, time.perf_counter() - t0)
@@ -323,8 +377,10 @@ class Prover:
             status, m = self._solve(inst.constraints(self.grid) + [z3.Or(e < lo, e > hi)],
                                     timeout_ms=min(self.timeout_ms, 400))
             if status == "sat":
-                return Obligation("int32_no_overflow", op.where, "failed", "a 32-bit integer result wraps",
-                                  self._cex(m, {"value": e, **{f"pid{k}": v for k, v in inst.pids.items()}}),
+                m = self._minimize(inst.constraints(self.grid) + [z3.Or(e < lo, e > hi)], m)
+                cex = self._cex(m, {"value": e, **self._instance_terms(inst, "")})
+                cex["source"] = f"{op.file}:{op.where.rsplit(':', 1)[-1]}"
+                return Obligation("int32_no_overflow", op.where, "failed", "a 32-bit integer result wraps", cex,
                                   time.perf_counter() - t0)
             if status == "unknown":
                 unproved.append(op)

@@ -43,6 +43,8 @@ class Access:
     loops: list[Any]  # (iteration variable, trip count) of the loops in scope, outermost first
     havoc: bool  # depends on a havocked value
     where: str  # kernel function and line
+    file: str = "?"  # the kernel's source file (``where``'s line is a line of it)
+    loop_lines: list = field(default_factory=list)  # source line of each loop in ``loops``
 
 
 @dataclass
@@ -53,6 +55,8 @@ class Int32Op:
     loops: list[Any]
     where: str
     mask: Any = z3.BoolVal(True)  # arithmetic happens in every lane, masked or not
+    file: str = "?"
+    loop_lines: list = field(default_factory=list)
 
 
 @dataclass
@@ -288,10 +292,11 @@ class Tracer:
     def int32_result(self, value: SymTensor) -> None:
         """Record an int32 add/sub/mul result (it must not wrap) when every enclosing loop is in pass 2."""
         if all(lp.phase == 2 for lp in self.loops) and not z3.is_int_value(z3.simplify(value.expr)):
-            frame = inspect.currentframe().f_back.f_back.f_back
-            where = f"{frame.f_code.co_name}:{frame.f_lineno}" if frame else "?"
+            frame = _kernel_frame()
+            where = _where(frame)
             self.trace.int32_ops.append(Int32Op(value.expr, value.shape, [lp.range_cond for lp in self.loops],
-                                                [(lp.t, lp.trip) for lp in self.loops], where))
+                                                [(lp.t, lp.trip) for lp in self.loops], where, file=_file(frame),
+                                                loop_lines=[lp.line for lp in self.loops]))
 
     def access(self, kind: str, ptr: Any, mask: Any) -> Any:
         ptr = as_sym(ptr)
@@ -305,13 +310,13 @@ class Tracer:
 
         ptr = _shift(ptr, len(shape))
         m_expr = z3.BoolVal(True) if m is None else _shift(m, len(shape)).expr
-        frame = inspect.currentframe().f_back.f_back
-        where = f"{frame.f_code.co_name}:{frame.f_lineno}" if frame else "?"
+        frame = _kernel_frame()
+        where = _where(frame)
         if all(lp.phase == 2 for lp in self.loops):
             havoc = any(s.startswith("havoc_") for s in _names(ptr.expr) | _names(m_expr))
             self.trace.accesses.append(Access(kind, ptr.base, ptr.expr, m_expr, shape,
                                               [lp.range_cond for lp in self.loops], [(lp.t, lp.trip) for lp in self.loops],
-                                              havoc, where))
+                                              havoc, where, _file(frame), [lp.line for lp in self.loops]))
         if kind == "load" and ptr.base in self.value_ranges:  # a gather table: values obey a declared precondition
             f = z3.Function(f"value_{ptr.base}", z3.IntSort(), z3.IntSort())
             return SymTensor(f(ptr.expr), shape)
@@ -326,8 +331,10 @@ class Tracer:
         if key in self._compiled:
             return self._compiled[key]
         fn = getattr(jit_fn, "fn", jit_fn)
-        src = textwrap.dedent(inspect.getsource(fn))
+        lines, first = inspect.getsourcelines(fn)
+        src = textwrap.dedent("".join(lines))
         tree = ast.parse(src)
+        ast.increment_lineno(tree, first - 1)  # frames report the kernel file's own line numbers
         fdef = tree.body[0]
         fdef.decorator_list = []
         tree = ast.fix_missing_locations(_LoopRewriter().visit(tree))
@@ -336,7 +343,7 @@ class Tracer:
             if type(v).__name__ in ("JITFunction", "InterpretedFunction") or hasattr(v, "fn") and hasattr(v, "arg_names"):
                 ns[k] = _Lazy(self, v)
         ns.update(tl=self.tl, triton=self.triton, __ws__=self)
-        code = compile(tree, filename=f"<traced {fn.__name__}>", mode="exec")
+        code = compile(tree, filename=inspect.getsourcefile(fn) or f"<traced {fn.__name__}>", mode="exec")
         exec(code, ns)
         self._compiled[key] = ns[fn.__name__]
         return ns[fn.__name__]
@@ -348,6 +355,28 @@ class _Lazy:
 
     def __call__(self, *args, **kwargs):
         return self.tracer.compile(self.jit_fn)(*args, **kwargs)
+
+
+_HERE = str(__import__("pathlib").Path(__file__).resolve().parent)
+
+
+def _kernel_frame() -> Any:
+    """The innermost frame of the traced kernel's own code (outside this package)."""
+    frame = inspect.currentframe()
+    while frame is not None and str(__import__("pathlib").Path(frame.f_code.co_filename).resolve().parent) == _HERE:
+        frame = frame.f_back
+    return frame
+
+
+def _where(frame: Any) -> str:
+    """``kernel:line`` with the line in the kernel's source file (named in ``Access.file``)."""
+    if frame is None:
+        return "?"
+    return f"{frame.f_code.co_name}:{frame.f_lineno}"
+
+
+def _file(frame: Any) -> str:
+    return frame.f_code.co_filename if frame is not None else "?"
 
 
 def _names(expr: Any) -> set[str]:
