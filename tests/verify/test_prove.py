@@ -179,3 +179,22 @@ def test_counterexamples_name_the_smallest_sizes_iteration_element_and_source_li
     assert race.status == "failed" and rc["first.pid0"] != rc["second.pid0"]
     assert rc["element"] == [rc["address"] // rc["N"], rc["address"] % rc["N"]]
     assert all("tl.store(y_ptr" in _line(s) for s in rc["source"])
+
+
+def test_a_load_of_what_another_program_stores_is_a_failed_obligation():
+    ok = {o.name: o for r in prove(kernel_bugs.neighbour(0)) for o in r.obligations}
+    assert ok["cross_program_raw"].status == "proved"  # each program reads only what it writes itself
+    bad = {o.name: o for r in prove(kernel_bugs.neighbour(1)) for o in r.obligations}
+    raw = bad["cross_program_raw"]
+    assert raw.status == "failed", raw
+    cex = raw.counterexample
+    assert cex["load.pid0"] != cex["store.pid0"] and cex["M"] == 18  # smallest: program 1 stores y[16] only where 17 < M
+    assert cex["address"] == cex["load.pid0"] * 16 + cex["load.lane0"] + 1 == cex["store.pid0"] * 16 + cex["store.lane0"]
+
+
+def test_a_load_of_what_another_program_stores_is_found_by_the_bounded_path_too(monkeypatch):
+    _forced_bounded(monkeypatch)
+    bad = {o.name: o for r in prove(kernel_bugs.neighbour(1)) for o in r.obligations}
+    raw = bad["cross_program_raw"]
+    assert raw.status == "failed" and raw.counterexample["load.program"] != raw.counterexample["store.program"]
+    json.dumps(raw.to_json())

@@ -138,3 +138,19 @@ def gather(values, checked: bool = False) -> KernelContract:
               "out_ptr": Tensor((NT, 16), (16, 1), output=True), **({"NB": NB} if checked else {})},
         constexprs=[{"PAGE": 16}], grid=(NT,), domain=[NB <= 4096, NT <= 4096],
         bounded_shapes=[{"NB": 3, "NT": 5}])
+
+
+@triton.jit
+def neighbour_kernel(y_ptr, M, BLOCK: tl.constexpr, BUG: tl.constexpr):
+    """In place: y[i] += 1 (correct), or y[i] = y[i + 1] (reads what the next program writes)."""
+    rm = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    src = rm + 1 if BUG else rm
+    mask = (rm < M) & (src < M)
+    tl.store(y_ptr + rm, tl.load(y_ptr + src, mask=mask) + 1, mask=mask)
+
+
+def neighbour(bug: int) -> KernelContract:
+    return KernelContract(kernel=neighbour_kernel, name=f"neighbour[{bug}]",
+                          args={"y_ptr": Tensor((M,), (1,), output=True), "M": M},
+                          constexprs=[{"BLOCK": 16, "BUG": bug}], grid=lambda c: (cdiv(M, c["BLOCK"]),),
+                          domain=DOMAIN, bounded_shapes=SHAPES)

@@ -10,7 +10,9 @@ grid, every lane and every loop iteration:
 3. ``coverage``: every element of each output tensor is written;
 4. ``split_coverage``: with a declared split reduction, every reduction index of each output
    contribution is read by exactly one (split, iteration, lane);
-5. ``int32_no_overflow``: no 32-bit integer add, subtract or multiply wraps, in any lane (masked
+5. ``cross_program_raw``: no program loads an element that another program stores (programs run
+   in no fixed order, with no barrier between them), for every tensor both loaded and stored;
+6. ``int32_no_overflow``: no 32-bit integer add, subtract or multiply wraps, in any lane (masked
    or not: Triton's int32 arithmetic wraps before any mask applies), since a wrapped index would
    make every other proof, done over unbounded integers, meaningless.
 
@@ -35,7 +37,7 @@ from .lang import SymbolicError
 from .tracer import Access, Trace, Tracer
 from .values import lane
 
-OBLIGATIONS = ("in_bounds", "race_free", "coverage", "split_coverage", "int32_no_overflow")
+OBLIGATIONS = ("in_bounds", "race_free", "cross_program_raw", "coverage", "split_coverage", "int32_no_overflow")
 
 
 @dataclass
@@ -279,6 +281,46 @@ class Prover:
                 return Obligation("race_free", base, st, f"{detail} (no proof: {m})", cex, time.perf_counter() - t0)
         return Obligation("race_free", base, "proved", seconds=time.perf_counter() - t0)
 
+    def cross_program_raw(self, tr: Trace, loads: list[tuple[int, Access]], stores: list[tuple[int, Access]],
+                          base: str) -> Obligation:
+        """No program loads an element another program stores: programs run in no fixed order and
+        there is no barrier between them, so such a load reads either value."""
+        t0 = time.perf_counter()
+        for (i, a), (j, b) in itertools.product(loads, stores):
+            x, y = _Instance(a, tr.pids, "x"), _Instance(b, tr.pids, "y")
+            pid_differ = z3.Or(*[x.pids[k] != y.pids[k] for k in x.pids]) if x.pids else z3.BoolVal(False)
+            facts = x.constraints(self.grid) + y.constraints(self.grid) + [x.sub(a.offset) == y.sub(b.offset), pid_differ]
+            status, m = self._solve(facts, timeout_ms=min(self.timeout_ms, 2500))
+            if status == "sat" and not (a.havoc or b.havoc):
+                m = self._minimize(facts, m)
+                cex = self._cex(m, {**self._instance_terms(x, "load."), **self._instance_terms(y, "store."),
+                                    "address": x.sub(a.offset)})
+                cex["element"] = self._element(m, base, cex["address"])
+                cex["source"] = [f"{a.file}:{a.where.rsplit(':', 1)[-1]}", f"{b.file}:{b.where.rsplit(':', 1)[-1]}"]
+                return Obligation("cross_program_raw", base, "failed",
+                                  f"load #{i} reads what another program's store #{j} writes, with no barrier", cex,
+                                  time.perf_counter() - t0)
+            if status != "unsat":
+                st, detail, cex = self._bounded(lambda shape: self._raw_enumerated(tr, a, b, shape))
+                return Obligation("cross_program_raw", base, st, f"{detail} (no proof: {m})", cex,
+                                  time.perf_counter() - t0)
+        return Obligation("cross_program_raw", base, "proved", seconds=time.perf_counter() - t0)
+
+    def _raw_enumerated(self, tr: Trace, load: Access, store: Access, shape: Mapping[str, int]) -> dict | None:
+        env, grid = self._concrete(shape)
+        owners: dict[int, tuple] = {}
+        for e in instances(store, env, grid, tr.pids):
+            pid = tuple(e[str(tr.pids[ax])] for ax in sorted(tr.pids))
+            for off in evaluate(store.offset, e, store.shape)[evaluate(store.mask, e, store.shape)].tolist():
+                owners.setdefault(off, set()).add(pid)
+        for e in instances(load, env, grid, tr.pids):
+            pid = tuple(e[str(tr.pids[ax])] for ax in sorted(tr.pids))
+            for off in evaluate(load.offset, e, load.shape)[evaluate(load.mask, e, load.shape)].tolist():
+                other = owners.get(off, set()) - {pid}
+                if other:
+                    return {**shape, "address": int(off), "load.program": list(pid), "store.program": list(min(other))}
+        return None
+
     def _admits(self, shape: Mapping[str, int]) -> bool:
         """Whether a named shape lies in the domain (guards included)."""
         env = {str(s): shape.get(str(s)) for s in self.c.size_symbols()}
@@ -502,6 +544,9 @@ class Prover:
             stores = [(i, a) for i, a in enumerate(tr.accesses) if a.base == base and a.kind == "store"]
             if stores:
                 add(self._safe("race_free", base, self.race_free, tr, stores, base))
+                loads = [(i, a) for i, a in enumerate(tr.accesses) if a.base == base and a.kind == "load"]
+                if loads:
+                    add(self._safe("cross_program_raw", base, self.cross_program_raw, tr, loads, stores, base))
             if spec.output:
                 writes = [a for a in tr.accesses if a.base == base and a.kind in ("store", "atomic")]
                 add(self._safe("coverage", base, self.coverage, tr, writes, base) if writes else
