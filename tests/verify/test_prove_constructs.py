@@ -21,7 +21,7 @@ EXPECTED = {
     "symbolic_step": "failed",
     "nested_reverse": "failed",
     "constexpr_branch": "failed",
-    "early_return": "control flow on a runtime value",
+    "early_return": "failed",
     "runtime_branch": "control flow on a runtime value",
     "while": "while loops are not modelled",
     "break": "`break` inside a for loop",
@@ -50,7 +50,7 @@ def test_a_bug_planted_inside_each_construct_is_found_never_proved(construct):
 
 
 @pytest.mark.parametrize("construct", ["reverse_scan", "symbolic_bounds", "symbolic_step", "nested_reverse",
-                                       "constexpr_branch"])
+                                       "constexpr_branch", "early_return"])
 def test_the_correct_kernel_of_each_modelled_construct_is_proved_in_bounds(construct):
     obs = _obligations(pc.contracts(0)[construct])
     ib = [o for o in obs if o.name == "in_bounds"]
@@ -62,6 +62,14 @@ def test_a_reversed_scan_is_proved_whole():
     obs = _obligations(pc.contracts(0)["reverse_scan"])
     assert {o.name for o in obs} >= {"in_bounds", "race_free", "coverage"}
     assert all(o.status == "proved" for o in obs), [(o.name, o.status, o.detail) for o in obs]
+
+
+def test_an_early_exit_conditions_what_follows_and_is_found_when_it_is_too_weak():
+    obs = _obligations(pc.contracts(0)["early_return"])
+    assert all(o.status == "proved" for o in obs if o.name in ("in_bounds", "race_free")), obs
+    bad = _obligations(pc.contracts(1)["early_return"])
+    cex = next(o for o in bad if o.name == "in_bounds" and o.status == "failed").counterexample
+    assert cex["pid0"] * 16 < cex["N"] and cex["offset"] == cex["N"]  # a program past the exit reads x[N]
 
 
 def test_a_symbolic_step_of_either_sign_must_be_shown_nonzero():

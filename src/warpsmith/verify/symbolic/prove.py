@@ -433,7 +433,7 @@ class Prover:
             env, grid = self._concrete(shape)
             for op in unproved:
                 for ev in instances(op, env, grid, tr.pids):
-                    v = evaluate(op.expr, ev, op.shape)
+                    v = evaluate(op.expr, ev, op.shape)[evaluate(op.mask, ev, op.shape)]  # past early exits
                     if v.size and (v.min() < lo or v.max() > hi):
                         return {**shape, "at": op.where, "value": int(v.max() if v.max() > hi else v.min())}
             return None

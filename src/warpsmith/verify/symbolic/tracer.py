@@ -54,7 +54,7 @@ class Int32Op:
     conds: list[Any]
     loops: list[Any]
     where: str
-    mask: Any = z3.BoolVal(True)  # arithmetic happens in every lane, masked or not
+    mask: Any = z3.BoolVal(True)  # every lane computes, masked or not; only early exits (path) apply
     file: str = "?"
     loop_lines: list = field(default_factory=list)
 
@@ -105,6 +105,17 @@ class _LoopRewriter(ast.NodeTransformer):
 
     def visit_While(self, node: ast.While) -> Any:
         raise SymbolicError(f"while loops are not modelled (line {node.lineno})")
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> Any:
+        """``if COND: return`` among a function's own statements is an early exit: what follows runs
+        under ``not COND`` (a path condition), for a runtime condition as for a constexpr one."""
+        self.generic_visit(node)
+        for st in node.body:
+            if (isinstance(st, ast.If) and not st.orelse and len(st.body) == 1 and isinstance(st.body[0], ast.Return)
+                    and st.body[0].value is None):
+                st.test = ast.Call(func=ast.Attribute(ast.Name("__ws__", ast.Load()), "early_exit", ast.Load()),
+                                   args=[st.test, ast.Constant(st.lineno)], keywords=[])
+        return node
 
 
 class Loop:
@@ -268,6 +279,7 @@ class Tracer:
         self.value_ranges = dict(value_ranges or {})
         self.grid_exprs = grid
         self.loops: list[Loop] = []
+        self.path: list[Any] = []  # conditions under which the code now traced runs (early exits not taken)
         self.tl = make_tl(self)
         self.triton = fake_triton(self.tl)
         self._compiled: dict[int, Any] = {}
@@ -276,6 +288,20 @@ class Tracer:
     # -- called by the rewritten code ------------------------------------------------------------
     def loop(self, args: tuple, carried: Mapping[str, Any], line: int) -> Loop:
         return Loop(self, args, carried, line)
+
+    def early_exit(self, cond: Any, line: int) -> bool:
+        """``if cond: return``: True exits (a condition known here); otherwise the rest of the function
+        runs under ``not cond``, which every later access and int32 result carries."""
+        c = as_sym(cond)
+        if c is DATA:
+            raise SymbolicError(f"an early return on a data value (line {line})")
+        if not isinstance(c, SymTensor) or c.shape:
+            raise SymbolicError(f"an early return on a block value (line {line})")
+        e = z3.simplify(c.expr if z3.is_bool(c.expr) else c.expr != 0)
+        if z3.is_true(e) or z3.is_false(e):
+            return z3.is_true(e)
+        self.path.append(z3.Not(e))
+        return False
 
     def range_not_rewritten(self, *a, **k):
         raise SymbolicError("tl.range used outside a for statement")
@@ -295,8 +321,9 @@ class Tracer:
             frame = _kernel_frame()
             where = _where(frame)
             self.trace.int32_ops.append(Int32Op(value.expr, value.shape, [lp.range_cond for lp in self.loops],
-                                                [(lp.t, lp.trip) for lp in self.loops], where, file=_file(frame),
-                                                loop_lines=[lp.line for lp in self.loops]))
+                                                [(lp.t, lp.trip) for lp in self.loops], where,
+                                                z3.And(*self.path) if self.path else z3.BoolVal(True),
+                                                file=_file(frame), loop_lines=[lp.line for lp in self.loops]))
 
     def access(self, kind: str, ptr: Any, mask: Any) -> Any:
         ptr = as_sym(ptr)
@@ -310,6 +337,8 @@ class Tracer:
 
         ptr = _shift(ptr, len(shape))
         m_expr = z3.BoolVal(True) if m is None else _shift(m, len(shape)).expr
+        if self.path:
+            m_expr = z3.And(*self.path, m_expr)
         frame = _kernel_frame()
         where = _where(frame)
         if all(lp.phase == 2 for lp in self.loops):
@@ -345,8 +374,17 @@ class Tracer:
         ns.update(tl=self.tl, triton=self.triton, __ws__=self)
         code = compile(tree, filename=inspect.getsourcefile(fn) or f"<traced {fn.__name__}>", mode="exec")
         exec(code, ns)
-        self._compiled[key] = ns[fn.__name__]
-        return ns[fn.__name__]
+        inner = ns[fn.__name__]
+
+        def scoped(*args, **kwargs):  # an early exit's path condition ends with its function
+            depth = len(self.path)
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                del self.path[depth:]
+
+        self._compiled[key] = scoped
+        return scoped
 
 
 class _Lazy:
