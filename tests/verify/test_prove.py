@@ -198,3 +198,11 @@ def test_a_load_of_what_another_program_stores_is_found_by_the_bounded_path_too(
     raw = bad["cross_program_raw"]
     assert raw.status == "failed" and raw.counterexample["load.program"] != raw.counterexample["store.program"]
     json.dumps(raw.to_json())
+
+
+def test_int32_results_of_values_of_no_declared_range_are_not_proved_where_they_reach_an_address():
+    """A wrap of a gathered index is possible for some table contents: never proved, whatever the mask."""
+    obs = {o.name: o for r in prove(kernel_bugs.gather(None, checked=True)) for o in r.obligations}
+    assert obs["int32_no_overflow"].status == "unknown" and "values=(lo, hi)" in obs["int32_no_overflow"].detail
+    ranged = {o.name: o for r in prove(kernel_bugs.gather((0, kernel_bugs.NB), checked=True)) for o in r.obligations}
+    assert ranged["int32_no_overflow"].status == "proved"

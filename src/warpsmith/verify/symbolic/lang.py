@@ -87,7 +87,7 @@ def binop(a: Any, b: Any, op: Callable[[Any, Any], Any], kind: str) -> Any:
         x, y = _to_int(x), _to_int(y)
     elem = a.elem if a.is_ptr else b.elem
     out = SymTensor(op(x, y), shape, base if kind != "cmp" else None, a.int64 or b.int64, elem, a.data or b.data)
-    if kind in ("add", "sub", "mul") and not out.int64 and not out.data and base is None and _ACTIVE:
+    if kind in ("add", "sub", "mul") and not out.int64 and base is None and _ACTIVE:
         _ACTIVE[-1].int32_result(out)  # Triton's int32 arithmetic wraps: the prover checks it does not
     return out
 
@@ -119,7 +119,7 @@ def _shift_op(a: SymTensor, b: SymTensor, kind: str, shape: tuple) -> SymTensor:
         raise SymbolicError(f"integer `{'<<' if kind == 'lshift' else '>>'}` by a runtime amount is not modelled")
     expr = a.expr / (2 ** c) if kind == "rshift" else a.expr * (2 ** c)
     out = SymTensor(expr, shape, None, a.int64, data=a.data)
-    if kind == "lshift" and not out.int64 and not out.data and _ACTIVE:
+    if kind == "lshift" and not out.int64 and _ACTIVE:
         _ACTIVE[-1].int32_result(out)
     return out
 

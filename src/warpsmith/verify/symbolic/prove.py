@@ -407,9 +407,14 @@ class Prover:
     def int32_no_overflow(self, tr: Trace) -> Obligation:
         t0 = time.perf_counter()
         lo, hi = -(2**31), 2**31 - 1
-        subject = f"{len(tr.int32_ops)} int32 results"
         unproved, seen = [], set()
-        for op in tr.int32_ops:
+        # results computed from loaded values of no declared range are maybe float data: they matter
+        # only where such a value reaches an address or a mask, and then a possible wrap is unknown
+        data_addresses = any(a.data for a in tr.accesses)
+        ops = [op for op in tr.int32_ops if not op.data or data_addresses]
+        subject = f"{len(ops)} int32 results"
+        maybe_data = []
+        for op in ops:
             key = (op.expr.get_id(), len(op.loops), op.shape)
             if key in seen:  # the same value computed again (e.g. an index used by a load and a store)
                 continue
@@ -418,6 +423,9 @@ class Prover:
             e = inst.sub(op.expr)
             status, m = self._solve(inst.constraints(self.grid) + [z3.Or(e < lo, e > hi)],
                                     timeout_ms=min(self.timeout_ms, 400))
+            if status == "sat" and op.data:
+                maybe_data.append(op)
+                continue
             if status == "sat":
                 m = self._minimize(inst.constraints(self.grid) + [z3.Or(e < lo, e > hi)], m)
                 cex = self._cex(m, {"value": e, **self._instance_terms(inst, "")})
@@ -426,6 +434,11 @@ class Prover:
                                   time.perf_counter() - t0)
             if status == "unknown":
                 unproved.append(op)
+        if maybe_data:
+            where = ", ".join(sorted({op.where for op in maybe_data}))
+            return Obligation("int32_no_overflow", subject, "unknown",
+                              f"int32 results computed from loaded values of no declared range may wrap ({where}); "
+                              "declare the tensor's values=(lo, hi)", seconds=time.perf_counter() - t0)
         if not unproved:
             return Obligation("int32_no_overflow", subject, "proved", seconds=time.perf_counter() - t0)
 

@@ -45,6 +45,7 @@ class Access:
     where: str  # kernel function and line
     file: str = "?"  # the kernel's source file (``where``'s line is a line of it)
     loop_lines: list = field(default_factory=list)  # source line of each loop in ``loops``
+    data: bool = False  # the address or mask depends on loaded values of no declared range
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Int32Op:
     mask: Any = z3.BoolVal(True)  # every lane computes, masked or not; only early exits (path) apply
     file: str = "?"
     loop_lines: list = field(default_factory=list)
+    data: bool = False  # computed from loaded values of no declared range (maybe float data, not an index)
 
 
 @dataclass
@@ -323,7 +325,8 @@ class Tracer:
             self.trace.int32_ops.append(Int32Op(value.expr, value.shape, [lp.range_cond for lp in self.loops],
                                                 [(lp.t, lp.trip) for lp in self.loops], where,
                                                 z3.And(*self.path) if self.path else z3.BoolVal(True),
-                                                file=_file(frame), loop_lines=[lp.line for lp in self.loops]))
+                                                file=_file(frame), loop_lines=[lp.line for lp in self.loops],
+                                                data=value.data))
 
     def access(self, kind: str, ptr: Any, mask: Any) -> Any:
         ptr = as_sym(ptr)
@@ -345,7 +348,8 @@ class Tracer:
             havoc = any(s.startswith("havoc_") for s in _names(ptr.expr) | _names(m_expr))
             self.trace.accesses.append(Access(kind, ptr.base, ptr.expr, m_expr, shape,
                                               [lp.range_cond for lp in self.loops], [(lp.t, lp.trip) for lp in self.loops],
-                                              havoc, where, _file(frame), [lp.line for lp in self.loops]))
+                                              havoc, where, _file(frame), [lp.line for lp in self.loops],
+                                              ptr.data or (m is not None and m.data)))
         if kind == "load" and ptr.base in self.value_ranges:  # a gather table: values obey a declared precondition
             f = z3.Function(f"value_{ptr.base}", z3.IntSort(), z3.IntSort())
             return SymTensor(f(ptr.expr), shape)
@@ -398,10 +402,19 @@ class _Lazy:
 _HERE = str(__import__("pathlib").Path(__file__).resolve().parent)
 
 
+_OURS: dict[str, bool] = {}
+
+
+def _ours(filename: str) -> bool:
+    if filename not in _OURS:
+        _OURS[filename] = str(__import__("pathlib").Path(filename).resolve().parent) == _HERE
+    return _OURS[filename]
+
+
 def _kernel_frame() -> Any:
     """The innermost frame of the traced kernel's own code (outside this package)."""
     frame = inspect.currentframe()
-    while frame is not None and str(__import__("pathlib").Path(frame.f_code.co_filename).resolve().parent) == _HERE:
+    while frame is not None and _ours(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
 
