@@ -194,8 +194,16 @@ def _install_ops() -> None:
             return False
         raise SymbolicError("control flow on a runtime value is not modelled")
 
+    def absolute(self):
+        if _is_bool(self.expr):
+            return self
+        return SymTensor(z3.If(self.expr < 0, -self.expr, self.expr), self.shape, None, self.int64, data=self.data)
+
     SymTensor.__truediv__ = truediv
     SymTensor.__rtruediv__ = truediv
+    SymTensor.__pow__ = truediv  # float work (Triton has no integer power operator on blocks)
+    SymTensor.__rpow__ = truediv
+    SymTensor.__abs__ = absolute
     SymTensor.__neg__ = neg
     SymTensor.__invert__ = invert
     SymTensor.__getitem__ = getitem

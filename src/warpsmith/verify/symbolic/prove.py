@@ -104,7 +104,7 @@ class Prover:
     # ---- tracing ------------------------------------------------------------------------------
     def trace(self) -> Trace:
         values = {k: t.values for k, t in self.tensors.items() if t.values is not None}
-        tracer = Tracer(self.c.name, self.grid, values)
+        tracer = Tracer(self.c.name, self.grid, values, self.assume)
         fn = tracer.compile(self.c.kernel)
         from . import lang
 

@@ -131,6 +131,8 @@ class Loop:
             raise SymbolicError(f"range() with step 0 (line {line})")
         if not z3.is_int_value(step_s):
             tracer.trace.loop_facts.append((step != 0, f"loop step nonzero (line {line})"))
+            if tracer.implied(step > 0):  # e.g. a grid-stride step: the simpler positive-step form
+                step_s = z3.IntVal(1)  # only its sign matters below
         # Python's range for either sign of the step: trip = ceil((hi - lo) / step) when positive, else 0
         up = z3.If(hi > lo, (hi - lo + step - 1) / step, 0)
         down = z3.If(lo > hi, (lo - hi - step - 1) / (-step), 0)
@@ -276,8 +278,10 @@ def _int_expr(v: Any) -> Any:
 class Tracer:
     """Runs one kernel symbolically; ``trace`` collects its accesses."""
 
-    def __init__(self, kernel_name: str, grid: tuple[Any, ...], value_ranges: Mapping[str, tuple] | None = None) -> None:
+    def __init__(self, kernel_name: str, grid: tuple[Any, ...], value_ranges: Mapping[str, tuple] | None = None,
+                 assume: list[Any] = ()) -> None:
         self.trace = Trace(kernel_name)
+        self.assume = list(assume)
         self.value_ranges = dict(value_ranges or {})
         self.grid_exprs = grid
         self.loops: list[Loop] = []
@@ -290,6 +294,13 @@ class Tracer:
     # -- called by the rewritten code ------------------------------------------------------------
     def loop(self, args: tuple, carried: Mapping[str, Any], line: int) -> Loop:
         return Loop(self, args, carried, line)
+
+    def implied(self, fact: Any) -> bool:
+        """Whether the contract's assumptions imply ``fact`` (a quick solve; False when unsure)."""
+        s = z3.Solver()
+        s.set("timeout", 500)
+        s.add(*self.assume, z3.Not(fact))
+        return s.check() == z3.unsat
 
     def early_exit(self, cond: Any, line: int) -> bool:
         """``if cond: return``: True exits (a condition known here); otherwise the rest of the function
