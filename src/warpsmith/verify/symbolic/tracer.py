@@ -10,6 +10,13 @@ that its body runs twice with one *symbolic* iteration ``t`` (``0 <= t < trip co
   the loop's range constraint. Any other loop-carried integer is *havocked* (an unconstrained
   value), which is sound; obligations that then fail are reported ``unknown``, not ``failed``.
 
+The trip count is Python's ``range`` for a step of either sign (a runtime step whose sign the
+contract does not fix is modelled both ways; a step that may be zero fails ``loop_step``).
+``break``, ``continue``, ``return`` inside a loop, ``for ... else`` and ``while`` are refused
+(the trace is ``unknown``), since running the body once per pass would skip what follows them.
+An early exit among a function's own statements (``if COND: return``) makes every later access
+and int32 result conditional on ``not COND``.
+
 So a proof covers every trip count, not a few unrolled iterations. Nested ``@triton.jit``
 functions are traced the same way (inlined). Constexpr arguments are concrete; program ids,
 sizes and strides are z3 integers.
