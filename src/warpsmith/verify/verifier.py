@@ -121,8 +121,11 @@ def _prove_into(cert: Certificate, variant: Variant, problem: Problem, config: M
                 if prev is None or _RANK[status.split("(")[0]] > _RANK[prev.split("(")[0]]:
                     worst[o.name] = status
     cert.symbolic = {n: worst.get(n, "unknown(no such obligation was produced)") for n in OBLIGATIONS}
+    cert.symbolic.update({n: s for n, s in worst.items() if n not in cert.symbolic})  # trace, domain, loop_step
     if not any(c.split for c in contracts):
         cert.symbolic["split_coverage"] = "not applicable (no split reduction)"
+    if "cross_program_raw" not in worst and "trace" not in worst:
+        cert.symbolic["cross_program_raw"] = "not applicable (no tensor is both loaded and stored)"
     for name, status in cert.symbolic.items():
         cert.checks.append(Check(f"symbolic.{name}", status))
     return not any(s.startswith("failed") for s in cert.symbolic.values())

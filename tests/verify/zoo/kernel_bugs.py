@@ -74,6 +74,19 @@ def _split(bug: str) -> KernelContract:
         bounded_shapes=[{"K": 40, "S": 2}, {"K": 33, "S": 3}, {"K": 1, "S": 1}], split=Split("x_ptr", dim=0, axis=0))
 
 
+@triton.jit
+def strided_pick_kernel(x_ptr, y_ptr, P):
+    """y[i] = x[i, 0]: the row offset i * P is int32 and wraps once it reaches 2^31."""
+    i = tl.program_id(0)
+    tl.store(y_ptr + i, tl.load(x_ptr + i * P))
+
+
+P = sizes("P")[0]
+STRIDED_PICK = KernelContract(
+    kernel=strided_pick_kernel, name="strided_pick[int32]",
+    args={"x_ptr": Tensor((M, P), (P, 1)), "y_ptr": Tensor((M,), (1,), output=True), "P": P},
+    grid=(M,), domain=[M <= 16, P <= 2**31], bounded_shapes=[{"M": 3, "P": 2**30}])
+
 CORRECT = [_rows("none", lambda c: (cdiv(M, c["BLOCK"]),)), _split("none")]
 BUGS = {
     "rows[off_by_one]": (_rows("off_by_one", lambda c: (cdiv(M, c["BLOCK"]),)), "in_bounds"),
@@ -88,6 +101,7 @@ BUGS = {
                                               "M": M},
         constexprs=[{"BLOCK": 16}], grid=lambda c: (cdiv(M, c["BLOCK"]), 2), domain=DOMAIN,
         bounded_shapes=SHAPES), "race_free"),
+    "strided_pick[int32]": (STRIDED_PICK, "int32_no_overflow"),
     "split_sum[twice]": (_split("twice"), "split_coverage"),
     "split_sum[drops_tail]": (_split("drops_tail"), "split_coverage"),
 }
@@ -103,14 +117,40 @@ def paged_gather_kernel(pool_ptr, table_ptr, out_ptr, PAGE: tl.constexpr):
     tl.store(out_ptr + i * PAGE + r, tl.load(pool_ptr + page * PAGE + r))
 
 
+@triton.jit
+def checked_gather_kernel(pool_ptr, table_ptr, out_ptr, NB, PAGE: tl.constexpr):
+    """The same gather, masked by the table entry's range: safe whatever the table holds."""
+    i = tl.program_id(0)
+    page = tl.load(table_ptr + i)
+    r = tl.arange(0, PAGE)
+    ok = (page >= 0) & (page < NB)
+    tl.store(out_ptr + i * PAGE + r, tl.load(pool_ptr + page * PAGE + r, mask=ok & (r < PAGE), other=0.0))
+
+
 NB, NT = sizes("NB NT")
 
 
-def gather(values) -> KernelContract:
+def gather(values, checked: bool = False) -> KernelContract:
     """``values``: the declared precondition on table entries (None: no precondition)."""
     return KernelContract(
-        kernel=paged_gather_kernel, name=f"paged_gather[{values}]",
+        kernel=checked_gather_kernel if checked else paged_gather_kernel, name=f"paged_gather[{values}]",
         args={"pool_ptr": Tensor((NB, 16), (16, 1)), "table_ptr": Tensor((NT,), (1,), values=values),
-              "out_ptr": Tensor((NT, 16), (16, 1), output=True)},
+              "out_ptr": Tensor((NT, 16), (16, 1), output=True), **({"NB": NB} if checked else {})},
         constexprs=[{"PAGE": 16}], grid=(NT,), domain=[NB <= 4096, NT <= 4096],
         bounded_shapes=[{"NB": 3, "NT": 5}])
+
+
+@triton.jit
+def neighbour_kernel(y_ptr, M, BLOCK: tl.constexpr, BUG: tl.constexpr):
+    """In place: y[i] += 1 (correct), or y[i] = y[i + 1] (reads what the next program writes)."""
+    rm = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    src = rm + 1 if BUG else rm
+    mask = (rm < M) & (src < M)
+    tl.store(y_ptr + rm, tl.load(y_ptr + src, mask=mask) + 1, mask=mask)
+
+
+def neighbour(bug: int) -> KernelContract:
+    return KernelContract(kernel=neighbour_kernel, name=f"neighbour[{bug}]",
+                          args={"y_ptr": Tensor((M,), (1,), output=True), "M": M},
+                          constexprs=[{"BLOCK": 16, "BUG": bug}], grid=lambda c: (cdiv(M, c["BLOCK"]),),
+                          domain=DOMAIN, bounded_shapes=SHAPES)

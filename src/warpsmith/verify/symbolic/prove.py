@@ -10,7 +10,9 @@ grid, every lane and every loop iteration:
 3. ``coverage``: every element of each output tensor is written;
 4. ``split_coverage``: with a declared split reduction, every reduction index of each output
    contribution is read by exactly one (split, iteration, lane);
-5. ``int32_no_overflow``: no 32-bit integer add, subtract or multiply wraps, in any lane (masked
+5. ``cross_program_raw``: no program loads an element that another program stores (programs run
+   in no fixed order, with no barrier between them), for every tensor both loaded and stored;
+6. ``int32_no_overflow``: no 32-bit integer add, subtract or multiply wraps, in any lane (masked
    or not: Triton's int32 arithmetic wraps before any mask applies), since a wrapped index would
    make every other proof, done over unbounded integers, meaningless.
 
@@ -35,7 +37,7 @@ from .lang import SymbolicError
 from .tracer import Access, Trace, Tracer
 from .values import lane
 
-OBLIGATIONS = ("in_bounds", "race_free", "coverage", "split_coverage", "int32_no_overflow")
+OBLIGATIONS = ("in_bounds", "race_free", "cross_program_raw", "coverage", "split_coverage", "int32_no_overflow")
 
 
 @dataclass
@@ -46,6 +48,10 @@ class Obligation:
     detail: str = ""
     counterexample: dict[str, Any] | None = None
     seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        # counterexamples from the bounded (numpy) paths carry numpy scalars: every report must serialize
+        self.counterexample = _plain(self.counterexample)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "subject": self.subject, "status": self.status, "detail": self.detail,
@@ -98,7 +104,7 @@ class Prover:
     # ---- tracing ------------------------------------------------------------------------------
     def trace(self) -> Trace:
         values = {k: t.values for k, t in self.tensors.items() if t.values is not None}
-        tracer = Tracer(self.c.name, self.grid, values)
+        tracer = Tracer(self.c.name, self.grid, values, self.assume)
         fn = tracer.compile(self.c.kernel)
         from . import lang
 
@@ -158,6 +164,52 @@ class Prover:
                 out[k] = str(model.eval(v, model_completion=True))
         return out
 
+    def _minimize(self, facts: list[Any], model: Any, rounds: int = 12) -> Any:
+        """A model with the smallest sizes z3 can show: the sum of the sizes is bisected while a
+        counterexample remains (short solves; a solve that times out ends the search, keeping the best)."""
+        syms = self.c.size_symbols()
+        if not syms:
+            return model
+        total = sum(syms, z3.IntVal(0))
+        lo, hi = len(syms), model.eval(total, model_completion=True).as_long()
+        for _ in range(rounds):
+            if lo >= hi:
+                break
+            mid = (lo + hi) // 2
+            status, m = self._solve(facts, [total <= mid], timeout_ms=min(self.timeout_ms, 800))
+            if status == "sat":
+                model, hi = m, m.eval(total, model_completion=True).as_long()
+            elif status == "unsat":
+                lo = mid + 1
+            else:
+                break
+        return model
+
+    def _instance_terms(self, inst: "_Instance", prefix: str) -> dict[str, Any]:
+        """Program ids, lanes and loop iterations of one instance, for a counterexample."""
+        out = {f"{prefix}pid{k}": v for k, v in inst.pids.items()}
+        out.update({f"{prefix}lane{d}": v for d, v in enumerate(inst.lanes)})
+        lines = getattr(inst.access, "loop_lines", [])
+        for k, t in enumerate(inst.ts):
+            out[f"{prefix}iteration (loop at line {lines[k] if k < len(lines) else '?'})"] = t
+        return out
+
+    def _element(self, model: Any, base: str, offset: Any) -> list[int] | str:
+        """The tensor index an element offset decomposes to (largest stride first); may lie outside the shape."""
+        t = self.tensors[base]
+        if not isinstance(offset, int):
+            return "?"
+        strides = [model.eval(st, model_completion=True) if isinstance(st, z3.ExprRef) else z3.IntVal(st)
+                   for st in t.strides]
+        strides = [s.as_long() if z3.is_int_value(s) else None for s in strides]
+        if None in strides:
+            return "?"
+        idx, rest = [0] * len(strides), offset
+        for d in sorted(range(len(strides)), key=lambda d: -strides[d]):
+            if strides[d] > 0:
+                idx[d], rest = (rest // strides[d], rest % strides[d]) if rest >= 0 else (-((-rest) // strides[d]), 0)
+        return idx
+
     def _bounded(self, check) -> tuple[str, str, dict | None]:
         """Run ``check(sizes)`` on each named shape: (status, detail, counterexample)."""
         shapes = [sh for sh in self.c.bounded_shapes if self._admits(sh)]
@@ -181,11 +233,18 @@ class Prover:
         subject = f"{a.kind} #{i} of {a.base} at {a.where}"
         status, m = self._solve(inst.constraints(self.grid) + [bad])
         if status == "unsat":
+            reach, _ = self._solve(inst.constraints(self.grid))
+            if reach == "unsat":  # true only because nothing executes: a mask or loop that is never true
+                return Obligation("in_bounds", subject, "unknown", "vacuous: no program, lane or loop iteration "
+                                  "executes this access (its mask or enclosing loop is never true)",
+                                  seconds=time.perf_counter() - t0)
             return Obligation("in_bounds", subject, "proved", seconds=time.perf_counter() - t0)
         if status == "sat" and not a.havoc:
-            cex = self._cex(m, {**{f"pid{k}": v for k, v in inst.pids.items()},
-                                **{f"lane{d}": v for d, v in enumerate(inst.lanes)}, "offset": off,
-                                "span": self.tensors[a.base].span()})
+            m = self._minimize(inst.constraints(self.grid) + [bad], m)
+            cex = self._cex(m, {**self._instance_terms(inst, ""), "offset": off, "span": self.tensors[a.base].span(),
+                                **_gathered(off)})
+            cex["element"] = self._element(m, a.base, cex["offset"])
+            cex["source"] = f"{a.file}:{a.where.rsplit(':', 1)[-1]}"
             return Obligation("in_bounds", subject, "failed", "mask true, address outside the tensor", cex,
                               time.perf_counter() - t0)
 
@@ -210,17 +269,57 @@ class Prover:
             facts = x.constraints(self.grid) + y.constraints(self.grid) + [x.sub(a.offset) == y.sub(b.offset), distinct]
             status, m = self._solve(facts, timeout_ms=min(self.timeout_ms, 2500))
             if status == "sat" and not (a.havoc or b.havoc):
-                cex = self._cex(m, {**{f"first.pid{k}": v for k, v in x.pids.items()},
-                                    **{f"second.pid{k}": v for k, v in y.pids.items()},
-                                    **{f"first.lane{d}": v for d, v in enumerate(x.lanes)},
-                                    **{f"second.lane{d}": v for d, v in enumerate(y.lanes)},
-                                    "address": x.sub(a.offset)})
+                m = self._minimize(facts, m)
+                cex = self._cex(m, {**self._instance_terms(x, "first."), **self._instance_terms(y, "second."),
+                                    "address": x.sub(a.offset), **_gathered(x.sub(a.offset))})
+                cex["element"] = self._element(m, base, cex["address"])
+                cex["source"] = [f"{a.file}:{a.where.rsplit(':', 1)[-1]}", f"{b.file}:{b.where.rsplit(':', 1)[-1]}"]
                 return Obligation("race_free", base, "failed", f"stores #{i} and #{j} hit one address", cex,
                                   time.perf_counter() - t0)
             if status != "unsat":
                 st, detail, cex = self._bounded(lambda shape: self._race_enumerated(tr, [a, b], shape))
                 return Obligation("race_free", base, st, f"{detail} (no proof: {m})", cex, time.perf_counter() - t0)
         return Obligation("race_free", base, "proved", seconds=time.perf_counter() - t0)
+
+    def cross_program_raw(self, tr: Trace, loads: list[tuple[int, Access]], stores: list[tuple[int, Access]],
+                          base: str) -> Obligation:
+        """No program loads an element another program stores: programs run in no fixed order and
+        there is no barrier between them, so such a load reads either value."""
+        t0 = time.perf_counter()
+        for (i, a), (j, b) in itertools.product(loads, stores):
+            x, y = _Instance(a, tr.pids, "x"), _Instance(b, tr.pids, "y")
+            pid_differ = z3.Or(*[x.pids[k] != y.pids[k] for k in x.pids]) if x.pids else z3.BoolVal(False)
+            facts = x.constraints(self.grid) + y.constraints(self.grid) + [x.sub(a.offset) == y.sub(b.offset), pid_differ]
+            status, m = self._solve(facts, timeout_ms=min(self.timeout_ms, 2500))
+            if status == "sat" and not (a.havoc or b.havoc):
+                m = self._minimize(facts, m)
+                cex = self._cex(m, {**self._instance_terms(x, "load."), **self._instance_terms(y, "store."),
+                                    "address": x.sub(a.offset)})
+                cex["element"] = self._element(m, base, cex["address"])
+                cex["source"] = [f"{a.file}:{a.where.rsplit(':', 1)[-1]}", f"{b.file}:{b.where.rsplit(':', 1)[-1]}"]
+                return Obligation("cross_program_raw", base, "failed",
+                                  f"load #{i} reads what another program's store #{j} writes, with no barrier", cex,
+                                  time.perf_counter() - t0)
+            if status != "unsat":
+                st, detail, cex = self._bounded(lambda shape: self._raw_enumerated(tr, a, b, shape))
+                return Obligation("cross_program_raw", base, st, f"{detail} (no proof: {m})", cex,
+                                  time.perf_counter() - t0)
+        return Obligation("cross_program_raw", base, "proved", seconds=time.perf_counter() - t0)
+
+    def _raw_enumerated(self, tr: Trace, load: Access, store: Access, shape: Mapping[str, int]) -> dict | None:
+        env, grid = self._concrete(shape)
+        owners: dict[int, tuple] = {}
+        for e in instances(store, env, grid, tr.pids):
+            pid = tuple(e[str(tr.pids[ax])] for ax in sorted(tr.pids))
+            for off in evaluate(store.offset, e, store.shape)[evaluate(store.mask, e, store.shape)].tolist():
+                owners.setdefault(off, set()).add(pid)
+        for e in instances(load, env, grid, tr.pids):
+            pid = tuple(e[str(tr.pids[ax])] for ax in sorted(tr.pids))
+            for off in evaluate(load.offset, e, load.shape)[evaluate(load.mask, e, load.shape)].tolist():
+                other = owners.get(off, set()) - {pid}
+                if other:
+                    return {**shape, "address": int(off), "load.program": list(pid), "store.program": list(min(other))}
+        return None
 
     def _admits(self, shape: Mapping[str, int]) -> bool:
         """Whether a named shape lies in the domain (guards included)."""
@@ -279,8 +378,11 @@ class Prover:
         if status == "unsat":
             return Obligation("coverage", base, "proved", seconds=time.perf_counter() - t0)
         if status == "sat" and not any(a.havoc for a in stores):
-            return Obligation("coverage", base, "failed", "an output element no program writes",
-                              self._cex(m, {f"index{r}": i for r, i in enumerate(idx)}), time.perf_counter() - t0)
+            m = self._minimize(facts, m, rounds=4)
+            cex = self._cex(m, {f"index{r}": i for r, i in enumerate(idx)})
+            cex["element"] = [cex[f"index{r}"] for r in range(len(idx))]
+            return Obligation("coverage", base, "failed", "an output element no program writes", cex,
+                              time.perf_counter() - t0)
 
         def concrete(shape):
             env, grid = self._concrete(shape)
@@ -294,7 +396,10 @@ class Prover:
                     flat = decode.flat(offs)
                     np.add.at(hits, flat[flat >= 0], 1)
             missing = np.flatnonzero(hits == 0)
-            return None if not len(missing) else {**shape, "index": list(np.unravel_index(missing[0], tshape))}
+            if not len(missing):
+                return None
+            index = [int(i) for i in np.unravel_index(missing[0], tshape)]
+            return {**shape, "index": index, "element": index}
 
         st, detail, cex = self._bounded(concrete)
         return Obligation("coverage", base, st, f"{detail} (no quantified proof: {m})", cex, time.perf_counter() - t0)
@@ -302,9 +407,14 @@ class Prover:
     def int32_no_overflow(self, tr: Trace) -> Obligation:
         t0 = time.perf_counter()
         lo, hi = -(2**31), 2**31 - 1
-        subject = f"{len(tr.int32_ops)} int32 results"
         unproved, seen = [], set()
-        for op in tr.int32_ops:
+        # results computed from loaded values of no declared range are maybe float data: they matter
+        # only where such a value reaches an address or a mask, and then a possible wrap is unknown
+        data_addresses = any(a.data for a in tr.accesses)
+        ops = [op for op in tr.int32_ops if not op.data or data_addresses]
+        subject = f"{len(ops)} int32 results"
+        maybe_data = []
+        for op in ops:
             key = (op.expr.get_id(), len(op.loops), op.shape)
             if key in seen:  # the same value computed again (e.g. an index used by a load and a store)
                 continue
@@ -313,12 +423,22 @@ class Prover:
             e = inst.sub(op.expr)
             status, m = self._solve(inst.constraints(self.grid) + [z3.Or(e < lo, e > hi)],
                                     timeout_ms=min(self.timeout_ms, 400))
+            if status == "sat" and op.data:
+                maybe_data.append(op)
+                continue
             if status == "sat":
-                return Obligation("int32_no_overflow", op.where, "failed", "a 32-bit integer result wraps",
-                                  self._cex(m, {"value": e, **{f"pid{k}": v for k, v in inst.pids.items()}}),
+                m = self._minimize(inst.constraints(self.grid) + [z3.Or(e < lo, e > hi)], m)
+                cex = self._cex(m, {"value": e, **self._instance_terms(inst, "")})
+                cex["source"] = f"{op.file}:{op.where.rsplit(':', 1)[-1]}"
+                return Obligation("int32_no_overflow", op.where, "failed", "a 32-bit integer result wraps", cex,
                                   time.perf_counter() - t0)
             if status == "unknown":
                 unproved.append(op)
+        if maybe_data:
+            where = ", ".join(sorted({op.where for op in maybe_data}))
+            return Obligation("int32_no_overflow", subject, "unknown",
+                              f"int32 results computed from loaded values of no declared range may wrap ({where}); "
+                              "declare the tensor's values=(lo, hi)", seconds=time.perf_counter() - t0)
         if not unproved:
             return Obligation("int32_no_overflow", subject, "proved", seconds=time.perf_counter() - t0)
 
@@ -326,7 +446,7 @@ class Prover:
             env, grid = self._concrete(shape)
             for op in unproved:
                 for ev in instances(op, env, grid, tr.pids):
-                    v = evaluate(op.expr, ev, op.shape)
+                    v = evaluate(op.expr, ev, op.shape)[evaluate(op.mask, ev, op.shape)]  # past early exits
                     if v.size and (v.min() < lo or v.max() > hi):
                         return {**shape, "at": op.where, "value": int(v.max() if v.max() > hi else v.min())}
             return None
@@ -409,38 +529,104 @@ class Prover:
                       "every index read exactly once (no quantified proof reached): ") + detail
         return Obligation("split_coverage", subject, st, detail, cex, time.perf_counter() - t0)
 
+    def _safe(self, name: str, subject: str, fn, *args) -> Obligation:
+        """An obligation whose check raises is ``unknown`` with the reason, never a crash."""
+        try:
+            return fn(*args)
+        except Exception as exc:
+            return Obligation(name, subject, "unknown", f"could not be checked: {_construct(exc)}")
+
     # ---- all of them -----------------------------------------------------------------------------
     def run(self) -> ProofReport:
         rep = ProofReport(self.c.name, self.consts)
         try:
             tr = self.trace()
-        except (SymbolicError, TypeError, AttributeError, KeyError, ValueError) as exc:
+        except Exception as exc:  # anything the tracer cannot model is unknown, never a crash
             rep.obligations.append(Obligation("trace", self.c.name, "unknown",
-                                              f"the tracer could not model the kernel: {type(exc).__name__}: {exc}"))
+                                              f"the tracer could not model the kernel: {_construct(exc)}"))
             return rep
+        status, _ = self._solve([])
+        if status == "unsat":  # an empty domain would make every obligation vacuously true
+            rep.obligations.append(Obligation("domain", self.c.name, "failed",
+                                              "the contract's domain and guards admit no sizes at all"))
+            return rep
+        add = rep.obligations.append
         for i, a in enumerate(tr.accesses):
-            rep.obligations.append(self.in_bounds(tr, a, i))
+            add(self._safe("in_bounds", f"{a.kind} #{i} of {a.base} at {a.where}", self.in_bounds, tr, a, i))
         for base, spec in self.tensors.items():
             stores = [(i, a) for i, a in enumerate(tr.accesses) if a.base == base and a.kind == "store"]
             if stores:
-                rep.obligations.append(self.race_free(tr, stores, base))
+                add(self._safe("race_free", base, self.race_free, tr, stores, base))
+                loads = [(i, a) for i, a in enumerate(tr.accesses) if a.base == base and a.kind == "load"]
+                if loads:
+                    add(self._safe("cross_program_raw", base, self.cross_program_raw, tr, loads, stores, base))
             if spec.output:
                 writes = [a for a in tr.accesses if a.base == base and a.kind in ("store", "atomic")]
-                rep.obligations.append(self.coverage(tr, writes, base) if writes else
-                                       Obligation("coverage", base, "failed", "the kernel never writes this output"))
-        rep.obligations.append(self.int32_no_overflow(tr))
-        split = self.split_coverage(tr)
-        if split is not None:
-            rep.obligations.append(split)
+                add(self._safe("coverage", base, self.coverage, tr, writes, base) if writes else
+                    Obligation("coverage", base, "failed", "the kernel never writes this output"))
+        add(self._safe("int32_no_overflow", "int32 results", self.int32_no_overflow, tr))
+        if self.c.split is not None:
+            add(self._safe("split_coverage", self.c.split.tensor, self.split_coverage, tr))
+        sizes = {str(s) for s in self.c.size_symbols()}
         for fact, text in tr.loop_facts:
             status, m = self._solve([z3.Not(fact)])
-            rep.obligations.append(Obligation("loop_step", text, "proved" if status == "unsat" else "unknown"))
+            if status == "unsat":
+                add(Obligation("loop_step", text, "proved"))
+            elif status == "sat" and {str(s) for s in _free(fact)} <= sizes:
+                add(Obligation("loop_step", text, "failed", "the loop step is zero for these sizes", self._cex(m, {})))
+            else:
+                add(Obligation("loop_step", text, "unknown", f"a symbolic loop step may be zero ({status})"))
         return rep
 
 
 def prove(contract: KernelContract, timeout_ms: int = 3_000) -> list[ProofReport]:
     """Prove every constexpr combination of ``contract``."""
     return [Prover(contract, consts, timeout_ms).run() for consts in contract.constexprs]
+
+
+def _plain(x: Any) -> Any:
+    """Counterexample values as plain JSON types (numpy scalars and arrays, tuples, z3 values)."""
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _plain(x.tolist())
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, z3.IntNumRef):
+        return x.as_long()
+    return str(x)
+
+
+def _gathered(expr: Any) -> dict[str, Any]:
+    """The loaded values an address depends on, for a counterexample: tensor, offset read, value read."""
+    out = {}
+    for prefix in ("gathered_", "value_"):
+        for app in _apps([expr], prefix, prefix=True):
+            name = app.decl().name()[len(prefix):]
+            tensor = name.rsplit("_", 1)[0] if prefix == "gathered_" else name
+            out[f"loaded {tensor} offset"] = app.arg(0)
+            out[f"loaded {tensor} value"] = app
+    return out
+
+
+def _free(e: Any) -> list[Any]:
+    from .contract import _symbols
+
+    return _symbols(e)
+
+
+def _construct(exc: BaseException) -> str:
+    """The reason a trace or check stopped, naming the construct where the tracer knows it."""
+    if isinstance(exc, SymbolicError):
+        return str(exc)
+    if isinstance(exc, AttributeError) and "SimpleNamespace" in str(exc):
+        name = str(exc).rsplit(" ", 1)[-1].strip("'")
+        return f"tl.{name} is not modelled"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class _Decoder:
@@ -467,14 +653,14 @@ def _contiguous_stride(shape: tuple, r: int) -> Any:
     return out
 
 
-def _apps(facts: list[Any], name: str) -> list[Any]:
+def _apps(facts: list[Any], name: str, prefix: bool = False) -> list[Any]:
     out, seen, todo = [], set(), list(facts)
     while todo:
         e = todo.pop()
         if e.get_id() in seen:
             continue
         seen.add(e.get_id())
-        if z3.is_app(e) and e.decl().name() == name:
+        if z3.is_app(e) and (e.decl().name().startswith(name) if prefix else e.decl().name() == name):
             out.append(e)
         todo.extend(e.children())
     return out

@@ -10,6 +10,13 @@ that its body runs twice with one *symbolic* iteration ``t`` (``0 <= t < trip co
   the loop's range constraint. Any other loop-carried integer is *havocked* (an unconstrained
   value), which is sound; obligations that then fail are reported ``unknown``, not ``failed``.
 
+The trip count is Python's ``range`` for a step of either sign (a runtime step whose sign the
+contract does not fix is modelled both ways; a step that may be zero fails ``loop_step``).
+``break``, ``continue``, ``return`` inside a loop, ``for ... else`` and ``while`` are refused
+(the trace is ``unknown``), since running the body once per pass would skip what follows them.
+An early exit among a function's own statements (``if COND: return``) makes every later access
+and int32 result conditional on ``not COND``.
+
 So a proof covers every trip count, not a few unrolled iterations. Nested ``@triton.jit``
 functions are traced the same way (inlined). Constexpr arguments are concrete; program ids,
 sizes and strides are z3 integers.
@@ -25,7 +32,7 @@ from typing import Any, Mapping
 
 import z3
 
-from .lang import SymbolicError, as_sym, fake_triton, make_tl
+from .lang import BlockPtr, SymbolicError, as_sym, fake_triton, make_tl
 from .values import DATA, SymTensor, lane
 
 UNDEF = object()
@@ -43,6 +50,9 @@ class Access:
     loops: list[Any]  # (iteration variable, trip count) of the loops in scope, outermost first
     havoc: bool  # depends on a havocked value
     where: str  # kernel function and line
+    file: str = "?"  # the kernel's source file (``where``'s line is a line of it)
+    loop_lines: list = field(default_factory=list)  # source line of each loop in ``loops``
+    data: bool = False  # the address or mask depends on loaded values of no declared range
 
 
 @dataclass
@@ -52,7 +62,10 @@ class Int32Op:
     conds: list[Any]
     loops: list[Any]
     where: str
-    mask: Any = z3.BoolVal(True)  # arithmetic happens in every lane, masked or not
+    mask: Any = z3.BoolVal(True)  # every lane computes, masked or not; only early exits (path) apply
+    file: str = "?"
+    loop_lines: list = field(default_factory=list)
+    data: bool = False  # computed from loaded values of no declared range (maybe float data, not an index)
 
 
 @dataclass
@@ -76,6 +89,13 @@ class _LoopRewriter(ast.NodeTransformer):
             or (isinstance(it.func, ast.Attribute) and it.func.attr == "range"))
         if not is_range:
             return node
+        for st in node.body:
+            for sub in ast.walk(st):
+                if isinstance(sub, (ast.Break, ast.Continue, ast.Return)):
+                    kind = type(sub).__name__.lower()
+                    raise SymbolicError(f"`{kind}` inside a for loop is not modelled (line {sub.lineno})")
+        if node.orelse:
+            raise SymbolicError(f"for ... else is not modelled (line {node.lineno})")
         n = next(_ids)
         lv, pv = f"__ws_L{n}", f"__ws_p{n}"
         assigned = sorted({t.id for st in node.body for t in ast.walk(st)
@@ -95,6 +115,17 @@ class _LoopRewriter(ast.NodeTransformer):
     def visit_While(self, node: ast.While) -> Any:
         raise SymbolicError(f"while loops are not modelled (line {node.lineno})")
 
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> Any:
+        """``if COND: return`` among a function's own statements is an early exit: what follows runs
+        under ``not COND`` (a path condition), for a runtime condition as for a constexpr one."""
+        self.generic_visit(node)
+        for st in node.body:
+            if (isinstance(st, ast.If) and not st.orelse and len(st.body) == 1 and isinstance(st.body[0], ast.Return)
+                    and st.body[0].value is None):
+                st.test = ast.Call(func=ast.Attribute(ast.Name("__ws__", ast.Load()), "early_exit", ast.Load()),
+                                   args=[st.test, ast.Constant(st.lineno)], keywords=[])
+        return node
+
 
 class Loop:
     def __init__(self, tracer: "Tracer", args: tuple, carried: Mapping[str, Any], line: int) -> None:
@@ -102,12 +133,27 @@ class Loop:
         lo, hi, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
         lo, hi, step = (_int_expr(v) for v in (lo, hi, step))
         self.t = z3.Int(f"t{next(_ids)}")
-        if not (z3.is_int_value(z3.simplify(step)) and z3.simplify(step).as_long() > 0):
-            tracer.trace.loop_facts.append((step > 0, f"loop step positive (line {line})"))
-        self.trip = z3.If(hi > lo, (hi - lo + step - 1) / step, 0)
-        self.index = SymTensor(lo + self.t * step)
-        # t < trip already implies lo <= index < hi (for step > 0); stating it helps the solver
-        self.range_cond = z3.And(self.t >= 0, self.t < self.trip, lo + self.t * step < hi, lo + self.t * step >= lo)
+        step_s = z3.simplify(step)
+        if z3.is_int_value(step_s) and step_s.as_long() == 0:
+            raise SymbolicError(f"range() with step 0 (line {line})")
+        if not z3.is_int_value(step_s):
+            tracer.trace.loop_facts.append((step != 0, f"loop step nonzero (line {line})"))
+            if tracer.implied(step > 0):  # e.g. a grid-stride step: the simpler positive-step form
+                step_s = z3.IntVal(1)  # only its sign matters below
+        # Python's range for either sign of the step: trip = ceil((hi - lo) / step) when positive, else 0
+        up = z3.If(hi > lo, (hi - lo + step - 1) / step, 0)
+        down = z3.If(lo > hi, (lo - hi - step - 1) / (-step), 0)
+        if z3.is_int_value(step_s):
+            self.trip = up if step_s.as_long() > 0 else down
+        else:
+            self.trip = z3.If(step > 0, up, z3.If(step < 0, down, 0))
+        idx = lo + self.t * step
+        self.index = SymTensor(idx)
+        # t < trip already implies the index lies between lo and hi; stating it helps the solver
+        within = z3.If(step > 0, z3.And(idx >= lo, idx < hi), z3.And(idx <= lo, idx > hi))
+        if z3.is_int_value(step_s):
+            within = z3.And(idx >= lo, idx < hi) if step_s.as_long() > 0 else z3.And(idx <= lo, idx > hi)
+        self.range_cond = z3.And(self.t >= 0, self.t < self.trip, within)
         self.phase = 0
         self.placeholders: dict[str, Any] = {}
         self.closed: dict[str, Any] = {}
@@ -125,6 +171,8 @@ class Loop:
             self.tracer.loops.pop()
 
     def _placeholder(self, name: str, v: Any) -> Any:
+        if isinstance(v, BlockPtr):  # a block pointer's offsets are loop-carried integers
+            return v.with_offsets([self._placeholder(f"{name}.offset{d}", as_sym(o)) for d, o in enumerate(v.offsets)])
         if v is UNDEF or v is DATA or not isinstance(as_sym(v), SymTensor):
             return v
         v = as_sym(v)
@@ -132,7 +180,7 @@ class Loop:
         f = z3.Function(f"carry_{name}_{next(_ids)}", *sorts, z3.IntSort())
         expr = f(*[lane(d) for d in range(len(v.shape))]) if v.shape else z3.Int(f"carry_{name}_{next(_ids)}")
         self.placeholders[name] = expr
-        return SymTensor(expr, v.shape, v.base, v.int64, v.elem)
+        return SymTensor(expr, v.shape, v.base, v.int64, v.elem, v.data)
 
     def enter(self, name: str) -> Any:
         v = self.carried[name]
@@ -144,9 +192,30 @@ class Loop:
         if self.phase == 1:
             self.ends = dict(values)
 
+    def _solve_block_ptr(self, name: str, v0: BlockPtr, end: Any) -> None:
+        if not (isinstance(end, BlockPtr) and end.base is v0.base and end.shape is v0.shape
+                and end.strides is v0.strides and end.block == v0.block):
+            raise SymbolicError(f"block pointer {name} re-made inside a loop (line {self.line}) is not modelled")
+        closed, deltas = [], []
+        for d, (o0, o1) in enumerate(zip(v0.offsets, end.offsets)):
+            ph, o0, o1 = self.placeholders.get(f"{name}.offset{d}"), as_sym(o0), as_sym(o1)
+            delta = z3.simplify(o1.expr - ph) if ph is not None else None
+            if delta is None or _mentions(delta, ph) or _mentions(delta, self.t):
+                raise SymbolicError(f"block pointer {name} advanced by a non-affine amount (loop at line {self.line})")
+            closed.append(SymTensor(o0.expr + self.t * delta))
+            deltas.append(delta)
+        self.closed[name] = v0.with_offsets(closed)
+        self.deltas[name] = (v0, deltas)
+
     def _solve(self) -> None:
         for name, v0 in self.carried.items():
             end = self.ends.get(name, UNDEF)
+            if isinstance(v0, BlockPtr):
+                self._solve_block_ptr(name, v0, end)
+                continue
+            if isinstance(end, BlockPtr):  # made inside the body: not carried
+                self.closed[name] = v0
+                continue
             if v0 is UNDEF or v0 is DATA or end is DATA or end is UNDEF:
                 self.closed[name] = DATA if (v0 is DATA or end is DATA) else v0
                 continue
@@ -161,20 +230,25 @@ class Loop:
                 continue
             self.deltas[name] = (v0, delta)
             self.closed[name] = SymTensor(v0.expr + self.t * delta, _bshape(v0, end), v0.base or end.base,
-                                          v0.int64 or end.int64, v0.elem)
+                                          v0.int64 or end.int64, v0.elem, v0.data or end.data)
 
     def _havoc(self, name: str, v0: SymTensor) -> SymTensor:
         self.tracer.trace.havocs.append(f"{name} (loop at line {self.line})")
         sorts = [z3.IntSort()] * len(v0.shape)
         f = z3.Function(f"havoc_{name}_{next(_ids)}", *sorts, z3.IntSort())
         expr = f(*[lane(d) for d in range(len(v0.shape))]) if v0.shape else z3.Int(f"havoc_{name}_{next(_ids)}")
-        return SymTensor(expr, v0.shape, v0.base, v0.int64, v0.elem)
+        return SymTensor(expr, v0.shape, v0.base, v0.int64, v0.elem, v0.data)
 
     def after(self, name: str) -> Any:
         v0 = self.carried[name]
+        if isinstance(v0, BlockPtr):
+            v0, deltas = self.deltas[name]
+            return v0.with_offsets([SymTensor(as_sym(o).expr + self.trip * d) for o, d in zip(v0.offsets, deltas)])
+        if isinstance(self.ends.get(name), BlockPtr):
+            return UNDEF  # a block pointer made in the body: its last value is not tracked
         if name in self.deltas:
             v0, delta = self.deltas[name]
-            return SymTensor(v0.expr + self.trip * delta, v0.shape, v0.base, v0.int64, v0.elem)
+            return SymTensor(v0.expr + self.trip * delta, v0.shape, v0.base, v0.int64, v0.elem, v0.data)
         closed = self.closed.get(name, UNDEF)
         if closed is DATA or v0 is DATA:
             return DATA
@@ -211,11 +285,14 @@ def _int_expr(v: Any) -> Any:
 class Tracer:
     """Runs one kernel symbolically; ``trace`` collects its accesses."""
 
-    def __init__(self, kernel_name: str, grid: tuple[Any, ...], value_ranges: Mapping[str, tuple] | None = None) -> None:
+    def __init__(self, kernel_name: str, grid: tuple[Any, ...], value_ranges: Mapping[str, tuple] | None = None,
+                 assume: list[Any] = ()) -> None:
         self.trace = Trace(kernel_name)
+        self.assume = list(assume)
         self.value_ranges = dict(value_ranges or {})
         self.grid_exprs = grid
         self.loops: list[Loop] = []
+        self.path: list[Any] = []  # conditions under which the code now traced runs (early exits not taken)
         self.tl = make_tl(self)
         self.triton = fake_triton(self.tl)
         self._compiled: dict[int, Any] = {}
@@ -224,6 +301,27 @@ class Tracer:
     # -- called by the rewritten code ------------------------------------------------------------
     def loop(self, args: tuple, carried: Mapping[str, Any], line: int) -> Loop:
         return Loop(self, args, carried, line)
+
+    def implied(self, fact: Any) -> bool:
+        """Whether the contract's assumptions imply ``fact`` (a quick solve; False when unsure)."""
+        s = z3.Solver()
+        s.set("timeout", 500)
+        s.add(*self.assume, z3.Not(fact))
+        return s.check() == z3.unsat
+
+    def early_exit(self, cond: Any, line: int) -> bool:
+        """``if cond: return``: True exits (a condition known here); otherwise the rest of the function
+        runs under ``not cond``, which every later access and int32 result carries."""
+        c = as_sym(cond)
+        if c is DATA:
+            raise SymbolicError(f"an early return on a data value (line {line})")
+        if not isinstance(c, SymTensor) or c.shape:
+            raise SymbolicError(f"an early return on a block value (line {line})")
+        e = z3.simplify(c.expr if z3.is_bool(c.expr) else c.expr != 0)
+        if z3.is_true(e) or z3.is_false(e):
+            return z3.is_true(e)
+        self.path.append(z3.Not(e))
+        return False
 
     def range_not_rewritten(self, *a, **k):
         raise SymbolicError("tl.range used outside a for statement")
@@ -240,10 +338,13 @@ class Tracer:
     def int32_result(self, value: SymTensor) -> None:
         """Record an int32 add/sub/mul result (it must not wrap) when every enclosing loop is in pass 2."""
         if all(lp.phase == 2 for lp in self.loops) and not z3.is_int_value(z3.simplify(value.expr)):
-            frame = inspect.currentframe().f_back.f_back.f_back
-            where = f"{frame.f_code.co_name}:{frame.f_lineno}" if frame else "?"
+            frame = _kernel_frame()
+            where = _where(frame)
             self.trace.int32_ops.append(Int32Op(value.expr, value.shape, [lp.range_cond for lp in self.loops],
-                                                [(lp.t, lp.trip) for lp in self.loops], where))
+                                                [(lp.t, lp.trip) for lp in self.loops], where,
+                                                z3.And(*self.path) if self.path else z3.BoolVal(True),
+                                                file=_file(frame), loop_lines=[lp.line for lp in self.loops],
+                                                data=value.data))
 
     def access(self, kind: str, ptr: Any, mask: Any) -> Any:
         ptr = as_sym(ptr)
@@ -257,16 +358,22 @@ class Tracer:
 
         ptr = _shift(ptr, len(shape))
         m_expr = z3.BoolVal(True) if m is None else _shift(m, len(shape)).expr
-        frame = inspect.currentframe().f_back.f_back
-        where = f"{frame.f_code.co_name}:{frame.f_lineno}" if frame else "?"
+        if self.path:
+            m_expr = z3.And(*self.path, m_expr)
+        frame = _kernel_frame()
+        where = _where(frame)
         if all(lp.phase == 2 for lp in self.loops):
             havoc = any(s.startswith("havoc_") for s in _names(ptr.expr) | _names(m_expr))
             self.trace.accesses.append(Access(kind, ptr.base, ptr.expr, m_expr, shape,
                                               [lp.range_cond for lp in self.loops], [(lp.t, lp.trip) for lp in self.loops],
-                                              havoc, where))
+                                              havoc, where, _file(frame), [lp.line for lp in self.loops],
+                                              ptr.data or (m is not None and m.data)))
         if kind == "load" and ptr.base in self.value_ranges:  # a gather table: values obey a declared precondition
             f = z3.Function(f"value_{ptr.base}", z3.IntSort(), z3.IntSort())
             return SymTensor(f(ptr.expr), shape)
+        if kind == "load":  # no declared range: any value (one fresh function per load: stores may change it)
+            f = z3.Function(f"gathered_{ptr.base}_{next(_ids)}", z3.IntSort(), z3.IntSort())
+            return SymTensor(f(ptr.expr), shape, data=True)
         return DATA
 
     # -- compiling jit functions -------------------------------------------------------------------
@@ -275,8 +382,10 @@ class Tracer:
         if key in self._compiled:
             return self._compiled[key]
         fn = getattr(jit_fn, "fn", jit_fn)
-        src = textwrap.dedent(inspect.getsource(fn))
+        lines, first = inspect.getsourcelines(fn)
+        src = textwrap.dedent("".join(lines))
         tree = ast.parse(src)
+        ast.increment_lineno(tree, first - 1)  # frames report the kernel file's own line numbers
         fdef = tree.body[0]
         fdef.decorator_list = []
         tree = ast.fix_missing_locations(_LoopRewriter().visit(tree))
@@ -285,10 +394,19 @@ class Tracer:
             if type(v).__name__ in ("JITFunction", "InterpretedFunction") or hasattr(v, "fn") and hasattr(v, "arg_names"):
                 ns[k] = _Lazy(self, v)
         ns.update(tl=self.tl, triton=self.triton, __ws__=self)
-        code = compile(tree, filename=f"<traced {fn.__name__}>", mode="exec")
+        code = compile(tree, filename=inspect.getsourcefile(fn) or f"<traced {fn.__name__}>", mode="exec")
         exec(code, ns)
-        self._compiled[key] = ns[fn.__name__]
-        return ns[fn.__name__]
+        inner = ns[fn.__name__]
+
+        def scoped(*args, **kwargs):  # an early exit's path condition ends with its function
+            depth = len(self.path)
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                del self.path[depth:]
+
+        self._compiled[key] = scoped
+        return scoped
 
 
 class _Lazy:
@@ -297,6 +415,37 @@ class _Lazy:
 
     def __call__(self, *args, **kwargs):
         return self.tracer.compile(self.jit_fn)(*args, **kwargs)
+
+
+_HERE = str(__import__("pathlib").Path(__file__).resolve().parent)
+
+
+_OURS: dict[str, bool] = {}
+
+
+def _ours(filename: str) -> bool:
+    if filename not in _OURS:
+        _OURS[filename] = str(__import__("pathlib").Path(filename).resolve().parent) == _HERE
+    return _OURS[filename]
+
+
+def _kernel_frame() -> Any:
+    """The innermost frame of the traced kernel's own code (outside this package)."""
+    frame = inspect.currentframe()
+    while frame is not None and _ours(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
+def _where(frame: Any) -> str:
+    """``kernel:line`` with the line in the kernel's source file (named in ``Access.file``)."""
+    if frame is None:
+        return "?"
+    return f"{frame.f_code.co_name}:{frame.f_lineno}"
+
+
+def _file(frame: Any) -> str:
+    return frame.f_code.co_filename if frame is not None else "?"
 
 
 def _names(expr: Any) -> set[str]:

@@ -88,6 +88,8 @@ class SymTensor:
         shape: concrete block shape.
         base: for pointers, the name of the tensor argument the pointer points into.
         int64: the value is 64-bit (Triton int64, or derived from one).
+        data: derived from a load of a tensor with no declared value range: an unconstrained value
+            (an over-approximation of whatever the tensor holds, integer or float).
     """
 
     expr: Any
@@ -95,6 +97,7 @@ class SymTensor:
     base: str | None = None
     int64: bool = False
     elem: Any = field(default=None)  # pointer element dtype (triton dtype) where known
+    data: bool = False  # derived from loaded values with no declared range (maybe float data: no int32 check)
 
     @property
     def is_ptr(self) -> bool:
