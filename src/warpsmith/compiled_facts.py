@@ -27,6 +27,15 @@ from .core.settings import settings
 from .targets import ConfigFacts, Target
 
 
+def compile_only_env(target: Target) -> dict[str, str]:
+    """The environment of a compile-only process for ``target``: Triton compiles for its architecture
+    (no interpreter), dispatch ignores the tuning DB."""
+    env = {**os.environ, "WARPSMITH_COMPILE_ONLY": target.arch, "WARPSMITH_TARGET": target.name,
+           "WARPSMITH_DISPATCH": "default"}
+    env.pop("TRITON_INTERPRET", None)
+    return env
+
+
 def _key(variant: Any, problem: Any, config: Mapping[str, Any], arch: str, triton_version: str) -> str:
     doc = {"op": problem.op, "variant": variant.name, "source": variant.source_hash(), "shape": dict(problem.shape),
            "dtype": problem.dtype_name, "attrs": problem.key_attrs, "config": dict(config), "arch": arch,
@@ -86,10 +95,8 @@ class CompilerFacts:
         with self._lock:
             try:
                 if self._proc is None:
-                    env = {**os.environ, "WARPSMITH_COMPILE_ONLY": self.target.arch,
-                           "WARPSMITH_TARGET": self.target.name, "WARPSMITH_DISPATCH": "default"}
-                    env.pop("TRITON_INTERPRET", None)
-                    self._proc = subprocess.Popen([sys.executable, "-m", "warpsmith.compiled_facts"], env=env,
+                    self._proc = subprocess.Popen([sys.executable, "-m", "warpsmith.compiled_facts"],
+                                                  env=compile_only_env(self.target),
                                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                                   stderr=subprocess.DEVNULL, text=True)
                 assert self._proc.stdin is not None and self._proc.stdout is not None

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import subprocess
 import sys
@@ -303,16 +302,13 @@ def check_problems(problems: Sequence[Mapping[str, Any]], target: str, sample: i
                  timeout=timeout).returncode
 
 
-def spawn(target: str, args: Iterable[str], env: Mapping[str, str] | None = None,
-          timeout: float | None = None) -> subprocess.CompletedProcess:
+def spawn(target: str, args: Iterable[str], timeout: float | None = None) -> subprocess.CompletedProcess:
     """Run the compile-only process for ``target`` (a target name) and wait for it."""
+    from .compiled_facts import compile_only_env
     from .targets import get_target
 
-    t = get_target(target)
-    child = {**os.environ, **(env or {}), "WARPSMITH_COMPILE_ONLY": t.arch, "WARPSMITH_TARGET": t.name,
-             "WARPSMITH_DISPATCH": "default"}
-    child.pop("TRITON_INTERPRET", None)
-    return subprocess.run([sys.executable, "-m", "warpsmith.gpucheck", *args], env=child, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "warpsmith.gpucheck", *args],
+                          env=compile_only_env(get_target(target)), timeout=timeout)
 
 
 if __name__ == "__main__":

@@ -94,7 +94,7 @@ _installed = False
 _lock = threading.Lock()
 
 
-def _grid(grid: Any, args: tuple, kwargs: dict) -> tuple[int, ...] | None:
+def _grid(grid: Any) -> tuple[int, ...] | None:
     if callable(grid):
         return None  # a grid computed from the meta-parameters: not evaluated here
     return tuple(int(g) for g in grid)
@@ -115,7 +115,7 @@ def install(compile_only: bool) -> None:
             kernel = original(self, *args, grid=grid, warmup=warmup or compile_only, **kwargs)
             record = _RECORD.get()
             if record is not None:
-                record.append(Launch(self, kernel, _grid(grid, args, kwargs)))
+                record.append(Launch(self, kernel, _grid(grid)))
             return kernel
 
         JITFunction.run = run
