@@ -166,7 +166,8 @@ def test_missing_tail_tile_is_caught_by_odd_shapes():
     p = MATMUL.problem({"M": 32, "N": 32, "K": 64}, "float16")  # K a multiple of BLOCK_K: the bug hides here
     cert = verify_candidate(MATMUL, p, DropsKTail(), CFG, H100)
     st = statuses(cert)
-    assert st["error_contract"].startswith("tested") and st["odd_shapes"].startswith("failed"), st
+    assert st["error_contract"] == "tested(6 trials)" and st["odd_shapes"].startswith("failed(matmul[M=17,N=17,K=17]"), st
+    assert "exceeds contract" in st["odd_shapes"], st
 
 
 def test_exactness_is_detected_not_declared():
@@ -184,7 +185,8 @@ def test_exactness_is_detected_not_declared():
 def test_tf32_is_rejected_unless_allowed():
     cfg = {**CFG, "PRECISION": "tf32"}
     cert = verify_candidate(MATMUL, problem("float32"), TiledGemm(), cfg, H100)
-    assert not cert.passed and cert.first_failure().name == "error_contract"
+    failure = cert.first_failure()
+    assert not cert.passed and failure.name == "error_contract" and "exceeds" in failure.status, failure
     assert verify_candidate(MATMUL, problem("float32", allow_tf32=True), TiledGemm(), cfg, H100).passed
 
 
