@@ -14,7 +14,10 @@ def test_quick_run_writes_ratios_against_the_exhaustive_best(tmp_path, capsys):
     doc = json.loads(next(tmp_path.glob("search_quality_*.json")).read_text())
     assert doc["timing_kind"] == "predicted" and doc["rows"]
     for r in doc["rows"]:
-        assert r["ratio_median"] >= 1.0 - 1e-12  # nothing beats the exhaustive optimum
-        assert r["budget"] <= r["space_size"]
+        assert r["budget"] <= r["space_size"] and r["ratio_median"] <= r["ratio_worst"]
+    # the quality claim (README): at 5% of the space, the guided strategies land within 2% of the
+    # exhaustive optimum on every seed (a ratio >= 1 would hold by construction; this can fail)
+    five = [r for r in doc["rows"] if r["fraction"] == 0.05 and r["strategy"] != "random"]
+    assert five and all(r["within_2pct"] == r["seeds"] and r["ratio_worst"] <= 1.02 for r in five), five
     out = capsys.readouterr().out.strip().splitlines()
-    assert out[-1].startswith("target (within 2%")
+    assert out[-1].startswith("target (within 2%") and out[-1].endswith(": MET")

@@ -322,6 +322,21 @@ def test_import_skips_duplicates_within_a_file(db: TuningDB, tmp_path: Path) -> 
     assert db.import_(f) == 2
 
 
+def test_import_deduplicates_by_fingerprint_too(db: TuningDB, tmp_path: Path) -> None:
+    """Records equal but for the fingerprint (another Triton, another kernel source) are different
+    results: an import keeps each, and drops only the exact duplicate."""
+    r = make(created="2025-01-01T00:00:00+00:00").to_json()
+    other_triton = {**r, "fingerprint": {**r["fingerprint"], "triton": "3.9.0"}}
+    other_source = {**r, "fingerprint": {**r["fingerprint"], "source_hash": "h-tiled-2"}}
+    db.put(make())
+    f = tmp_path / "fp.json"
+    f.write_text(json.dumps({"warpsmith_db": 1, "records": [r, other_triton, other_source]}))
+    assert db.import_(f) == 2
+    got = sorted((x.fingerprint["triton"], x.fingerprint["source_hash"]) for x in db.list())
+    assert got == [("3.6.0", "h-tiled"), ("3.6.0", "h-tiled-2"), ("3.9.0", "h-tiled")]
+    assert db.import_(f) == 0
+
+
 @pytest.mark.parametrize("text", ["not json", "[]", '{"warpsmith_db": 2, "records": []}',
                                   '{"warpsmith_db": 1, "records": {}}', '{"records": []}'])
 def test_import_rejects_bad_documents(db: TuningDB, tmp_path: Path, text: str) -> None:

@@ -64,14 +64,19 @@ def test_backward_reference_matches_the_closed_form(spec, attrs, dact):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_the_reference_in_the_working_dtype_meets_its_own_contract(spec, attrs, dtype):
     """The contract is not too tight: torch's own fp32 computation (the same formulas) passes it on
-    every distribution, outliers, subnormal tails and NaN/Inf included."""
+    every distribution, outliers, subnormal tails and NaN/Inf inputs included. Where the oracle is
+    non-finite, torch's working-dtype value is not under test (it depends on the CPU's vector ISA:
+    fp32 gelu(+inf) is NaN on AVX-512); the oracle's own special value stands in for it there, and
+    the kernels' special values are judged against the oracle by their own tests."""
     p = spec.problem("M=16,H=33", dtype, attrs)
     for dist in DISTRIBUTIONS:
         inputs = spec.make_inputs(p, GEN(7), dist)
         ref64, scale = (as_tuple(x) for x in spec.oracle(inputs, p.attrs))
         refs = as_tuple(spec.reference(inputs, p.attrs))
         for c, r, r64, s in zip(as_tuple(spec.contract(p)), refs, ref64, scale):
-            ok, msg = c.check(r, r64, s)
+            special = ~torch.isfinite(r64.to(r.dtype))
+            assert dist == "specials" or not bool(special.any())
+            ok, msg = c.check(torch.where(special, r64.to(r.dtype), r), r64, s)
             assert ok, (dist, msg)
 
 

@@ -223,3 +223,21 @@ def test_fused_path_never_allocates_the_logits():
 def test_bad_input_is_refused_with_a_clear_message(call, fragment):
     with pytest.raises(InvalidInputError, match=fragment):
         call()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_strided_upstream_gradient_with_reduction_none(dtype):
+    """loss (M,) gets a gradient that is a strided view (every other element of a longer tensor, and
+    an expanded one of stride 0): the backward must read it through its stride."""
+    logits = torch.randn(7, 29, dtype=dtype, requires_grad=True)
+    target = torch.randint(0, 29, (7,))
+    attrs = {"reduction": "none", "label_smoothing": 0.0}
+    full = get_op("cross_entropy").problem({"M": 7, "V": 29}, dtype, attrs).attrs
+    x = logits.detach()
+    stats = get_op("cross_entropy").reference({"logits": x, "target": target}, full)[1]
+    for g in (torch.randn(14, dtype=dtype)[::2], torch.randn(1, dtype=dtype).expand(7)):
+        assert g.stride(0) != 1
+        logits.grad = None
+        wops.cross_entropy(logits, target, reduction="none").backward(g)
+        check("cross_entropy_backward", {"logits": x, "target": target, "stats": stats, "grad": g.contiguous()},
+              attrs, (logits.grad,), dtype, {"M": 7, "V": 29})

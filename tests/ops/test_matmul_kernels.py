@@ -72,14 +72,19 @@ def test_even_k_specialization_and_its_guard():
     assert ok, msg
     odd = MATMUL.problem({"M": 20, "N": 18, "K": 60}, "float16")
     assert "EVEN_K" in v.rejection(odd, cfg, H100)
-    # the guard matters: on K=60 the unmasked loads read past K (wrong result or out of bounds)
+    # the guard matters: on K=60 the unmasked loads read past K. The operands are views into buffers
+    # padded with NaN past K, so what the kernel reads there is known (in bounds, and NaN)
     inputs = MATMUL.make_inputs(odd, torch.Generator().manual_seed(0))
-    try:
-        out = v.launch(inputs, odd, cfg)
-    except Exception:
-        return
+    pad_a = torch.full((20, 64), float("nan"), dtype=torch.float16)
+    pad_b = torch.full((64, 18), float("nan"), dtype=torch.float16)
+    pad_a[:, :60], pad_b[:60] = inputs["a"], inputs["b"]
+    padded = {"a": pad_a[:, :60], "b": pad_b[:60]}
+    out = v.launch(padded, odd, cfg)
     ref64, scale = MATMUL.oracle(inputs, odd.attrs)
-    assert not MATMUL.contract(odd).check(out, ref64, scale)[0]
+    ok, msg = MATMUL.contract(odd).check(out, ref64, scale)
+    assert not ok and "NaN where the reference has none" in msg, msg
+    # and the same kernel with the guard's masks (EVEN_K=False) reads none of the padding
+    assert MATMUL.contract(odd).check(v.launch(padded, odd, {**cfg, "EVEN_K": False}), ref64, scale)[0]
 
 
 def test_splitk_uneven_slices_and_atomic_reduce():

@@ -133,3 +133,24 @@ def test_dispatch_takes_the_next_record_whose_guard_holds_and_skips_other_triton
     choice = select(p, VARIANTS)
     assert (choice.source, choice.record_id) == ("db", usable)
     check(wops.matmul(a, b), a, b)
+
+
+def test_dispatch_refuses_a_record_invalid_for_the_call_while_its_guards_hold():
+    """Split-K with 4 slices of 16, recorded at K=64, leaves an empty slice at K=40 in the same
+    bucket: no guard is active, but the config is invalid there, so dispatch must not use it."""
+    a, b = torch.randn(20, 40).half(), torch.randn(40, 24).half()
+    p = problem_of(a, b, None, "none")
+    near = problem_of(torch.randn(20, 64).half(), torch.randn(64, 24).half(), None, "none")
+    v = get_variant("matmul", "splitk")
+    cfg = {**v.default_config(near, H100), "BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 4,
+           "EVEN_K": False, "num_stages": 2, "num_warps": 2}
+    assert v.rejection(near, cfg, H100) is None and not v.failed_guards(p, cfg)
+    assert "empty slices" in v.rejection(p, cfg, H100)
+    db = TuningDB()
+    rid = db.put(_record(near, "splitk", cfg))
+    ranked = db.ranked("matmul", dict(p.shape), p.dtype_name, p.key_attrs, settings().target,
+                       {n: x.source_hash() for n, x in variants("matmul").items()})
+    assert [r.id for r in ranked] == [rid]  # the record is a candidate for this call
+    clear_cache()
+    assert select(p, VARIANTS).source == "default"
+    check(wops.matmul(a, b), a, b)

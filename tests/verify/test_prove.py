@@ -58,11 +58,27 @@ def test_guard_is_needed_for_even_k():
 
 
 def test_prove_cli_exit_codes_and_json(tmp_path):
+    ok_file = ZOO / "copy_ok.py"
     out = tmp_path / "p.json"
-    r = CliRunner().invoke(cli, ["prove", str(ZOO / "kernel_bugs.py"), "--json", str(out)])
+    r = CliRunner().invoke(cli, ["prove", str(ok_file), "--json", str(out)])
+    assert r.exit_code == 0 and "5 of 5 obligations proved, 0 failed, 0 bounded or unknown" in r.output, r.output
+    doc = json.loads(out.read_text())
+    assert doc["reports"] and all(o["status"] == "proved" for x in doc["reports"] for o in x["obligations"])
+    # the same file with the mask one past the end: exit 1, the failed obligation named
+    text = ok_file.read_text()
+    assert text.count("mask=offs < M), mask=offs < M)") == 1
+    bad_file = tmp_path / "copy_off_by_one.py"
+    bad_file.write_text(text.replace("mask=offs < M), mask=offs < M)", "mask=offs <= M), mask=offs <= M)"))
+    bad_json = tmp_path / "bad.json"
+    r = CliRunner().invoke(cli, ["prove", str(bad_file), "--json", str(bad_json)])
+    assert r.exit_code == 1 and "0 failed" not in r.output, r.output
+    failed = [o for x in json.loads(bad_json.read_text())["reports"] for o in x["obligations"] if o["status"] == "failed"]
+    assert failed and {o["name"] for o in failed} >= {"in_bounds"}
+    lib_json = tmp_path / "lib.json"
+    r = CliRunner().invoke(cli, ["prove", str(ZOO / "kernel_bugs.py"), "--json", str(lib_json)])
     # the correct kernels fail nothing, but split coverage is only ever bounded: exit 1, not 0
     assert r.exit_code == 1 and "0 failed" in r.output, r.output
-    doc = json.loads(out.read_text())
+    doc = json.loads(lib_json.read_text())
     obs = [o for x in doc["reports"] for o in x["obligations"]]
     assert obs and not any(o["status"] == "failed" for o in obs)
     assert any(o["name"] == "split_coverage" and o["status"].startswith("bounded(") for o in obs)

@@ -19,17 +19,26 @@ def output_like(spec: OpSpec, problem: Problem, device: torch.device) -> tuple[t
                  for shape, dtype in spec.outputs(problem))
 
 
+def takes_target(variant: Variant) -> bool:
+    """Whether the variant's launcher sizes its grid for a ``target`` it is given (persistent grids)."""
+    import inspect
+
+    return "target" in inspect.signature(variant.launch).parameters
+
+
 def run_guarded(spec: OpSpec, variant: Variant, problem: Problem, config: Mapping[str, Any],
-                inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+                inputs: Mapping[str, torch.Tensor], target: Any = None) -> tuple[torch.Tensor, ...]:
     """Launch into NaN-poisoned outputs (scratch poisoned too); fail if inputs changed or an output is odd.
 
-    The launcher gets ``out=`` a tensor for a one-output op, else a tuple; returns the outputs as a tuple.
+    The launcher gets ``out=`` a tensor for a one-output op, else a tuple (and ``target=`` where it
+    takes one and ``target`` is given); returns the outputs as a tuple.
     """
     device = next(iter(inputs.values())).device
     before = {k: v.clone() for k, v in inputs.items()}
     outs = output_like(spec, problem, device)
     with poisoned_allocations():
-        result = variant.launch(inputs, problem, config, out=outs[0] if len(outs) == 1 else outs)
+        extra = {"target": target} if target is not None and takes_target(variant) else {}
+        result = variant.launch(inputs, problem, config, out=outs[0] if len(outs) == 1 else outs, **extra)
     if device.type == "cuda":
         torch.cuda.synchronize()
     results = as_tuple(result)

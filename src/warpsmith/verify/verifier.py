@@ -4,8 +4,13 @@
 2. error contract: fresh inputs from several distributions against the fp64 oracle;
 3. exact-arithmetic identity: small-integer inputs, bitwise equality demanded;
 4. outputs (and scratch) poisoned before every run: unwritten elements are caught;
-5. determinism: two runs on the same inputs agree bitwise, unless the variant declares otherwise;
-6. odd shapes: 1, and one past each block size (a tail of one), fitted to the guards.
+5. determinism: every output of every contract run is compared bitwise with a re-run on the same
+   inputs, and the first inputs are run DETERMINISM_RUNS times (flakiness in a secondary output, or
+   at some calls only, is caught), unless the variant declares otherwise;
+6. odd shapes: 1, and one past each block size (a tail of one), fitted to the guards;
+7. grid stride: a launcher that sizes a persistent grid for its target runs on the same target
+   with one SM, so its programs stride over more blocks than there are programs (a path small
+   test shapes on a 132-SM target never reach).
 """
 from __future__ import annotations
 
@@ -17,14 +22,24 @@ from ..core.variant import Variant
 from ..core.opspec import DISTRIBUTIONS, OpSpec, Problem, as_tuple
 from ..targets import Target, versions
 from .certificate import Certificate, Check
-from .harness import HarnessFailure, run_guarded, unwritten
+from .harness import HarnessFailure, run_guarded, takes_target, unwritten
+
+DETERMINISM_RUNS = 3  # runs of the first inputs (every other contract input is re-run once)
+
+
+def one_sm(target: Target) -> Target:
+    """``target`` with a single SM: a persistent grid of PROGRAMS_PER_SM programs strides over the blocks."""
+    from dataclasses import replace
+
+    return replace(target, name=f"{target.name}-1sm", sms=1)
 
 
 def _contract_run(spec: OpSpec, problem: Problem, variant: Variant, config: Mapping[str, Any],
-                  inputs: Mapping[str, torch.Tensor]) -> tuple[str | None, tuple[torch.Tensor, ...] | None]:
+                  inputs: Mapping[str, torch.Tensor], target: Target | None = None,
+                  ) -> tuple[str | None, tuple[torch.Tensor, ...] | None]:
     """One guarded run, each output judged by its contract; returns (failure reason or None, the outputs)."""
     try:
-        outs = run_guarded(spec, variant, problem, config, inputs)
+        outs = run_guarded(spec, variant, problem, config, inputs, target)
     except HarnessFailure as exc:
         return str(exc), None
     ref64, scale = (as_tuple(x) for x in spec.oracle(inputs, problem.attrs))
@@ -158,13 +173,12 @@ def verify_candidate(spec: OpSpec, problem: Problem, variant: Variant, config: M
                "guard predicates evaluated exactly on this shape"):
         return cert
 
-    runs, first = 0, None
+    runs, done = 0, []
     for dist in DISTRIBUTIONS:
         for _ in range(trials):
             inputs = spec.make_inputs(problem, gen, dist, device)
             why, out = _contract_run(spec, problem, variant, config, inputs)
-            if first is None:
-                first = (inputs, out)  # re-run later for the determinism check
+            done.append((dist, inputs, out))  # re-run later for the determinism check
             runs += 1
             if why:
                 add("error_contract", f"failed({dist} inputs: {why})")
@@ -179,13 +193,25 @@ def verify_candidate(spec: OpSpec, problem: Problem, variant: Variant, config: M
         add("exact_identity", "skipped(not exact on small-integer inputs)",
             "the reference in fp32 differs from fp64 there (e.g. transcendental functions); the error contract covers it")
 
-    inputs, out = first
-    same = all(torch.equal(a, b) for a, b in zip(out, run_guarded(spec, variant, problem, config, inputs)))
-    if cert.deterministic and not same:
-        add("determinism", "failed(two runs on the same inputs differ)")
+    reruns = [done[0]] * (DETERMINISM_RUNS - 1) + done[1:]
+    differs = None
+    for dist, inputs, out in reruns:
+        try:
+            again = run_guarded(spec, variant, problem, config, inputs)
+        except HarnessFailure as exc:
+            add("determinism", f"failed(a re-run on {dist} inputs: {exc})")
+            return cert
+        for i, (a, b) in enumerate(zip(out, again)):
+            if differs is None and not _bitwise(a, b):
+                where = f"output {i}" if len(out) > 1 else "the output"
+                differs = f"two runs on the same inputs differ ({dist} inputs, {where})"
+    if cert.deterministic and differs:
+        add("determinism", f"failed({differs})")
         return cert
-    add("determinism", "tested(2 trials)" if cert.deterministic else "skipped(declared non-deterministic)",
-        "bitwise equal" if same else "runs differed (allowed: declared non-deterministic)")
+    add("determinism", f"tested({len(reruns) + 1} trials)" if cert.deterministic else
+        "skipped(declared non-deterministic)",
+        f"every output of {len(reruns)} re-runs bitwise equal to its first run" if not differs else
+        f"runs differed (allowed: declared non-deterministic): {differs}")
 
     odd = odd_problems(spec, problem, variant, config, target)
     for p in odd:
@@ -194,4 +220,23 @@ def verify_candidate(spec: OpSpec, problem: Problem, variant: Variant, config: M
             add("odd_shapes", f"failed({p.describe()}: {why})")
             return cert
     add("odd_shapes", f"tested({len(odd)} trials)", "; ".join(",".join(f"{k}={v}" for k, v in p.shape.items()) for p in odd))
+
+    if not takes_target(variant):
+        add("grid_stride", "skipped(the launcher does not size its grid for a target)")
+        return cert
+    tiny = one_sm(target)
+    for p in [problem] + odd[-1:]:
+        why, _ = _contract_run(spec, p, variant, config, spec.make_inputs(p, gen, "normal", device), tiny)
+        if why:
+            add("grid_stride", f"failed({tiny.name}, {p.describe()}: {why})")
+            return cert
+    add("grid_stride", f"tested({1 + len(odd[-1:])} trials)",
+        f"launched for {tiny.name}: a persistent grid strides over more blocks than it has programs")
     return cert
+
+
+def _bitwise(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same values bit for bit (NaN in the same places counts as equal)."""
+    if a.is_floating_point():
+        return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+    return torch.equal(a, b)
