@@ -100,3 +100,55 @@ def test_special_values_follow_the_oracle_not_the_working_dtype_reference():
     assert GEGLU.contract(p).check(correct, ref64, scale, avx512_ref)[0]
     ok, msg = GEGLU.contract(p).check(avx512_ref, ref64, scale, avx512_ref)
     assert not ok and "NaN where the reference has none" in msg, msg
+
+
+def _softmax_by_logsumexp(x: torch.Tensor) -> torch.Tensor:
+    return torch.exp(x - torch.logsumexp(x, dim=-1, keepdim=True))
+
+
+def test_a_backward_stable_algorithm_is_not_rejected_for_the_references_luck():
+    """exp(x - logsumexp(x)) in fp32 is a standard softmax; on inputs with a large logsumexp its error
+    is many times torch's (which subtracts the exact row maximum), but within the op's sensitivity to one
+    rounding of its inputs, the reference criterion's floor."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(16, 300, generator=gen) * 30  # |logsumexp| in the hundreds
+    p = SOFTMAX.problem({"M": 16, "N": 300}, "float32")
+    c = SOFTMAX.contract(p)
+    ref64, scale = SOFTMAX.oracle({"x": x}, {})
+    ref, out = SOFTMAX.reference({"x": x}, {}), _softmax_by_logsumexp(x)
+    perturbed = SOFTMAX.perturbed_oracle({"x": x}, {}, c.u_acc)
+    ok, msg = c.check(out, ref64, scale, ref)
+    assert not ok and "4x the reference's own error" in msg, msg  # without the floor: rejected
+    ok, msg = c.check(out, ref64, scale, ref, perturbed)
+    assert ok, msg
+
+
+def test_the_floor_still_rejects_tf32_passed_off_as_fp32():
+    """Operands rounded to tf32 (10 mantissa bits): far over the sensitivity to one fp32 rounding."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(16, 300, generator=gen) * 30
+    p = SOFTMAX.problem({"M": 16, "N": 300}, "float32")
+    c = SOFTMAX.contract(p)
+    ref64, scale = SOFTMAX.oracle({"x": x}, {})
+    tf32 = (x.view(torch.int32) & ~0x1FFF).view(torch.float32)  # 13 low mantissa bits dropped
+    out = torch.softmax(tf32, dim=-1)
+    perturbed = SOFTMAX.perturbed_oracle({"x": x}, {}, c.u_acc)
+    ok, msg = c.check(out, ref64, scale, SOFTMAX.reference({"x": x}, {}), perturbed)
+    assert not ok, msg
+    # and the reference criterion on its own, floor included, rejects it by a wide margin
+    from warpsmith.core.contract import sensitivity_of, within_reference
+    err = float((out.double() - ref64).abs().max())
+    ref_err = float((SOFTMAX.reference({"x": x}, {}).double() - ref64).abs().max())
+    sens = sensitivity_of(ref64, perturbed)
+    ok, allowed = within_reference(err, ref_err, float(ref64.abs().max()), c.u_out, sensitivity=sens)
+    assert not ok and err > 10 * allowed, (err, allowed)
+
+
+def test_the_sensitivity_is_measured_on_inputs_rounded_once():
+    from warpsmith.core.contract import rounded_once, sensitivity_of
+    x = torch.linspace(-3, 3, 101, dtype=torch.float64)
+    r = rounded_once({"x": x, "n": 3}, 2.0**-24)
+    rel = ((r["x"] - x).abs() / x.abs().clamp_min(1e-300)).max()
+    assert 0 < float(rel) <= 2.0**-24 and r["n"] == 3
+    assert sensitivity_of(x.exp(), r["x"].exp()) > 0
+    assert sensitivity_of(x, None) == 0.0

@@ -44,12 +44,13 @@ def _contract_run(spec: OpSpec, problem: Problem, variant: Variant, config: Mapp
         return str(exc), None
     ref64, scale = (as_tuple(x) for x in spec.oracle(inputs, problem.attrs))
     refs, contracts = as_tuple(spec.reference(inputs, problem.attrs)), as_tuple(spec.contract(problem))
+    perturbed = as_tuple(spec.perturbed_oracle(inputs, problem.attrs, min(c.u_acc for c in contracts)))
     for i, out in enumerate(outs):
         where = f"output {i}: " if len(outs) > 1 else ""
         holes = unwritten(out, ref64[i])
         if holes:
             return f"{where}{holes} of {out.numel()} output elements left unwritten (poison survived)", outs
-        ok, msg = contracts[i].check(out, ref64[i], scale[i], refs[i])
+        ok, msg = contracts[i].check(out, ref64[i], scale[i], refs[i], perturbed[i])
         if not ok:
             return where + msg, outs
     return None, outs
