@@ -133,6 +133,24 @@ MUTATIONS: tuple[Mutation, ...] = (
              "sc = tl.load(s_ptr + rows.to(tl.int64), mask=row_mask, other=0.0)",
              ("tests/ops/test_cross_entropy_op.py", "-k", "strided_upstream"),
              "cross-entropy backward ignores the upstream gradient's stride"),
+    # ---- the check harness (isolation) ----------------------------------------------------------
+    Mutation("check", "src/warpsmith/verify/check/isolation.py", "            self.launcher.wait(timeout=0.02)",
+             "            raise subprocess.TimeoutExpired('', 0)",
+             ("tests/verify/test_check.py", "-k", "kill_parent"), "a killed launcher goes unnoticed"),
+    Mutation("check", "src/warpsmith/verify/check/child.py", "a.data.copy_(b)", "a.copy_(b)",
+             ("tests/verify/test_check.py", "-k", "memo_version"), "the refill bumps the version counter"),
+    Mutation("check", "src/warpsmith/verify/check/hardened.py", '"plain": plain,', '"plain": False,',
+             ("tests/verify/test_check.py", "-k", "mode_sensing"), "every call runs under the harness's modes"),
+    Mutation("check", "src/warpsmith/verify/check/hardened.py", '            self.recheck("after the calls")',
+             "            pass", ("tests/verify/test_check.py", "-k", "late_worker"), "no late re-read"),
+    Mutation("check", C, "allowed = factor * max(ref_err, sensitivity)", "allowed = factor * ref_err",
+             ("tests/core/test_contract.py", "-k", "backward_stable"), "the reference criterion without its floor"),
+    Mutation("check", "src/warpsmith/verify/check/hardened.py",
+             "        if not all(bitwise_equal(a, b) for a, b in zip(*outs)):", "        if False:",
+             ("tests/verify/test_check.py", "-k", "dropout"), "a nondeterministic reference blamed on the candidate"),
+    Mutation("check", "src/warpsmith/verify/check/hardened.py", "            p.write_bytes(originals[p])",
+             "            pass", ("tests/verify/test_check.py", "-k", "rewritten_reference"),
+             "a rewritten reference stays rewritten"),
 )
 
 

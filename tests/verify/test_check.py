@@ -43,6 +43,8 @@ CORRECT = [
     ("softmax", "softmax_uses_dim.py"),        # raises unless --set reached its own constants
     ("rmsnorm", "solutions/dps_torch.json"),   # FlashInfer, destination-passing
     ("rmsnorm", "solutions/value_triton"),     # FlashInfer, value-returning Triton, two source files
+    ("softmax", "softmax_autotune.py"),        # @triton.autotune under the interpreter: the first config
+    ("softmax", "softmax_logsumexp.py"),       # exp(x - logsumexp): the reference criterion's floor
 ]
 
 
@@ -77,6 +79,23 @@ ZOO_CHEATS = [
     ("softmax", "softmax_patch_harness.py", "monkey_patch"),
     ("softmax", "softmax_noise.py", "nondeterministic"),
     ("softmax", "softmax_raises.py", "candidate_error"),
+    # the candidate's own process: what it does to it never reaches the verdict
+    ("softmax", "softmax_exit_import.py", "exited"),
+    ("softmax", "softmax_exit_init.py", "exited"),
+    ("softmax", "softmax_exit_forward.py", "exited"),
+    ("softmax", "softmax_abort.py", "crashed"),
+    ("softmax", "softmax_kill_parent.py", "crashed"),
+    ("softmax", "softmax_autocast.py", "wrong_result"),
+    ("softmax", "softmax_gc_oracle.py", "wrong_result"),
+    ("softmax", "softmax_library_override.py", "wrong_result"),
+    ("softmax", "softmax_mode_sensing.py", "wrong_result"),
+    ("softmax", "softmax_memo_version.py", "memoized"),
+    ("softmax", "softmax_late_worker.py", "async_work"),
+    # the classes of SOL-ExecBench's own hack samples (tests/samples/rmsnorm there), written here
+    ("rmsnorm", "solutions/hack_timer_patch.json", "monkey_patch"),
+    ("rmsnorm", "solutions/hack_side_stream.json", "async_work" if torch.cuda.is_available() else "candidate_error"),
+    ("rmsnorm", "solutions/hack_thread.json", "async_work"),
+    ("rmsnorm", "solutions/hack_subclass.json", "tensor_subclass"),
 ]
 
 
@@ -89,8 +108,25 @@ def test_cheats_are_rejected_for_the_right_reason(problem, candidate, code):
     assert failed.text.startswith(f"failed({code}: ") and failed.message
 
 
+def test_a_hang_is_killed_at_the_deadline_even_ignoring_sigterm():
+    t0 = time.perf_counter()
+    report = run("softmax", "softmax_hang.py", call_timeout_s=3)
+    assert report.reason == "timeout" and "SIGKILL" in report.first_failure.message
+    assert time.perf_counter() - t0 < 60
+
+
+def test_a_rewritten_reference_is_reported_and_restored(tmp_path):
+    for name in ("softmax.py", "softmax_tamper_reference.py"):
+        (tmp_path / name).write_text((ZOO / name).read_text())
+    before = (tmp_path / "softmax.py").read_bytes()
+    report = check(tmp_path / "softmax.py", tmp_path / "softmax_tamper_reference.py", overrides=PROBLEMS["softmax"][1])
+    assert report.verdict == "rejected" and report.reason == "tampered_reference", report.failed_codes()
+    assert (tmp_path / "softmax.py").read_bytes() == before
+    assert report.check("error_contract").status == "failed"  # judged against the snapshot, not the rewrite
+
+
 def test_the_zoo_covers_every_reason_code():
-    assert {code for _, _, code in ZOO_CHEATS} == set(CODES.values())
+    assert {code for _, _, code in ZOO_CHEATS} | {"timeout", "tampered_reference"} == set(CODES.values())
     assert len(ZOO_CHEATS) >= 14
 
 
@@ -135,31 +171,109 @@ def test_failure_messages_say_what_happened():
 def test_declared_nondeterminism_is_accepted_and_reported():
     report = run("softmax", "softmax_noise_declared.py")
     assert report.verdict == "accepted"
-    assert report.check("deterministic").text == \
-        "skipped(declared nondeterministic; two calls on identical inputs were different)"
+    text = report.check("deterministic").text
+    assert text.startswith("skipped(declared nondeterministic; ") and text.endswith("on identical inputs were different)")
 
 
 def test_inputs_are_drawn_after_the_candidate_is_loaded(monkeypatch):
+    """Every input the candidate sees is drawn after its process reported it loaded; the reference's
+    probe (run first, before the child starts) is never sent to it."""
     import warpsmith.verify.check.hardened as hardened
 
     events = []
-    real_problem, real_candidate = hardened.load_problem, hardened.load_candidate
-
-    def load_problem_(*a, **k):
-        problem = real_problem(*a, **k)
-        draw = problem.draw_inputs
-        problem.draw_inputs = lambda *args: (events.append("draw"), draw(*args))[1]
-        return problem
-
-    def load_candidate_(*a, **k):
-        events.append("load")
-        return real_candidate(*a, **k)
-
-    monkeypatch.setattr(hardened, "load_problem", load_problem_)
-    monkeypatch.setattr(hardened, "load_candidate", load_candidate_)
+    real_start, real_draw = hardened._Session.start, hardened._Session.draw
+    monkeypatch.setattr(hardened._Session, "start", lambda self, *a: (events.append("load"), real_start(self, *a))[1])
+    monkeypatch.setattr(hardened._Session, "draw", lambda self, *a: (events.append("draw"), real_draw(self, *a))[1])
     report = run("softmax", "softmax_triton.py", trials=3)
     assert report.verdict == "accepted"
-    assert events[0] == "load" and events.count("draw") == 1 + 3 and report.calls == 1 + 3 + 1
+    assert events[0] == "load" and "draw" in events
+    trials = report.protocol["trials"]
+    warm = events.count("draw") - trials
+    assert 1 <= warm <= 2 and 3 <= trials <= 5, events  # the counts are drawn at random within ranges
+
+
+def test_the_protocol_runs_some_calls_with_no_harness_state_and_random_counts():
+    reports = [run("softmax", "softmax_triton.py", trials=2) for _ in range(3)]
+    assert all(r.verdict == "accepted" and r.protocol["isolated"] for r in reports)
+    assert all(r.protocol["plain_calls"] >= 1 for r in reports)  # one repeat at least is plain
+
+
+def test_a_reference_whose_output_is_an_expanded_view_passes_against_itself():
+    report = check(ZOO / "expand_ref.py", ZOO / "expand_ref.py")
+    assert report.verdict == "accepted", report.first_failure
+
+
+def test_a_reference_that_raises_on_its_own_inputs_is_exit_2_not_the_candidates_fault():
+    from warpsmith.verify.check.hardened import ReferenceUnusable
+
+    with pytest.raises(ReferenceUnusable) as info:
+        check(ZOO / "dilated_ref.py", ZOO / "dilated_ref.py", overrides=["length=4"])
+    assert info.value.reason == "reference_error" and "raised RuntimeError" in str(info.value)
+    assert check(ZOO / "dilated_ref.py", ZOO / "dilated_ref.py").verdict == "accepted"
+    result = invoke(ZOO / "dilated_ref.py", ZOO / "dilated_ref.py", "--set", "length=4")
+    assert result.exit_code == 2 and "reference_error" in result.output
+
+
+def test_a_reference_with_dropout_in_training_mode_is_exit_2_with_the_fix():
+    from warpsmith.verify.check.hardened import ReferenceUnusable
+
+    with pytest.raises(ReferenceUnusable) as info:
+        check(ZOO / "dropout_ref.py", ZOO / "dropout_ref.py")
+    assert info.value.reason == "reference_nondeterministic" and "--eval" in str(info.value)
+    assert check(ZOO / "dropout_ref.py", ZOO / "dropout_ref.py", eval_mode=True).verdict == "accepted"
+
+
+def test_workloads_can_be_chosen_and_the_report_states_the_coverage():
+    lines = []
+    report = run("rmsnorm", "solutions/dps_torch.json", workloads=["1"], progress=lines.append)
+    assert report.verdict == "accepted" and report.coverage["workloads_checked"] == 1
+    assert report.coverage_line == "covered: 1 of 2 workload(s) (1 selected with --workloads)"
+    assert len(lines) == 1 and lines[0].startswith("workload 1/1 rmsnorm-b17")
+    report = run("rmsnorm", "solutions/dps_torch.json", budget_s=1e-6)
+    assert report.coverage["workloads_checked"] == 1 and "time budget" in report.coverage_line
+    with pytest.raises(InvalidInputError, match="--workloads"):
+        run("rmsnorm", "solutions/dps_torch.json", workloads=["7"])
+
+
+def test_a_library_call_leaves_no_global_state_changed():
+    import sys
+
+    modules, mode = set(sys.modules), torch._C._len_torch_function_stack()
+    for candidate in ("softmax_autocast.py", "softmax_library_override.py", "softmax_patch_allclose.py"):
+        run("softmax", candidate)
+    assert torch._C._len_torch_function_stack() == mode and not torch.is_autocast_enabled("cpu")
+    assert float((torch.ones(3) - torch.ones(3)).abs().sum()) == 0.0  # no aten override leaked
+    assert not any("kb_cand" in m or "fi_cand" in m for m in set(sys.modules) - modules)
+
+
+def test_the_json_report_is_written_last_by_the_harness(tmp_path):
+    """A candidate that finds the --json path in its ancestors' command lines and writes an
+    'accepted' report there: the harness's own report, written after the child is dead, is what stays."""
+    import subprocess
+    import sys
+
+    cand = tmp_path / "cand.py"
+    cand.write_text(
+        "import os, json\nimport torch\nimport torch.nn as nn\n"
+        "def _forge():\n"
+        "    pid = os.getppid()\n"
+        "    for _ in range(6):\n"
+        "        args = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')\n"
+        "        if b'--json' in args:\n"
+        "            path = args[args.index(b'--json') + 1].decode()\n"
+        "            open(path, 'w').write(json.dumps({'verdict': 'accepted'}))\n"
+        "            return\n"
+        "        pid = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        _forge()\n"
+        "        return x * 0\n")
+    out = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "warpsmith.cli.main", "check", str(ZOO / "softmax.py"), str(cand),
+                           "--set", "batch_size=4", "--set", "dim=8", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert json.loads(out.read_text())["verdict"] == "rejected"
 
 
 # ---- --set ------------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
 """``warpsmith check REFERENCE CANDIDATE``: run the hardened harness on any implementation.
 
 Exit codes: 0 accepted; 1 rejected (the report names the reason code); 2 unusable input
-(unreadable or malformed files, unsupported format features, unknown ``--set`` names).
+(unreadable or malformed files, unsupported format features, unknown ``--set`` names, or a
+reference that raises on its own inputs or differs from itself: ``reference_error``,
+``reference_nondeterministic``). The ``--json`` report is removed when the run starts and written
+last, by this process, after the candidate's processes are dead.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .common import handle_errors
+from .common import fail, handle_errors
 
 
 def _table(report) -> Table:
@@ -38,9 +41,17 @@ def _table(report) -> Table:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds weight initialisation and input draws.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
               help="Override a KernelBench size constant or a FlashInfer var axis (repeatable).")
+@click.option("--workloads", default=None, metavar="I,J|LABEL,..",
+              help="Check only these workloads (indices from 0, or labels such as uuids); default all.")
+@click.option("--budget", "budget_s", type=float, default=None, metavar="SECONDS",
+              help="Start no new workload after this many seconds; the verdict states what was covered.")
+@click.option("--timeout", "call_timeout_s", type=float, default=300.0, show_default=True, metavar="SECONDS",
+              help="Deadline of each candidate call (its process is killed with SIGKILL after it).")
+@click.option("--eval", "eval_mode", is_flag=True, help="Put Model and ModelNew in eval mode (e.g. dropout).")
 @handle_errors
 def check(reference: Path, candidate: Path, json_out: Path | None, trials: int | None, seed: int,
-          sets: tuple[str, ...]) -> None:
+          sets: tuple[str, ...], workloads: str | None, budget_s: float | None, call_timeout_s: float,
+          eval_mode: bool) -> None:
     """Check CANDIDATE against REFERENCE with a harness built to resist gaming.
 
     REFERENCE is a KernelBench .py file (Model, get_inputs, get_init_inputs) or a
@@ -48,17 +59,36 @@ def check(reference: Path, candidate: Path, json_out: Path | None, trials: int |
     CANDIDATE is a .py file with ModelNew, or a solution.json (or its folder).
     """
     from ..verify.check import check as run_check
+    from ..verify.check.hardened import ReferenceUnusable
 
-    report = run_check(reference, candidate, trials=trials, seed=seed, overrides=list(sets))
+    if json_out is not None and json_out.exists():
+        json_out.unlink()  # a killed run leaves no earlier report behind
+    progress = lambda line: click.echo(line, err=True)  # noqa: E731
+    try:
+        report = run_check(reference, candidate, trials=trials, seed=seed, overrides=list(sets),
+                           workloads=[workloads] if workloads else None, budget_s=budget_s,
+                           call_timeout_s=call_timeout_s, eval_mode=eval_mode, progress=progress)
+    except ReferenceUnusable as e:
+        if json_out is not None:
+            _write(json_out, {"verdict": "unusable", "reason": e.reason, "message": str(e)})
+        raise fail(f"{e.reason}: {e}") from None
     out = Console(file=sys.stdout, highlight=False, width=max(Console().width, 140))
     out.print(_table(report))
     f = report.first_failure
     verdict = "[green]accepted[/]" if f is None else f"[red]rejected[/] ({f.code}: {f.message})"
     out.print(f"verdict: {verdict}")
+    out.print(report.coverage_line)
     out.print(report.timing_line())
     out.print(f"{report.calls} candidate calls, {report.elapsed_s:.1f} s")
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report.to_json(), indent=2) + "\n")
+        _write(json_out, report.to_json())
     if f is not None:
         raise click.exceptions.Exit(1)
+
+
+def _write(path: Path, doc: dict) -> None:
+    """Atomically: a reader never sees half a report."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.replace(path)

@@ -101,6 +101,13 @@ class CheckProblem:
     overrides: dict[str, Number] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     context: Any = None  # format-specific state the candidate loader needs
+    set_eval: Callable[[], None] = lambda: None  # puts the reference model in eval mode (KernelBench)
+
+    @property
+    def child_context(self) -> dict[str, Any]:
+        """What the candidate's process needs of ``context`` to load the candidate (plain data only)."""
+        ctx = self.context or {}
+        return {k: ctx[k] for k in ("init", "definition") if k in ctx}
 
 
 @dataclass
@@ -115,6 +122,7 @@ class Candidate:
     nondeterministic: bool = False
     state: Callable[[], list[torch.Tensor]] = lambda: []
     cleanup: Callable[[], None] = lambda: None
+    set_eval: Callable[[], None] = lambda: None
 
 
 # ---- --set ------------------------------------------------------------------------------------

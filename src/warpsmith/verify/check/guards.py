@@ -48,9 +48,16 @@ live_threads = threading.enumerate
 _sleep = time.sleep
 
 
+#: every device's API: a patch of a timing or synchronization function is a cheat whether or not this
+#: run times anything (SOL-ExecBench's own sample patches ``torch.cuda.Event.elapsed_time`` on any machine)
+_DEVICE_APIS = ("torch.cuda", "torch.cuda.streams", "torch.cuda.graphs", "torch.cpu", "torch.mps", "torch.xpu",
+                "torch.accelerator", "torch.mtia", "torch.profiler", "torch.autograd.profiler")
+
+
 def _namespaces() -> list[types.ModuleType]:
-    mods: list[Any] = [torch, torch.nn.functional, torch.testing, torch.linalg, torch.cuda, torch.random, time,
-                       builtins, threading, copy, math]
+    mods: list[Any] = [torch, torch.nn.functional, torch.testing, torch.linalg, torch.random, time,
+                       builtins, threading, copy, math, os, sys]
+    mods += [sys.modules[n] for n in _DEVICE_APIS if n in sys.modules]
     for name in ("triton", "triton.language", "triton.testing"):
         if name in sys.modules:
             mods.append(sys.modules[name])
@@ -65,10 +72,14 @@ def _namespaces() -> list[types.ModuleType]:
 
 def _classes(namespaces: list[types.ModuleType]) -> list[type]:
     out: list[type] = [torch.Tensor, torch.nn.Module, threading.Thread]
+    # the device APIs' classes (events, streams, graphs): their methods are what a timer calls
+    out += [v for m in namespaces if m.__name__ in _DEVICE_APIS or m is torch
+            for v in vars(m).values() if isinstance(v, type) and v.__module__.startswith("torch")
+            and any(w in v.__name__ for w in ("Event", "Stream", "Graph"))]
     for m in namespaces:
         if m.__name__.startswith("warpsmith."):
             out += [v for v in vars(m).values() if isinstance(v, type) and v.__module__ == m.__name__]
-    return out
+    return list(dict.fromkeys(out))
 
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep

@@ -1,80 +1,89 @@
-"""The hardened harness: run a candidate beside its reference so that gaming the check fails.
+"""The hardened harness: the candidate runs in its own process; the verdict is made here.
 
-**Protocol.**
+**Two processes.** This process (the *parent*) loads the reference from the bytes of its files,
+hashed before anything else runs, draws every input, computes the reference, the fp64 oracle and
+the oracle on inputs rounded once (the contract's floor), judges, owns the exit code and writes the
+JSON. The candidate is imported only in a *child* (:mod:`.child`): a fresh interpreter started
+through a launcher (:mod:`.isolation`) in a new session, in an empty temporary working directory,
+with limits on memory, CPU time and file size, and a deadline on every request (SIGKILL). Inputs
+and outputs cross as files; the child never holds a reference output or the oracle, and nothing it
+does to its own interpreter (``sys.exit``, ``atexit``, patches of torch, ``torch.library``
+overrides, autocast, ``gc`` walks, frame inspection, patches of the harness's objects) reaches
+this process. A child that exits, crashes or hangs is a rejection with the reason code
+``exited``, ``crashed`` or ``timeout``; never exit 0, never a harness traceback.
 
-1. Load the reference (trusted). Import Triton, which picks the interpreter where there is no
-   GPU. Take a :class:`~.guards.PatchGuard` snapshot.
-2. Load the candidate, and compare the snapshot (``no_patching``).
-3. Warm up: one call on inputs drawn now, after the load, like every input set. Threads it
-   leaves behind, such as a compile pool, are tolerated; nothing else about it is.
-4. For each workload, run ``--trials`` trials, cycling through the distributions (KernelBench:
-   ``native``, normal, uniform, outliers, tiny; FlashInfer: the last four). Each trial:
-   - draws fresh inputs. Trial 1 writes its draw *into trial 0's input tensors*, so the
-     candidate sees the same buffers holding new values (the memoization probe). Other trials
-     use new tensors, allocated while the previous trial's are still alive.
-   - runs the reference on a copy, in the working dtype, and on float64 copies (the oracle).
-   - poisons the allocator with 0xFF bytes at the outputs' sizes. Destination buffers and
-     every Python-side ``torch.empty*`` during the call are NaN-filled.
-   - calls the candidate under ``torch.no_grad()``, synchronizes the current stream,
-     snapshots the outputs, and compares the patch snapshot.
-   - checks that no thread the call started is still running. It then sleeps ``settle_s``,
-     synchronizes the whole device, and checks that the outputs are unchanged.
-   - checks types, shapes, dtypes and layout, then aliasing and input integrity, then the
-     history against the previous call (stale buffers, memoization, constant outputs). Last
-     come poison left in the outputs and the error contract, judged on the values the outputs
-     held at return.
-5. Call once more, on new tensors holding trial 0's values. The result must be bitwise equal
-   to trial 0's (``deterministic``, unless declared), and must not be trial 0's output object
-   (a value-keyed cache: ``memoized``).
-6. On a GPU, if the candidate is accepted, time it and the reference with CUDA events
-   (:mod:`.speed`). On a CPU, timing is ``not measured (no GPU)``.
+**The reference first.** Before the child starts, the reference runs on the first draw twice, from
+two different random states: a reference that raises, or that differs from itself on identical
+inputs (dropout in training mode), is unusable input (exit 2, :class:`ReferenceUnusable`), not the
+candidate's fault. ``eval_mode=True`` (``--eval``) puts both models in eval mode.
 
-A patch, an exception, a tensor subclass, a lazy output or a wrong shape stops the run, and
-the checks not reached are ``skipped``. Every patch is undone before ``check`` returns, whether
-it was detected or not.
+**The protocol** (its counts drawn at random here, from the OS's entropy, not from ``--seed``):
 
-**Limits.** An in-process harness cannot stop a determined attacker. Such an attacker can patch
-and restore between two of our observations, edit our snapshot through ``gc``, or detect the
-poison mode and evade it. What we do about it:
+1. Load the candidate in the child (``no_patching`` after the load; ``runs``).
+2. One or two warm-up calls on their own draws.
+3. For each selected workload, ``--trials`` plus 0 to 2 extra trials, cycling through the
+   distributions. Trial 1 writes its draw into trial 0's input tensors *without* bumping their
+   version counters (the memoization probe defeats a cache keyed on ``(data_ptr, _version)``).
+   About one call in four runs with no harness state observable from inside: no torch function
+   mode, gradients enabled. Each call is judged on the values it returned: types, shapes, dtypes,
+   layout (dense, or exactly the reference's strides, e.g. an expanded output), what the child saw
+   around the call (threads, late writes within a short pause, aliasing, input integrity, reuse of
+   the previous output), history (a constant or memoized result), poison left, the error contract.
+4. Two or three repeats of the first trial's values in new tensors (``deterministic``: every
+   output, every repeat), one of them plain.
+5. After a pause of a random length, every output of every call is re-read from the child and
+   must be bitwise what it was at return (a thread that zeroes outputs later; ``synchronous``).
+6. On a GPU, if accepted so far: the candidate is timed in the child with timer functions bound
+   before it was imported; the last timed output and a synchronized re-run are judged against the
+   reference and compared with each other; the re-read of step 5 is repeated; the reference is
+   timed here.
+7. The child is killed (its whole session); the reference's files are hashed again and restored
+   if they changed (``reference_intact``); only then is the report made.
 
-- the snapshot covers the namespaces that matter, after loading and after every call;
-- the comparison code binds its torch functions and builtins at import, so patching
-  ``torch.equal`` or ``builtins.isinstance`` cannot bend a comparison;
-- the guard's logic is a closure made at snapshot time;
-- a patch undone before the call returns cannot touch our comparisons, which all run after it;
-- everything is restored at the end.
+**Coverage.** ``workloads`` selects workloads (indices or labels) and ``budget_s`` stops starting
+new ones; ``progress`` is told about each workload. The report states what was covered.
 
-Three more limits:
-
-- A value-keyed cache that returns *copies* looks like recomputation on a CPU.
-- A candidate that hangs is not interrupted.
-- Integer outputs cannot show poison, so they must equal the reference exactly instead.
-
-For hostile code, run ``warpsmith check`` in a throwaway process or container.
+**Limits.** The child is an ordinary process of the same user: a candidate can still write files
+anywhere that user can (up to the file size limit), or find and signal the parent through
+``/proc``; the parent writes its report last, after every process of the session is dead, and
+restores the reference. What the child reports about the call (threads, aliasing, inputs) can be
+hidden by a candidate that subverts the child's own code; values, determinism, memoization and
+late writes are judged here, on bytes the child sent.
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import random
+import shutil
+import tempfile
 import time
-from builtins import all, any, enumerate, isinstance, len, set, type, zip  # pinned against later patches
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
+from ...core.contract import perturb
 from ...core.errors import InvalidInputError
-from . import flashinfer, kernelbench, solution  # noqa: F401  (imported before the snapshot, so guarded)
-from .compare import bitwise_equal, dense, describe, identity, judge, same_layout, shares_memory, snapshot, unwritten
-from .formats import (Candidate, CandidateError, CheckProblem, Workload, as_outputs, load_candidate, load_problem,
-                      parse_overrides)
-from ...core.variant import poison_fill
-from .guards import PatchGuard, PoisonEmpty, live_threads, poison_allocator, settle
+from .compare import bitwise_equal, dense, describe, judge, same_layout, snapshot, unwritten
+from .formats import CheckProblem, Workload, fork_rng, load_problem, parse_overrides
+from .guards import PatchGuard
+from .isolation import ChildGone, spawn
 from .report import CheckReport, Ledger
-from .speed import time_candidate
 
-_perf_counter = time.perf_counter
 _Tensor = torch.Tensor
 SETTLE_S = 0.05
+CALL_TIMEOUT_S = 300.0
+_GIB = 1 << 30
+
+
+class ReferenceUnusable(InvalidInputError):
+    """The reference raises on its own inputs, or differs from itself: exit 2, with the reason code."""
+
+    def __init__(self, reason: str, expected: str, given: object) -> None:
+        super().__init__("reference", expected, given)
+        self.reason = reason
 
 
 class _Stop(Exception):
@@ -86,84 +95,187 @@ class _Call:
     workload: Workload
     dist: str
     inputs: list[Any]
-    saved: list[Any]
     ref: tuple[Any, ...]
     oracle: tuple[Any, ...]
-    outs: tuple[Any, ...]
-    snaps: tuple[Any, ...]
+    perturbed: tuple[Any, ...]
+    outs: list[Any]
+    call_id: int = 0
+
+
+def default_limits(device: torch.device) -> dict[str, int]:
+    """Memory (address space: CPU runs only, CUDA maps far more than it uses), CPU time, file size."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):  # pragma: no cover - not Linux
+        ram = 16 * _GIB
+    doc = {"cpu_s": 4 * 3600, "file_bytes": 16 * _GIB}
+    if device.type != "cuda":
+        doc["memory_bytes"] = max(4 * _GIB, ram * 3 // 4)
+    return doc
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl", ".py"))
+    if path.suffix == ".json":
+        return sorted(p for p in path.parent.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl"))
+    return [path]
 
 
 def _nbytes(ref: Sequence[Any]) -> list[int]:
     return [r.numel() * r.element_size() for r in ref if isinstance(r, _Tensor)]
 
 
-class _Session:
-    def __init__(self, problem: CheckProblem, cand: Candidate, ledger: Ledger, guard: PatchGuard, device: torch.device,
-                 settle_s: float) -> None:
-        self.problem, self.cand, self.ledger, self.guard = problem, cand, ledger, guard
-        self.device, self.settle_s = device, settle_s
-        self.calls = 0
-        self.signatures: dict[str, list[str]] = {}
+def _unit_roundoff(args: Sequence[Any]) -> float:
+    """One rounding at the precision arithmetic is done in: float64 inputs, else float32's."""
+    return 2.0**-53 if any(isinstance(a, _Tensor) and a.dtype == torch.float64 for a in args) else 2.0**-24
 
-    # ---- one guarded call ---------------------------------------------------------------------
-    def guard_check(self, when: str) -> None:
-        changes = self.guard.changes()
+
+class _Session:
+    def __init__(self, problem: CheckProblem, ledger: Ledger, device: torch.device, settle_s: float,
+                 timeout_s: float, rng: random.Random, exchange: str) -> None:
+        self.problem, self.ledger, self.device = problem, ledger, device
+        self.settle_s, self.timeout_s, self.rng, self.exchange = settle_s, timeout_s, rng, exchange
+        self.child = None
+        self.calls, self.plain_calls, self.trials = 0, 0, 0
+        self.nondeterministic = self.destination_passing = False
+        self.signatures: dict[str, list[str]] = {}
+        self.returned: list[list[Any]] = []  # the outputs of every call as they were at return
+        self.covered: list[str] = []
+
+    # ---- the trusted side ---------------------------------------------------------------------
+    def reference(self, w: Workload, args: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
+        try:
+            ref = self.problem.run_reference([snapshot(a) for a in args])
+            oracle = self.problem.run_oracle([snapshot(a) for a in args])
+            perturbed = self.problem.run_oracle(list(perturb(
+                {str(i): snapshot(a) for i, a in enumerate(args)}, _unit_roundoff(args)).values()))
+        except InvalidInputError:
+            raise
+        except Exception as e:
+            raise ReferenceUnusable("reference_error", "to run on its own inputs",
+                                    f"it raised {type(e).__name__}: {e} (workload {w.label})") from None
+        if not all(isinstance(r, _Tensor) for r in (*ref, *oracle)) or len(ref) != len(oracle):
+            raise InvalidInputError("reference outputs", "tensors", [describe(r) for r in ref])
+        if self.problem.allocate_outputs is not None and w.label not in self.signatures:
+            want = self.problem.allocate_outputs(w, self.device)
+            if [describe(t) for t in want] != [describe(r) for r in ref]:
+                raise InvalidInputError("reference outputs", "the shapes and dtypes definition.json declares: "
+                                        + ", ".join(describe(t) for t in want), [describe(r) for r in ref])
+        return ref, oracle, perturbed
+
+    def reference_is_deterministic(self, w: Workload, args: list[Any]) -> None:
+        """Two runs on identical inputs from different random states must agree (module docstring)."""
+        outs = []
+        for s in (self.rng.getrandbits(62), self.rng.getrandbits(62)):
+            with fork_rng(self.device):
+                torch.manual_seed(s)
+                try:
+                    outs.append(self.problem.run_reference([snapshot(a) for a in args]))
+                except Exception as e:
+                    raise ReferenceUnusable("reference_error", "to run on its own inputs",
+                                            f"it raised {type(e).__name__}: {e} (workload {w.label})") from None
+        if not all(bitwise_equal(a, b) for a, b in zip(*outs)):
+            raise ReferenceUnusable(
+                "reference_nondeterministic", "the same output for the same inputs",
+                "two runs on identical inputs differ: it depends on the random state (dropout in training mode, "
+                "random sampling); run with --eval (eval mode) or make the reference deterministic")
+
+    # ---- talking to the child -----------------------------------------------------------------
+    def _patches(self, reply: dict[str, Any], when: str) -> None:
+        changes = reply.get("patches") or []
         if changes:
-            self.guard.restore()
             more = f" (+{len(changes) - 4} more)" if len(changes) > 4 else ""
             self.ledger.fail("no_patching", f"{when}: " + "; ".join(changes[:4]) + more)
             raise _Stop("monkey_patch")
         self.ledger.ok("no_patching")
 
-    def _destinations(self, w: Workload) -> list[torch.Tensor] | None:
-        if not self.cand.destination_passing:
-            return None
-        if self.problem.allocate_outputs is None:
-            raise InvalidInputError("candidate", "value-returning for this format", "destination-passing")
-        return [poison_fill(t) for t in self.problem.allocate_outputs(w, self.device)]
-
-    def _invoke(self, args: list[Any], dps: list[torch.Tensor] | None, sizes: list[int],
-                watch: bool = True) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-        poison_allocator(sizes, self.device)
-        before = set(live_threads())
-        self.calls += 1
+    def _ask(self, doc: dict[str, Any] | None, what: str, timeout_s: float | None = None) -> dict[str, Any]:
+        """Send ``doc`` (None: only wait) and return the reply; a child gone is a failure of its own."""
         try:
-            with torch.no_grad(), PoisonEmpty():
-                result = self.cand.call(args, dps)
-        except (Exception, SystemExit) as e:
-            self.guard_check("during a call that raised")
-            self.ledger.fail("runs", f"the call raised {type(e).__name__}: {e}")
-            raise _Stop("candidate_error") from None
-        if self.device.type == "cuda":
-            torch.cuda.current_stream().synchronize()
-        outs = tuple(dps) if dps is not None else as_outputs(result, self.problem.output_names)
-        snaps = tuple(snapshot(o) if type(o) is _Tensor and not o.is_meta else None for o in outs)
-        self.guard_check("after a call")
+            if doc is not None:
+                self.child.send(doc)  # type: ignore[union-attr]
+            reply = self.child.recv(timeout_s or self.timeout_s, what)  # type: ignore[union-attr]
+        except ChildGone as gone:
+            self.ledger.fail({"timeout": "in_time", "exited": "no_exit", "crashed": "no_crash"}[gone.code],
+                             gone.detail + self._log_tail())
+            raise _Stop(gone.code) from None
+        for name in ("in_time", "no_exit", "no_crash"):
+            self.ledger.ok(name)
+        return reply
+
+    def _log_tail(self) -> str:
+        try:
+            text = Path(self.exchange, "child.log").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return f"; last output: {text[-1][:300]}" if text else ""
+
+    def _save(self, name: str, obj: Any) -> str:
+        torch.save(obj, os.path.join(self.exchange, name))
+        return name
+
+    def _load(self, name: Any) -> Any:
+        path = os.path.join(self.exchange, str(name))
+        if os.path.dirname(os.path.abspath(path)) != os.path.abspath(self.exchange):
+            raise _Stop("crashed")
+        return torch.load(path, weights_only=True, map_location="cpu")  # no code runs while loading
+
+    def start(self, setup: dict[str, Any], load_timeout_s: float) -> None:
+        self.child = spawn(self.exchange)
+        reply = self._ask(setup, "loading the candidate", load_timeout_s)
+        if not reply.get("ok"):
+            if reply.get("kind") == "invalid_input":
+                raise InvalidInputError("CANDIDATE", "a loadable candidate", reply.get("error"))
+            self._patches(reply, "while loading the candidate")
+            self.ledger.fail("runs", str(reply.get("error")))
+            raise _Stop("candidate_error")
+        self._patches(reply, "after loading the candidate")
+        self.nondeterministic = reply.get("nondeterministic") is True
+        self.destination_passing = reply.get("destination_passing") is True
+
+    def invoke(self, w: Workload, args: list[Any], ref: tuple[Any, ...], *, refill: bool = False,
+               plain: bool = False, settle_s: float | None = None,
+               same_as: int = -1) -> tuple[list[Any], dict[str, Any]]:
+        self.calls += 1
+        self.plain_calls += bool(plain)
+        n = self.calls
+        dests = None
+        if self.destination_passing:
+            if self.problem.allocate_outputs is None:
+                raise InvalidInputError("candidate", "value-returning for this format", "destination-passing")
+            dests = [[list(t.shape), str(t.dtype).replace("torch.", "")]
+                     for t in self.problem.allocate_outputs(w, torch.device("meta"))]
+        name = self._save(f"in_{n}.pt", [a.cpu() if isinstance(a, _Tensor) else a for a in args])
+        reply = self._ask({"op": "call", "id": n, "inputs": name, "refill": refill, "plain": plain,
+                           "destinations": dests, "sizes": _nbytes(ref), "same_as": same_as,
+                           "settle_s": self.settle_s if settle_s is None else settle_s}, f"call {n}")
+        if not reply.get("ok"):
+            self._patches(reply, "during a call that raised")
+            self.ledger.fail("runs", str(reply.get("error")))
+            raise _Stop("candidate_error")
+        self._patches(reply, "after a call")
         self.ledger.ok("runs")
-        if watch:
-            started = [t.name for t in live_threads() if t not in before and t.is_alive()]
-            settle(self.settle_s, self.device)
-            changed = [i for i, (o, s) in enumerate(zip(outs, snaps)) if s is not None and not bitwise_equal(o, s)]
-            why = [f"thread(s) {', '.join(started)} started by the call still running after it returned"
-                   ] if started else []
-            self.ledger.record("synchronous", why + [f"output {i} changed after the call returned" for i in changed])
-        return outs, snaps
+        outs = list(self._load(reply["outputs"]))
+        self.returned.append(outs)
+        return outs, reply
 
     # ---- per-call checks ----------------------------------------------------------------------
-    def _validate(self, outs: tuple[Any, ...], ref: tuple[Any, ...]) -> None:
-        for i, o in enumerate(outs):
-            if type(o) is not _Tensor and isinstance(o, _Tensor):
-                self.ledger.fail("plain_tensor", f"output {i} is a {type(o).__qualname__}, a torch.Tensor subclass")
+    def validate(self, outs: list[Any], kinds: list[str], ref: tuple[Any, ...]) -> None:
+        dev = f"tensor@{ref[0].device}" if ref else ""
+        for i, k in enumerate(kinds):
+            if k.startswith("subclass:"):
+                self.ledger.fail("plain_tensor", f"output {i} is a {k.split(':', 1)[1]}, a torch.Tensor subclass")
                 raise _Stop("tensor_subclass")
         self.ledger.ok("plain_tensor")
-        for i, o in enumerate(outs):
-            if not isinstance(o, _Tensor):
-                lazy = (" (it defines __torch_function__: a deferred proxy)"
-                        if hasattr(type(o), "__torch_function__") else "")
-                self.ledger.fail("materialized", f"output {i} is a {type(o).__qualname__}, not a tensor{lazy}")
+        for i, k in enumerate(kinds):
+            if k.startswith("object:"):
+                lazy = " (it defines __torch_function__: a deferred proxy)" if k.endswith(":lazy") else ""
+                self.ledger.fail("materialized", f"output {i} is a {k.split(':')[1]}, not a tensor{lazy}")
                 raise _Stop("lazy_output")
-            if o.is_meta or o.device != ref[0].device:
-                self.ledger.fail("materialized", f"output {i} is on {o.device}, the reference's on {ref[0].device}")
+            if k != dev and not (k.startswith("tensor@cuda") and dev.startswith("tensor@cuda")):
+                self.ledger.fail("materialized", f"output {i} is {k.replace('tensor@', 'on ')}, the reference's "
+                                 f"{dev.replace('tensor@', 'on ')}")
                 raise _Stop("lazy_output")
         self.ledger.ok("materialized")
         if len(outs) != len(ref):
@@ -174,49 +286,30 @@ class _Session:
                 self.ledger.fail("shape", f"output {i} has shape {list(o.shape)}, the reference's {list(r.shape)}")
                 raise _Stop("wrong_shape")
         self.ledger.ok("shape")
-        bad = [f"output {i} is {describe(o)}, the reference's {describe(r)}" for i, (o, r) in enumerate(zip(outs, ref))
-               if o.dtype != r.dtype]
-        self.ledger.record("dtype", bad)
+        self.ledger.record("dtype", [f"output {i} is {describe(o)}, the reference's {describe(r)}"
+                                     for i, (o, r) in enumerate(zip(outs, ref)) if o.dtype != r.dtype])
         bad = []
         for i, (o, r) in enumerate(zip(outs, ref)):
-            if o.layout != torch.strided or not dense(o):
-                bad.append(f"output {i} is not dense and strided (strides {list(o.stride())})")
+            if o.layout != torch.strided:
+                bad.append(f"output {i} is not strided ({o.layout})")
+            elif tuple(o.stride()) == tuple(r.stride()):
+                continue  # the reference's own layout (an expanded, stride-0 output included)
+            elif not dense(o):
+                bad.append(f"output {i} is not dense (strides {list(o.stride())}; the reference's "
+                           f"{list(r.stride())})")
             elif r.is_contiguous() and not o.is_contiguous():
                 bad.append(f"output {i} has strides {list(o.stride())}; the reference's output is contiguous "
                            f"({list(r.stride())})")
         self.ledger.record("layout", bad)
 
-    def _aliasing(self, outs: tuple[Any, ...], args: list[Any], dps: list[torch.Tensor] | None,
-                  dps_meta: list[tuple]) -> None:
-        bad, state = [], self.cand.state()
-        for i, o in enumerate(outs):
-            bad += [f"output {i} shares memory with input {j}" for j, a in enumerate(args)
-                    if isinstance(a, _Tensor) and shares_memory(o, a)]
-            bad += [f"outputs {j} and {i} share memory" for j in range(i) if shares_memory(o, outs[j])]
-            if any(shares_memory(o, p) for p in state):
-                bad.append(f"output {i} shares memory with a parameter or buffer of the candidate")
-        if dps is not None:
-            bad += [f"destination buffer {i} was rebound to other memory" for i, (t, m) in enumerate(zip(dps, dps_meta))
-                    if identity(t) != m]
-        self.ledger.record("no_aliasing", bad)
+    def observations(self, reply: dict[str, Any]) -> None:
+        obs = reply.get("observations") or {}
+        for name in ("synchronous", "no_aliasing", "inputs_unmodified", "fresh_buffers"):
+            items = obs.get(name)
+            self.ledger.record(name, [str(x) for x in items] if isinstance(items, list) else [])
 
-    def _inputs(self, args: list[Any], saved: list[Any], meta: list[Any]) -> None:
-        bad = []
-        for j, (a, s, m) in enumerate(zip(args, saved, meta)):
-            if isinstance(a, _Tensor) and (identity(a) != m or not bitwise_equal(a, s)):
-                n = int((a != s).sum()) if a.shape == s.shape and a.dtype == s.dtype else a.numel()
-                bad.append(f"input {j} was modified ({n} of {s.numel()} elements differ, or its shape, strides or "
-                           f"storage changed)")
-        self.ledger.record("inputs_unmodified", bad)
-
-    def _history(self, prev: _Call, outs: tuple[Any, ...], snaps: tuple[Any, ...], ref: tuple[Any, ...],
-                 refill: bool) -> None:
-        stale = [f"output {i} of the previous call changed during this call"
-                 for i, (p, ps) in enumerate(zip(prev.outs, prev.snaps)) if ps is not None and not bitwise_equal(p, ps)]
-        stale += [f"output {i} reuses the memory of the previous call's output" for i, o in enumerate(outs)
-                  if any(isinstance(p, _Tensor) and shares_memory(o, p) for p in prev.outs)]
-        self.ledger.record("fresh_buffers", stale)
-        repeated = [i for i, (r, pr, s, ps) in enumerate(zip(ref, prev.ref, snaps, prev.snaps))
+    def history(self, prev: _Call, outs: list[Any], ref: tuple[Any, ...], refill: bool) -> None:
+        repeated = [i for i, (r, pr, s, ps) in enumerate(zip(ref, prev.ref, outs, prev.outs))
                     if not bitwise_equal(r, pr) and s is not None and bitwise_equal(s, ps)]
         if refill:
             if repeated:
@@ -232,176 +325,275 @@ class _Session:
             else:
                 self.ledger.ok("not_constant")
 
-    def _values(self, call: _Call) -> None:
-        where = f"{call.dist} inputs, workload {call.workload.label}"
-        for i, (s, r, y) in enumerate(zip(call.snaps, call.ref, call.oracle)):
-            holes = unwritten(s, r)
+    def values(self, call: _Call, outs: list[Any], where: str) -> None:
+        for i, (s, r, y, yp) in enumerate(zip(outs, call.ref, call.oracle, call.perturbed)):
+            holes = unwritten(s, r.cpu())
             if holes:
                 self.ledger.fail("fully_written", f"{holes} of {s.numel()} elements of output {i} are NaN where the "
                                  f"reference has numbers ({where}; outputs and new allocations are NaN-poisoned)")
             else:
                 self.ledger.ok("fully_written")
-            ok, msg = judge(s, r, y)
+            ok, msg = judge(s, r.cpu(), y.cpu(), perturbed=yp.cpu())
             if ok:
                 self.ledger.ok("error_contract")
             else:
                 self.ledger.fail("error_contract", f"output {i}, {where}: {msg}")
 
     # ---- the protocol -------------------------------------------------------------------------
-    def _reference(self, w: Workload, saved: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-        try:
-            ref = self.problem.run_reference([snapshot(a) for a in saved])
-            oracle = self.problem.run_oracle([snapshot(a) for a in saved])
-        except InvalidInputError:
-            raise
-        except Exception as e:
-            raise InvalidInputError("reference", "to run on the drawn inputs", f"{type(e).__name__}: {e}") from None
-        if not all(isinstance(r, _Tensor) for r in (*ref, *oracle)) or len(ref) != len(oracle):
-            raise InvalidInputError("reference outputs", "tensors", [describe(r) for r in ref])
-        if self.problem.allocate_outputs is not None and w.label not in self.signatures:
-            want = self.problem.allocate_outputs(w, self.device)
-            if [describe(t) for t in want] != [describe(r) for r in ref]:
-                raise InvalidInputError("reference outputs", "the shapes and dtypes definition.json declares: "
-                                        + ", ".join(describe(t) for t in want), [describe(r) for r in ref])
-        return ref, oracle
+    def draw(self, w: Workload, dist: str, gen: torch.Generator) -> list[Any]:
+        return self.problem.draw_inputs(w, gen, dist, self.device)
 
-    def _trial(self, w: Workload, dist: str, gen: torch.Generator, prev: _Call | None, refill: bool) -> _Call:
-        fresh = self.problem.draw_inputs(w, gen, dist, self.device)
-        if refill and prev is not None and same_layout(prev.inputs, fresh):
-            args = prev.inputs
-            for i, (a, b) in enumerate(zip(args, fresh)):
-                if isinstance(a, _Tensor):
-                    a.copy_(b)
-                else:
-                    args[i] = b
-        else:
-            args, refill = fresh, False
-        saved = [snapshot(a) for a in args]
-        meta = [identity(a) if isinstance(a, _Tensor) else None for a in args]
-        ref, oracle = self._reference(w, saved)
+    def trial(self, w: Workload, dist: str, gen: torch.Generator, prev: _Call | None, refill: bool) -> _Call:
+        args = self.draw(w, dist, gen)
+        if refill and (prev is None or not same_layout(prev.inputs, args)):
+            refill = False
+        ref, oracle, perturbed = self.reference(w, args)
         self.signatures.setdefault(w.label, [describe(a) for a in args])
-        dps = self._destinations(w)
-        dps_meta = [identity(t) for t in dps] if dps is not None else []
-        outs, snaps = self._invoke(args, dps, _nbytes(ref))
-        self._validate(outs, ref)
-        self._aliasing(outs, args, dps, dps_meta)
-        self._inputs(args, saved, meta)
+        plain = self.rng.random() < 0.25
+        outs, reply = self.invoke(w, args, ref, refill=refill, plain=plain,
+                                  settle_s=self.settle_s * (1 + self.rng.random()))
+        self.validate(outs, list(reply.get("kinds") or []), ref)
+        self.observations(reply)
+        call = _Call(w, dist, args, ref, oracle, perturbed, outs, self.calls)
         if prev is not None:
-            self._history(prev, outs, snaps, ref, refill)
-        call = _Call(w, dist, args, saved, ref, oracle, outs, snaps)
-        self._values(call)
+            self.history(prev, outs, ref, refill)
+        self.values(call, outs, f"{dist} inputs, workload {w.label}")
         return call
 
-    def run(self, trials: int, gen: torch.Generator) -> None:
-        w0 = self.problem.workloads[0]
-        warm = self.problem.draw_inputs(w0, gen, self.problem.distributions[0], self.device)
-        self._invoke(warm, self._destinations(w0), [], watch=False)
+    def repeat(self, first: _Call) -> None:
+        """Two or three calls on the first trial's values in new tensors: every output bitwise equal."""
+        n = self.rng.randint(2, 3)
+        plain_at = self.rng.randrange(n)
+        differ: list[str] = []
+        for k in range(n):
+            outs, reply = self.invoke(first.workload, [snapshot(a) for a in first.inputs], first.ref,
+                                      plain=(k == plain_at), same_as=first.call_id)
+            self.validate(outs, list(reply.get("kinds") or []), first.ref)
+            if reply.get("reuses_first") and not self.ledger.has_failed("fresh_buffers"):
+                self.ledger.fail("not_memoized", "a repeat of the first trial's input values, in new tensors, "
+                                 f"returned the first trial's output object (output {reply['reuses_first'][0]}): a "
+                                 "cache keyed on values")
+            else:
+                self.ledger.ok("not_memoized")
+            self.values(first, outs, f"a repeat of the first trial's {first.dist} inputs, workload {first.workload.label}")
+            differ += [f"output {i} at repeat {k + 1}" for i, (s, fs) in enumerate(zip(outs, first.outs))
+                       if not bitwise_equal(s, fs)]
+        if self.nondeterministic:
+            self.ledger.skip("deterministic", f"declared nondeterministic; {n} repeats on identical inputs were "
+                             + ("bitwise equal" if not differ else "different"))
+        elif differ:
+            self.ledger.fail("deterministic", f"calls on identical inputs differ bitwise ({differ[0]}), and the "
+                             "candidate does not declare itself nondeterministic")
+        else:
+            self.ledger.ok("deterministic")
+
+    def recheck(self, when: str) -> None:
+        """Every output of every call, re-read now, must be what it was at return (late writes)."""
+        pause = self.rng.uniform(0.3, 0.6)
+        time.sleep(pause)
+        reply = self._ask({"op": "recheck", "id": self.calls}, f"re-reading the outputs {when}")
+        self._patches(reply, when)
+        now, shared = self._load(reply["outputs"]), reply.get("shared") or []
+        late, overwritten = [], []
+        for c, (was, cur) in enumerate(zip(self.returned, now)):
+            for i, (a, b) in enumerate(zip(was, cur)):
+                if a is not None and (b is None or not bitwise_equal(a, b)):
+                    through = c < len(shared) and i < len(shared[c]) and shared[c][i] is True
+                    (overwritten if through else late).append(f"output {i} of call {c + 1}")
+        self.ledger.record("synchronous", [f"{x} changed {when} (re-read {pause:.2f} s after the last call)"
+                                           for x in late[:3]])
+        self.ledger.record("fresh_buffers", [f"{x} was overwritten later, through memory it shares with a later "
+                                             "call's output or an input" for x in overwritten[:3]])
+
+    def run(self, trials: int, gen: torch.Generator, workloads: list[Workload], budget_s: float | None,
+            t0: float, progress: Callable[[str], None]) -> None:
+        w0 = workloads[0]
+        for _ in range(self.rng.randint(1, 2)):  # warm-up: the reference first, on the same draw
+            args = self.draw(w0, self.problem.distributions[0], gen)
+            ref, _, _ = self.reference(w0, args)
+            self.invoke(w0, args, ref, plain=self.rng.random() < 0.5)
         first: _Call | None = None
-        for w in self.problem.workloads:
+        for n, w in enumerate(workloads):
+            if budget_s is not None and n and time.perf_counter() - t0 > budget_s:
+                progress(f"time budget of {budget_s:g} s reached after {n} of {len(workloads)} workloads")
+                break
+            k_trials = trials + self.rng.randint(0, 2)
+            self.trials += k_trials
+            started = time.perf_counter()
             prev = None
-            for k in range(trials):
+            for k in range(k_trials):
                 dist = self.problem.distributions[k % len(self.problem.distributions)]
-                prev = self._trial(w, dist, gen, prev, refill=(k == 1))
+                prev = self.trial(w, dist, gen, prev, refill=(k == 1))
                 first = first or prev
+            self.covered.append(w.label)
+            progress(f"workload {n + 1}/{len(workloads)} {w.label}: {k_trials} trials, "
+                     f"{time.perf_counter() - started:.1f} s, no failure so far" if not self.ledger.failed else
+                     f"workload {n + 1}/{len(workloads)} {w.label}: {k_trials} trials, "
+                     f"{time.perf_counter() - started:.1f} s, failed: {', '.join(self.ledger.failed)}")
         if first is not None:
-            self._repeat(first)
+            self.repeat(first)
+            self.recheck("after the calls")
         if self.ledger.seen["not_constant"] == 0:
             self.ledger.skip("not_constant", "no two trials on new tensors whose reference outputs differ "
                                              "(needs at least 3 trials per workload)")
 
-    def _repeat(self, first: _Call) -> None:
-        args = [snapshot(a) for a in first.saved]
-        dps = self._destinations(first.workload)
-        outs, snaps = self._invoke(args, dps, _nbytes(first.ref))
-        self._validate(outs, first.ref)
-        reused = [i for i, o in enumerate(outs)
-                  if any(isinstance(p, _Tensor) and shares_memory(o, p) for p in first.outs)]
-        if reused and not self.ledger.has_failed("fresh_buffers"):
-            self.ledger.fail("not_memoized", "a repeat of the first trial's input values, in new tensors, returned "
-                             f"the first trial's output object (output {reused[0]}): a cache keyed on values")
-        elif not reused:
-            self.ledger.ok("not_memoized")
-        same = all(s is not None and bitwise_equal(s, fs) for s, fs in zip(snaps, first.snaps))
-        if self.cand.nondeterministic:
-            self.ledger.skip("deterministic", "declared nondeterministic; two calls on identical inputs were "
-                             + ("bitwise equal" if same else "different"))
-        elif same:
-            self.ledger.ok("deterministic")
-        else:
-            diff = [i for i, (s, fs) in enumerate(zip(snaps, first.snaps)) if s is None or not bitwise_equal(s, fs)]
-            self.ledger.fail("deterministic", f"two calls on identical inputs differ bitwise (output {diff[0]}), and "
-                             "the candidate does not declare itself nondeterministic")
+    def timed(self, gen: torch.Generator) -> dict[str, Any]:
+        """Time the candidate in the child (step 6) and judge what the timed calls returned."""
+        from .speed import INPUT_SETS, time_reference
+
+        w = self.problem.workloads[0]
+        sets = [self.draw(w, self.problem.distributions[0], gen) for _ in range(INPUT_SETS)]
+        dests = None
+        if self.destination_passing and self.problem.allocate_outputs is not None:
+            dests = [[list(t.shape), str(t.dtype).replace("torch.", "")]
+                     for t in self.problem.allocate_outputs(w, torch.device("meta"))]
+        name = self._save("timing_inputs.pt", [[a.cpu() if isinstance(a, _Tensor) else a for a in s] for s in sets])
+        reply = self._ask({"op": "time", "id": self.calls, "inputs": name, "destinations": dests},
+                          "timing the candidate", 4 * self.timeout_s)
+        if not reply.get("ok"):
+            self._patches(reply, "while timing")
+            self.ledger.fail("runs", str(reply.get("error")))
+            raise _Stop("candidate_error")
+        self._patches(reply, "after timing")
+        last, rerun = self._load(reply["outputs"])
+        judged = sets[int((reply.get("timing") or {}).get("judged_set", 0)) % len(sets)]
+        ref, oracle, perturbed = self.reference(w, judged)
+        call = _Call(w, "timed", judged, ref, oracle, perturbed, last)
+        self.values(call, last, "the last timed call")
+        self.values(call, rerun, "a synchronized re-run after timing")
+        if not self.nondeterministic and not all(bitwise_equal(a, b) for a, b in zip(last, rerun)):
+            self.ledger.fail("deterministic", "the last timed call and a synchronized re-run on the same inputs "
+                             "differ bitwise")
+        self.recheck("after timing")
+        doc = dict(reply.get("timing") or {})
+        ref_t = time_reference(self.problem, sets)
+        doc.update(ref_t)
+        doc["speedup"] = ref_t["reference_ms"] / max(float(doc.get("candidate_ms", 0.0)), 1e-9)
+        return doc
+
+
+def _select(problem: CheckProblem, chosen: Sequence[str] | None) -> list[Workload]:
+    if not chosen:
+        return list(problem.workloads)
+    labels = [w.label for w in problem.workloads]
+    out = []
+    for item in chosen:
+        for part in str(item).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part.isdigit() and int(part) < len(labels):
+                out.append(problem.workloads[int(part)])
+            elif part in labels:
+                out.append(problem.workloads[labels.index(part)])
+            else:
+                raise InvalidInputError("--workloads", f"indices 0..{len(labels) - 1} or labels "
+                                        f"({', '.join(labels[:4])}{', ...' if len(labels) > 4 else ''})", part)
+    unique: list[Workload] = []
+    for w in out:
+        if all(w is not u for u in unique):
+            unique.append(w)
+    return unique
 
 
 def check(reference: str | Path, candidate: str | Path, *, trials: int | None = None, seed: int = 0,
           overrides: Sequence[str] | dict[str, Any] | None = None, settle_s: float = SETTLE_S,
-          device: str | torch.device | None = None, timing: bool = True) -> CheckReport:
+          device: str | torch.device | None = None, timing: bool = True, workloads: Sequence[str] | None = None,
+          budget_s: float | None = None, call_timeout_s: float = CALL_TIMEOUT_S,
+          limits: dict[str, int] | None = None, eval_mode: bool = False,
+          progress: Callable[[str], None] | None = None) -> CheckReport:
     """Run every hardened check of CANDIDATE against REFERENCE (see the module docstring).
 
     Args:
-        reference: a KernelBench ``.py`` file, or a FlashInfer-Bench problem folder.
+        reference: a KernelBench ``.py`` file, or a FlashInfer-Bench / SOL-ExecBench problem folder.
         candidate: a KernelBench ``.py`` file with ``ModelNew``, or a ``solution.json`` (or its folder).
-        trials: input draws per workload (default: one per distribution).
+        trials: input draws per workload (default: one per distribution; 0 to 2 more are added at random).
         seed: seeds weight initialisation and every input draw.
         overrides: ``--set`` items, ``["NAME=VALUE", ...]`` or a mapping.
-        settle_s: the pause before outputs are re-read for late writes.
+        settle_s: the pause before outputs are re-read for late writes, after each call.
         device: where to run (default: CUDA when available, else CPU).
         timing: time candidate and reference on a GPU when the candidate is accepted.
+        workloads: workload indices or labels to check (default: all).
+        budget_s: no new workload is started after this many seconds; the report states the coverage.
+        call_timeout_s: the deadline of each call (loading gets it plus a minute), then SIGKILL.
+        limits: the child's resource limits (:func:`default_limits`'s keys).
+        eval_mode: put both models in eval mode (KernelBench; e.g. for dropout).
+        progress: told one line per workload.
 
     Raises:
-        InvalidInputError: the files are unusable (the CLI's exit code 2).
+        InvalidInputError: the files are unusable, or the reference is (:class:`ReferenceUnusable`):
+            the CLI's exit code 2.
     """
-    t0 = _perf_counter()
-    from ...core import _triton  # noqa: F401  (decides the interpreter before any candidate imports triton)
-
+    t0 = time.perf_counter()
     dev = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sets = parse_overrides(overrides)
     if trials is not None and trials < 1:
         raise InvalidInputError("--trials", "a positive integer", trials)
-    problem = load_problem(reference, sets, seed=seed, device=dev)
-    per_workload = trials or len(problem.distributions)
-    ledger, guard, cand, session = Ledger(), PatchGuard(), None, None
-    stopped: str | None = None
+    if budget_s is not None and budget_s <= 0:
+        raise InvalidInputError("--budget", "a positive number of seconds", budget_s)
+    ref_path = Path(reference)
+    if not ref_path.exists():
+        raise InvalidInputError("REFERENCE", "an existing file or folder", str(ref_path))
+    if not Path(candidate).exists():
+        raise InvalidInputError("CANDIDATE", "an existing file or folder", str(candidate))
+    originals = {p: p.read_bytes() for p in _files(ref_path)}  # before anything runs
+    hashes = {p: hashlib.sha256(b).hexdigest() for p, b in originals.items()}
+    host_guard = PatchGuard()  # the reference is trusted, but a library call leaves no global state changed
+    tell = progress or (lambda _msg: None)
+    exchange = tempfile.mkdtemp(prefix="warpsmith_check_")
+    workdir = tempfile.mkdtemp(prefix="warpsmith_check_cwd_")
+    rng = random.Random(int.from_bytes(os.urandom(8), "little"))  # the protocol's shape: not from --seed
+    ledger, session, stopped = Ledger(), None, None
     timing_doc: dict[str, Any] = {"kind": "not measured", "reason": "no GPU" if dev.type != "cuda" else "rejected"}
     try:
+        problem = load_problem(ref_path, sets, seed=seed, device=dev)
+        if eval_mode:
+            problem.set_eval()
+        chosen = _select(problem, workloads)
+        per_workload = trials or len(problem.distributions)
+        session = _Session(problem, ledger, dev, settle_s, call_timeout_s, rng, exchange)
+        gen = torch.Generator().manual_seed(seed + 0x5EED)
+        probe = problem.draw_inputs(chosen[0], torch.Generator().manual_seed(seed), problem.distributions[0], dev)
+        session.reference_is_deterministic(chosen[0], probe)
+        session.reference(chosen[0], probe)
+        torch.save(problem.child_context, os.path.join(exchange, "context.pt"))
+        setup = {"limits": limits if limits is not None else default_limits(dev), "workdir": workdir,
+                 "interpret": dev.type != "cuda", "device": str(dev), "name": problem.name,
+                 "format": problem.format, "reference": str(ref_path), "candidate": str(Path(candidate).resolve()),
+                 "output_names": list(problem.output_names), "seed": seed, "overrides": problem.overrides,
+                 "eval_mode": eval_mode}
         try:
-            cand = load_candidate(candidate, problem, device=dev)
-        except CandidateError as e:
-            ledger.fail("runs", str(e))
-            stopped = "candidate_error"
-        changes = guard.changes()
-        if changes:
-            guard.restore()
-            ledger.fail("no_patching", "after loading the candidate: " + "; ".join(changes[:4]))
-            stopped = "monkey_patch"
-        else:
-            ledger.ok("no_patching")
-        if cand is not None and stopped is None:
-            session = _Session(problem, cand, ledger, guard, dev, settle_s)
-            gen = torch.Generator().manual_seed(seed + 0x5EED)
-            try:
-                session.run(per_workload, gen)
-            except _Stop as stop:
-                stopped = str(stop)
-            if stopped is None and timing and dev.type == "cuda" and not ledger.failed:
-                try:
-                    timing_doc = time_candidate(problem, cand, dev, gen)
-                except Exception as e:
-                    ledger.fail("runs", f"a timed call raised {type(e).__name__}: {e}")
-                    stopped = "candidate_error"
-                try:
-                    session.guard_check("after timing")
-                except _Stop as stop:
-                    stopped = str(stop)
+            session.start(setup, call_timeout_s + 60.0)
+            session.run(per_workload, gen, chosen, budget_s, t0, tell)
+            if timing and dev.type == "cuda" and not ledger.failed:
+                timing_doc = session.timed(gen)
+        except _Stop as stop:
+            stopped = str(stop)
     finally:
-        guard.restore()
-        if cand is not None:
-            cand.cleanup()
+        if session is not None and session.child is not None:
+            session.child.close()
+        host_guard.restore()
+        shutil.rmtree(exchange, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+        changed = [p for p, h in hashes.items() if not p.exists() or hashlib.sha256(p.read_bytes()).hexdigest() != h]
+        for p in changed:  # the user's file is put back as it was
+            p.write_bytes(originals[p])
+    if changed:
+        ledger.fail("reference_intact", "the reference's file(s) changed during the run and were restored: "
+                    + ", ".join(p.name for p in changed))
+    else:
+        ledger.ok("reference_intact")
+    assert session is not None
     problem_doc = {"name": problem.name, "overrides": problem.overrides, "distributions": list(problem.distributions),
-                   "workloads": [{"label": w.label, "axes": dict(w.axes),
-                                  "inputs": session.signatures.get(w.label) if session else None}
-                                 for w in problem.workloads], **problem.info}
+                   "workloads": [{"label": w.label, "axes": dict(w.axes), "inputs": session.signatures.get(w.label),
+                                  "checked": w.label in session.covered} for w in problem.workloads],
+                   **problem.info}
+    coverage = {"workloads_checked": len(session.covered), "workloads_selected": len(chosen),
+                "workloads_total": len(problem.workloads), "budget_s": budget_s,
+                "selected": workloads is not None and len(chosen) < len(problem.workloads)}
     return CheckReport(reference=str(reference), candidate=str(candidate), format=problem.format, device=str(dev),
                        seed=seed, trials=per_workload, problem=problem_doc, checks=ledger.results(stopped),
-                       timing=timing_doc, elapsed_s=_perf_counter() - t0, calls=session.calls if session else 0,
-                       complete=stopped is None)
+                       timing=timing_doc, elapsed_s=time.perf_counter() - t0, calls=session.calls,
+                       complete=stopped is None, coverage=coverage,
+                       protocol={"calls": session.calls, "plain_calls": session.plain_calls, "trials": session.trials,
+                                 "call_timeout_s": call_timeout_s, "isolated": True})

@@ -141,7 +141,13 @@ def load_problem(path: Path, overrides: dict[str, Number], *, seed: int, device:
         run_oracle=run_oracle, seed=seed, overrides=values,
         info={"constants": {k: v for k, v in consts.items() if not k.startswith("_")},
               "init_inputs": [_describe(a) for a in init]},
-        context={"init": init, "module": name})
+        context={"init": init, "module": name}, set_eval=lambda: _eval(model, oracle_model))
+
+
+def _eval(*models: Any) -> None:
+    for m in models:
+        if isinstance(m, torch.nn.Module):
+            m.eval()
 
 
 def _describe(a: Any) -> Any:
@@ -186,4 +192,4 @@ def load_candidate(path: Path, problem: CheckProblem, *, device: torch.device) -
 
     return Candidate(name=path.stem, path=path, call=call, destination_passing=False,
                      nondeterministic=flag is True, state=lambda: _model_tensors(model),
-                     cleanup=lambda: forget_module(name))
+                     cleanup=lambda: forget_module(name), set_eval=lambda: _eval(model))

@@ -12,6 +12,13 @@ from typing import Any
 
 #: (check name, reason code, what passing establishes), in priority order.
 CHECKS: tuple[tuple[str, str, str], ...] = (
+    ("reference_intact", "tampered_reference", "the reference's files are byte for byte what they were before the "
+                                               "run (they are restored if not)"),
+    ("no_exit", "exited", "the candidate's process does not end while the harness needs it (sys.exit, os._exit, an "
+                          "atexit hook, at import, construction or in a call)"),
+    ("no_crash", "crashed", "the candidate's process is not killed by a signal (abort, segfault, out of memory, "
+                            "resource limits) and its launcher is not killed"),
+    ("in_time", "timeout", "loading and every call return within the deadline (SIGKILL otherwise)"),
     ("no_patching", "monkey_patch",
      "torch, triton, time, builtins, threading and the harness are unchanged after loading and after every call"),
     ("runs", "candidate_error", "the candidate imports, constructs and runs without raising"),
@@ -35,7 +42,8 @@ CHECKS: tuple[tuple[str, str, str], ...] = (
     ("fully_written", "unwritten_output", "no output element keeps the NaN poison where the reference has a "
                                           "number"),
     ("error_contract", "wrong_result", "fp64-oracle error within 4x the reference's own error in the same dtype "
-                                       "plus one ulp; NaN/Inf where the reference has them; integers exact"),
+                                       "(at least the op's sensitivity to its inputs) plus two ulps; "
+                                       "NaN/Inf where the reference has them; integers exact"),
     ("deterministic", "nondeterministic", "two calls on identical inputs are bitwise equal (unless the candidate "
                                           "declares itself nondeterministic)"),
 )
@@ -123,6 +131,23 @@ class CheckReport:
     elapsed_s: float = 0.0
     calls: int = 0
     complete: bool = True  # the protocol ran to its end (it stops at a fatal failure)
+    coverage: dict[str, Any] = field(default_factory=dict)
+    protocol: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def coverage_line(self) -> str:
+        """Which workloads were checked, and why not all (a selection or the time budget)."""
+        c = self.coverage
+        if not c:
+            return ""
+        done, total, chosen = c["workloads_checked"], c["workloads_total"], c["workloads_selected"]
+        line = f"covered: {done} of {total} workload(s)"
+        if chosen < total:
+            line += f" ({chosen} selected with --workloads)"
+        if done < chosen:
+            line += (f"; the time budget ({c['budget_s']:g} s) stopped the run" if c.get("budget_s") else
+                     "; the run stopped early")
+        return line
 
     @property
     def accepted(self) -> bool:
@@ -164,4 +189,5 @@ class CheckReport:
             "reference": self.reference, "candidate": self.candidate, "format": self.format, "device": self.device,
             "seed": self.seed, "trials": self.trials, "calls": self.calls, "problem": self.problem,
             "checks": [c.to_json() for c in self.checks], "timing": self.timing,
+            "coverage": self.coverage, "protocol": self.protocol,
             "elapsed_s": round(self.elapsed_s, 3)}
