@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("warpsmith.search", 2),
     ("warpsmith.measure", 3),
     ("warpsmith.verify", 4),
+    ("warpsmith.check", 5),  # the isolated harness for foreign kernels
     ("warpsmith.db", 5),
     ("warpsmith.dispatch", 6),
     ("warpsmith.ops.shared", 7),

@@ -58,8 +58,8 @@ def check(reference: Path, candidate: Path, json_out: Path | None, trials: int |
     FlashInfer-Bench/SOL-ExecBench problem folder (definition.json, workload.jsonl).
     CANDIDATE is a .py file with ModelNew, or a solution.json (or its folder).
     """
-    from ..verify.check import check as run_check
-    from ..verify.check.hardened import ReferenceUnusable
+    from ..check import check as run_check
+    from ..check.hardened import ReferenceUnusable
 
     if json_out is not None and json_out.exists():
         json_out.unlink()  # a killed run leaves no earlier report behind

@@ -49,7 +49,7 @@ def within_reference(err: float, ref_err: float, largest: float, u: float, facto
     reference's own (``ref_err``, the reference computed in the working dtype) or, where larger, the
     op's ``sensitivity`` to its inputs (module docstring), plus two ulps (``u``) of the ``largest``
     magnitude (the output's own rounding and one of an intermediate), plus ``floor``; returns (ok, the allowed error). Shared by
-    :class:`ErrorContract` and the check harness (:func:`warpsmith.verify.check.compare.judge`)."""
+    :class:`ErrorContract` and the check harness (:func:`warpsmith.check.compare.judge`)."""
     allowed = factor * max(ref_err, sensitivity) + 2.0 * u * largest + floor
     return bool(err <= allowed), allowed  # False when either side is NaN
 

@@ -52,8 +52,8 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from ...core.errors import InvalidInputError, UnknownNameError
-from ...core.opspec import draw, on_device
+from ..core.errors import InvalidInputError, UnknownNameError
+from ..core.opspec import draw, on_device
 from .formats import (DISTRIBUTIONS, Float64Oracle, Number, CheckProblem, Workload, as_outputs, exec_module, fork_rng,
                       unique_module_name)
 

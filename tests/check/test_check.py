@@ -12,12 +12,12 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-import warpsmith.verify.check.compare as compare
+import warpsmith.check.compare as compare
 from warpsmith.cli.main import cli
 from warpsmith.errors import InvalidInputError, UnknownNameError
-from warpsmith.verify.check import CHECKS, CODES, check, load_problem
+from warpsmith.check import CHECKS, CODES, check, load_problem
 
-ZOO = Path(__file__).parent / "zoo"
+ZOO = Path(__file__).parents[1] / "verify" / "zoo"
 RMSNORM = ZOO / "rmsnorm"
 PROBLEMS = {
     "softmax": (ZOO / "softmax.py", ["batch_size=6", "dim=40"]),
@@ -143,7 +143,7 @@ def test_patches_are_undone_after_the_check():
 def test_torch_own_wrappers_are_not_patches_but_lookalikes_are():
     import functools
 
-    from warpsmith.verify.check.guards import PatchGuard
+    from warpsmith.check.guards import PatchGuard
 
     guard = PatchGuard()
     import torch._dynamo  # noqa: F401  (on first import, torch wraps torch.manual_seed itself)
@@ -178,7 +178,7 @@ def test_declared_nondeterminism_is_accepted_and_reported():
 def test_inputs_are_drawn_after_the_candidate_is_loaded(monkeypatch):
     """Every input the candidate sees is drawn after its process reported it loaded; the reference's
     probe (run first, before the child starts) is never sent to it."""
-    import warpsmith.verify.check.hardened as hardened
+    import warpsmith.check.hardened as hardened
 
     events = []
     real_start, real_draw = hardened._Session.start, hardened._Session.draw
@@ -204,7 +204,7 @@ def test_a_reference_whose_output_is_an_expanded_view_passes_against_itself():
 
 
 def test_a_reference_that_raises_on_its_own_inputs_is_exit_2_not_the_candidates_fault():
-    from warpsmith.verify.check.hardened import ReferenceUnusable
+    from warpsmith.check.hardened import ReferenceUnusable
 
     with pytest.raises(ReferenceUnusable) as info:
         check(ZOO / "dilated_ref.py", ZOO / "dilated_ref.py", overrides=["length=4"])
@@ -215,7 +215,7 @@ def test_a_reference_that_raises_on_its_own_inputs_is_exit_2_not_the_candidates_
 
 
 def test_a_reference_with_dropout_in_training_mode_is_exit_2_with_the_fix():
-    from warpsmith.verify.check.hardened import ReferenceUnusable
+    from warpsmith.check.hardened import ReferenceUnusable
 
     with pytest.raises(ReferenceUnusable) as info:
         check(ZOO / "dropout_ref.py", ZOO / "dropout_ref.py")

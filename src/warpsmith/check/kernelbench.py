@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
-from ...core.errors import InvalidInputError, UnknownNameError
-from ...core.opspec import draw
+from ..core.errors import InvalidInputError, UnknownNameError
+from ..core.opspec import draw
 from .formats import (DISTRIBUTIONS, Candidate, CandidateError, CheckProblem, Float64Oracle, Number, Workload,
                       as_outputs,
                       exec_module, forget_module, fork_rng, on_sys_path, rewrite_constants, top_level_assignments,

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ...core.errors import InvalidInputError
+from ..core.errors import InvalidInputError
 from .flashinfer import read_json
 from .formats import (Candidate, CandidateError, CheckProblem, exec_module, forget_module, on_sys_path,
                       unique_module_name)

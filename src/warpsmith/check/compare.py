@@ -36,7 +36,7 @@ The rules:
 
 The functions bind the torch functions they use when this module is imported. A candidate
 that patches ``torch.equal`` or ``torch.Tensor.__sub__`` therefore cannot change these
-comparisons, and :class:`~warpsmith.verify.check.guards.PatchGuard` reports the patch.
+comparisons, and :class:`~warpsmith.check.guards.PatchGuard` reports the patch.
 """
 from __future__ import annotations
 
@@ -45,9 +45,9 @@ from typing import Any
 
 import torch
 
-from ...core.contract import REF_FACTOR, sensitivity_of, within_reference
-from ...core.dtypes import SUBNORMAL_STEP_OF as SUBNORMAL_STEP, UNIT_ROUNDOFF_OF as UNIT_ROUNDOFF
-from ..harness import unwritten
+from ..core.contract import REF_FACTOR, sensitivity_of, within_reference
+from ..core.dtypes import SUBNORMAL_STEP_OF as SUBNORMAL_STEP, UNIT_ROUNDOFF_OF as UNIT_ROUNDOFF
+from ..verify.harness import unwritten
 
 _abs, _sub, _amax, _where = torch.abs, torch.sub, torch.amax, torch.where
 _isnan, _isposinf, _isneginf, _isfinite = torch.isnan, torch.isposinf, torch.isneginf, torch.isfinite

@@ -33,7 +33,7 @@ _LAUNCHER = """
 import os, subprocess, sys
 fds = (int(sys.argv[1]), int(sys.argv[2]))
 log = open(os.path.join(sys.argv[3], "child.log"), "wb")
-p = subprocess.Popen([sys.executable, "-m", "warpsmith.verify.check.child", *sys.argv[1:]], pass_fds=fds,
+p = subprocess.Popen([sys.executable, "-m", "warpsmith.check.child", *sys.argv[1:]], pass_fds=fds,
                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
 for fd in fds:
     os.close(fd)
@@ -186,8 +186,12 @@ def spawn(exchange: str, env_extra: dict[str, str] | None = None) -> Child:
     token = secrets.token_hex(16)
     env = {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
     env[TOKEN_VAR] = token
-    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds warpsmith/
+    env["PYTHONPATH"] = os.pathsep.join([src] + [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                                                 if p])
+    tmp = os.path.join(exchange, "tmp")  # the child's temporary files go where the parent removes them
+    os.makedirs(tmp, exist_ok=True)
+    env["TMPDIR"] = tmp
     env.update(env_extra or {})
     launcher = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(ctrl_r), str(reply_w), exchange],
                                 pass_fds=(ctrl_r, reply_w), env=env, stdout=subprocess.PIPE,

@@ -64,8 +64,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ...core.contract import perturb
-from ...core.errors import InvalidInputError
+from ..core.contract import perturb
+from ..core.errors import InvalidInputError
 from .compare import bitwise_equal, dense, describe, judge, same_layout, snapshot, unwritten
 from .formats import CheckProblem, Workload, fork_rng, load_problem, parse_overrides
 from .guards import PatchGuard

@@ -41,7 +41,7 @@ from typing import Any, Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ...core.variant import poison_fill
+from ..core.variant import poison_fill
 
 _MISSING = object()
 live_threads = threading.enumerate
@@ -62,7 +62,7 @@ def _namespaces() -> list[types.ModuleType]:
         if name in sys.modules:
             mods.append(sys.modules[name])
     for name in sorted(sys.modules):
-        if name.startswith("warpsmith.verify.check.") or name in ("warpsmith.core.contract", "warpsmith.core.opspec",
+        if name.startswith("warpsmith.check.") or name in ("warpsmith.core.contract", "warpsmith.core.opspec",
                                                                   "warpsmith.core.dtypes", "warpsmith.core.variant",
                                                                   "warpsmith.verify.harness",
                                                                   "warpsmith.measure.timing"):

@@ -44,8 +44,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ...core.errors import InvalidInputError
-from ...core.opspec import DISTRIBUTIONS as SPEC_DISTRIBUTIONS
+from ..core.errors import InvalidInputError
+from ..core.opspec import DISTRIBUTIONS as SPEC_DISTRIBUTIONS
 
 Number = int | float
 Inputs = list[Any]

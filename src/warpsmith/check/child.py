@@ -1,6 +1,6 @@
 """The candidate's side of ``warpsmith check``: a fresh interpreter that loads and calls the candidate.
 
-Started by :mod:`.isolation` as ``python -m warpsmith.verify.check.child CTRL_FD REPLY_FD EXCHANGE``.
+Started by :mod:`.isolation` as ``python -m warpsmith.check.child CTRL_FD REPLY_FD EXCHANGE``.
 It never sees the reference's outputs or the oracle: it receives inputs, runs the candidate, and
 sends back what the candidate returned, with what it observed around the call (threads still
 running, outputs changed after a pause, memory shared with inputs, inputs modified, patches).
@@ -67,14 +67,14 @@ def main(argv: list[str]) -> None:
         os.environ["TRITON_INTERPRET"] = "1"
     import torch
 
-    from ...core import _triton  # noqa: F401  (the interpreter, decided before the candidate imports triton)
+    from ..core import _triton  # noqa: F401  (the interpreter, decided before the candidate imports triton)
     from . import flashinfer, kernelbench, solution  # noqa: F401  (imported before the snapshot: guarded)
     from .compare import bitwise_equal, identity, shares_memory, snapshot
     from .formats import CandidateError, CheckProblem, as_outputs, load_candidate
     from .guards import PatchGuard, PoisonEmpty, live_threads, poison_allocator
     from .interpreter import first_config_autotune
-    from ...core.variant import poison_fill
-    from ...core.errors import WarpsmithError
+    from ..core.variant import poison_fill
+    from ..core.errors import WarpsmithError
 
     _Tensor, _save, _load, _no_grad = torch.Tensor, torch.save, torch.load, torch.no_grad
     device = torch.device(setup["device"])
