@@ -98,8 +98,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("prover", P, 'return Obligation("in_bounds", subject, "failed", "mask true, address outside the tensor"',
              'return Obligation("in_bounds", subject, "proved", "mask true, address outside the tensor"',
              ("tests/verify/test_prove.py", "-k", "cli or bug"), "an out-of-bounds access reported as proved"),
-    Mutation("prover", T, "self.trip = z3.If(hi > lo, (hi - lo + step - 1) / step, 0)",
-             "self.trip = z3.If(hi > lo, (hi - lo) / step, 0)",
+    Mutation("prover", T, "up = z3.If(hi > lo, (hi - lo + step - 1) / step, 0)",
+             "up = z3.If(hi > lo, (hi - lo) / step, 0)",
              ("tests/verify/test_prove.py",), "the last partial trip of a loop not modelled"),
     # ---- tuning DB and dispatch -------------------------------------------------------------------
     Mutation("db", "src/warpsmith/db/store.py", '"variant", "config", "fingerprint",', '"variant", "config",',
