@@ -140,7 +140,7 @@ def judge(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor, factor: fl
     if not ok:
         worst = _first(_logical_and(mask, _abs(_sub(o, y)) == err))
         return False, (f"max error {float(err):.3e} vs the fp64 oracle (at {worst}) exceeds {factor:g}x the "
-                       f"reference's own error in {str(ref.dtype).replace('torch.', '')} ({float(ref_err):.3e}; its "
+                       f"reference's own error in {str(ref.dtype).replace('torch.', '')} ({float(ref_err):.3e}; "
                        f"the op's sensitivity to its inputs {sens:.3e}) "
                        f"+ two ulps of the largest value ({2 * u * float(big):.3e})")
     return True, f"max error {float(err):.3e}, reference's {float(ref_err):.3e}, allowed {allowed:.3e}"

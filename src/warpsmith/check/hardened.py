@@ -142,6 +142,7 @@ class _Session:
         self.signatures: dict[str, list[str]] = {}
         self.returned: list[list[Any]] = []  # the outputs of every call as they were at return
         self.covered: list[str] = []
+        self.partial: tuple[str, int, int] | None = None  # a workload the budget cut short: (label, done, planned)
 
     # ---- the trusted side ---------------------------------------------------------------------
     def reference(self, w: Workload, args: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
@@ -414,22 +415,28 @@ class _Session:
             self.invoke(w0, args, ref, plain=self.rng.random() < 0.5)
         first: _Call | None = None
         for n, w in enumerate(workloads):
-            if budget_s is not None and n and time.perf_counter() - t0 > budget_s:
-                progress(f"time budget of {budget_s:g} s reached after {n} of {len(workloads)} workloads")
-                break
             k_trials = trials + self.rng.randint(0, 2)
-            self.trials += k_trials
             started = time.perf_counter()
-            prev = None
+            prev, done = None, 0
             for k in range(k_trials):
+                if budget_s is not None and first is not None and time.perf_counter() - t0 > budget_s:
+                    break  # the budget is checked before every trial but the very first
                 dist = self.problem.distributions[k % len(self.problem.distributions)]
                 prev = self.trial(w, dist, gen, prev, refill=(k == 1))
                 first = first or prev
+                done += 1
+            self.trials += done
+            if done == 0:
+                progress(f"time budget of {budget_s:g} s reached after {n} of {len(workloads)} workloads")
+                break
             self.covered.append(w.label)
-            progress(f"workload {n + 1}/{len(workloads)} {w.label}: {k_trials} trials, "
-                     f"{time.perf_counter() - started:.1f} s, no failure so far" if not self.ledger.failed else
-                     f"workload {n + 1}/{len(workloads)} {w.label}: {k_trials} trials, "
-                     f"{time.perf_counter() - started:.1f} s, failed: {', '.join(self.ledger.failed)}")
+            status = f"failed: {', '.join(self.ledger.failed)}" if self.ledger.failed else "no failure so far"
+            progress(f"workload {n + 1}/{len(workloads)} {w.label}: {done} of {k_trials} trials, "
+                     f"{time.perf_counter() - started:.1f} s, {status}")
+            if done < k_trials:
+                self.partial = (w.label, done, k_trials)
+                progress(f"time budget of {budget_s:g} s reached during workload {n + 1} of {len(workloads)}")
+                break
         if first is not None:
             self.repeat(first)
             self.recheck("after the calls")
@@ -590,7 +597,9 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
                    **problem.info}
     coverage = {"workloads_checked": len(session.covered), "workloads_selected": len(chosen),
                 "workloads_total": len(problem.workloads), "budget_s": budget_s,
-                "selected": workloads is not None and len(chosen) < len(problem.workloads)}
+                "selected": workloads is not None and len(chosen) < len(problem.workloads),
+                "partial": ({"workload": session.partial[0], "trials": session.partial[1],
+                             "planned": session.partial[2]} if session.partial else None)}
     return CheckReport(reference=str(reference), candidate=str(candidate), format=problem.format, device=str(dev),
                        seed=seed, trials=per_workload, problem=problem_doc, checks=ledger.results(stopped),
                        timing=timing_doc, elapsed_s=time.perf_counter() - t0, calls=session.calls,

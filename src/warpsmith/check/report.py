@@ -144,7 +144,10 @@ class CheckReport:
         line = f"covered: {done} of {total} workload(s)"
         if chosen < total:
             line += f" ({chosen} selected with --workloads)"
-        if done < chosen:
+        if c.get("partial"):
+            p = c["partial"]
+            line += f" (the last, {p['workload']}, with {p['trials']} of {p['planned']} trials)"
+        if done < chosen or c.get("partial"):
             line += (f"; the time budget ({c['budget_s']:g} s) stopped the run" if c.get("budget_s") else
                      "; the run stopped early")
         return line
