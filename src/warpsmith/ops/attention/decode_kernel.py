@@ -158,14 +158,16 @@ def decode_reduce_kernel(
     dvmask = dv < DV
     mx = float("-inf")
     for i in range(lo, hi):
-        mx = tl.maximum(mx, tl.load(lse_part_ptr + i * stride_lpw + h * stride_lph))
+        mx = tl.maximum(mx, tl.load(lse_part_ptr + i.to(tl.int64) * stride_lpw + h * stride_lph))
     base = tl.minimum(tl.maximum(mx, -FLT_MAX), FLT_MAX)
     acc = tl.zeros((BLOCK_DV,), tl.float32)
     l = 0.0
     for i in range(lo, hi):
-        wt = tl.exp(tl.load(lse_part_ptr + i * stride_lpw + h * stride_lph) - base)
+        item = i.to(tl.int64)
+        wt = tl.exp(tl.load(lse_part_ptr + item * stride_lpw + h * stride_lph) - base)
         l += wt
-        acc += wt * tl.load(o_part_ptr + i * stride_pw + h * stride_ph + dv * stride_pd, mask=dvmask, other=0.0)
-    o = tl.where(l > 0.0, acc / l, acc)  # l = 0: every item empty (o_i = 0) or all scores -inf (o_i NaN)
+        acc += wt * tl.load(o_part_ptr + item * stride_pw + h * stride_ph + dv * stride_pd, mask=dvmask, other=0.0)
+    # l = 0: every item empty (o_i = 0) or all scores -inf (o_i NaN): o = acc, which is 0 or NaN
+    o = acc / (l + (l == 0.0).to(tl.float32))
     tl.store(out_ptr + b * stride_ob + h * stride_oh + dv * stride_od, to_output(o, out_ptr, EMULATE), mask=dvmask)
     tl.store(lse_ptr + b * stride_lb + h * stride_lh, base + tl.log(l))
