@@ -158,12 +158,13 @@ def decode_reduce_kernel(
     dvmask = dv < DV
     mx = float("-inf")
     for i in range(lo, hi):
-        mx = tl.maximum(mx, tl.load(lse_part_ptr + i.to(tl.int64) * stride_lpw + h * stride_lph))
+        item = lo + (i - lo)  # int64 (the interpreter's loop index is a Python int, compiled Triton's a tensor)
+        mx = tl.maximum(mx, tl.load(lse_part_ptr + item * stride_lpw + h * stride_lph))
     base = tl.minimum(tl.maximum(mx, -FLT_MAX), FLT_MAX)
     acc = tl.zeros((BLOCK_DV,), tl.float32)
     l = 0.0
     for i in range(lo, hi):
-        item = i.to(tl.int64)
+        item = lo + (i - lo)
         wt = tl.exp(tl.load(lse_part_ptr + item * stride_lpw + h * stride_lph) - base)
         l += wt
         acc += wt * tl.load(o_part_ptr + item * stride_pw + h * stride_ph + dv * stride_pd, mask=dvmask, other=0.0)
