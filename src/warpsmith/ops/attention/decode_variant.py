@@ -96,10 +96,8 @@ class SplitKV(Variant):
     def default_config(self, p: Problem, target: Target) -> Config:
         hk, g, dqk, dv, dr = self.dims(p)
         lo, hi = self._bh_range(p)
-        bh = hi if self.mla and g > 64 else lo
+        bh = 32 if g > 64 else lo  # 32 heads x 512 fp32 accumulators per program fit 8 warps' registers
         block_n = 32 if self.mla else 64
-        if self.mla and g > 64:
-            bh = 64
         programs = p.shape["B"] * hk * triton.cdiv(g, bh)
         want = max(1, -(-2 * target.sms // programs))  # about two programs per SM
         blocks = max(1, triton.cdiv(p.shape["S"], block_n))
@@ -148,7 +146,7 @@ class SplitKV(Variant):
         direct = c.NUM_SPLITS == 1
         items = B * c.NUM_SPLITS
         part = 0 if direct else 2 * items * hk * g * (dv + 1) * 4  # fp32 partials written, then read
-        qo = B * hk * g * (dqk + dr + dv) * e
+        qo = B * hk * g * ((dqk + dr + dv) * e + 4)  # q read, out and lse written
         programs = items * hk * hb
         steps = triton.cdiv(triton.cdiv(S, c.NUM_SPLITS), c.BLOCK_N)
         per_thread = (c.BLOCK_H * (_pad(dv) + c.BLOCK_N) + c.BLOCK_N * (_pad(dqk) + (0 if self.mla else _pad(dv))) // 2
