@@ -105,7 +105,18 @@ class SplitKV(Variant):
         while splits * 2 <= min(want, blocks, SPLITS[-1]):
             splits *= 2
         warps = 8 if self.mla or dv >= 256 else 4
-        return {"BLOCK_N": block_n, "NUM_SPLITS": splits, "BLOCK_H": bh, "num_warps": warps, "num_stages": 2}
+        c = {"BLOCK_N": block_n, "NUM_SPLITS": splits, "BLOCK_H": bh, "num_warps": warps, "num_stages": 2}
+        # smaller tiles, then more warps, until the config fits the target (fp32 operands take twice the registers)
+        for _ in range(8):
+            if self.rejection(p, c, target) is None:
+                break
+            if c["BLOCK_N"] > MIN_DOT:
+                c["BLOCK_N"] //= 2
+            elif c["BLOCK_H"] > lo:
+                c["BLOCK_H"] //= 2
+            elif c["num_warps"] < WARPS[-1]:
+                c["num_warps"] *= 2
+        return c
 
     def _smem(self, p: Problem, c: Mapping[str, Any]) -> int:
         hk, g, dqk, dv, dr = self.dims(p)
@@ -149,8 +160,10 @@ class SplitKV(Variant):
         qo = B * hk * g * ((dqk + dr + dv) * e + 4)  # q read, out and lse written
         programs = items * hk * hb
         steps = triton.cdiv(triton.cdiv(S, c.NUM_SPLITS), c.BLOCK_N)
-        per_thread = (c.BLOCK_H * (_pad(dv) + c.BLOCK_N) + c.BLOCK_N * (_pad(dqk) + (0 if self.mla else _pad(dv))) // 2
-                      + c.BLOCK_H * _pad(dqk) // 2) // (32 * c.num_warps)
+        bd, bdv, bdr = _pad(dqk), _pad(dv), (_pad(dr) if dr else 0)
+        tiles = (c.BLOCK_H * (bdv + c.BLOCK_N)  # fp32 accumulators and scores
+                 + (c.BLOCK_N * (bd + bdr + (0 if self.mla else bdv)) + c.BLOCK_H * (bd + bdr)) * e * e // 8)  # K/V, q
+        per_thread = -(-5 * tiles // (4 * 32 * c.num_warps))  # a quarter more for conversions and addresses
         return MemoryWork(
             bytes_moved=float(kv_bytes + part + qo), programs=programs, num_warps=c.num_warps,
             block_bytes=float(c.BLOCK_N * kv_row * e * max(1, c.num_stages - 1)), steps=float(steps),
@@ -289,7 +302,8 @@ class SplitKV(Variant):
     def _reduce(self, o_part, lse_part, pl: DecodePlan, o, lse, B: int, hq: int, dv: int, emulate: bool) -> None:
         K.decode_reduce_kernel[(B, hq)](
             o_part, lse_part, pl.batch_indptr, o, lse, dv, *o_part.stride(), *lse_part.stride(),
-            *o.stride(), *lse.stride(), BLOCK_DV=next_pow2(dv), EMULATE=emulate, num_warps=4 if dv >= 256 else 1)
+            *o.stride(), *lse.stride(), BLOCK_DV=next_pow2(dv), EMULATE=emulate, num_warps=4 if dv >= 256 else 1,
+            num_stages=1)
 
     def contracts(self, problem: Problem, config: Mapping[str, Any]) -> list[Any]:
         from .decode_contract import for_config
