@@ -29,7 +29,6 @@ from ...targets import Target
 from ..shared import kernel as common
 from ..shared.launch import allocate, emulated
 from . import decode_kernel as K
-from . import decode_plan as plan_mod
 from .decode_plan import DecodePlan, plan_static, seq_lens_from_csr
 from .decode_spec import max_blocks, softmax_scale
 
@@ -317,4 +316,4 @@ def self_outputs(p: Problem, hq: int, dv: int) -> list[tuple[tuple[int, ...], to
 
 DECODE_VARIANTS: tuple[Variant, ...] = (SplitKV("attention_decode"), SplitKV("attention_decode_mla"))
 
-__all__ = ["SplitKV", "DecodeKnobs", "DECODE_VARIANTS", "plan_mod"]
+__all__ = ["SplitKV", "DecodeKnobs", "DECODE_VARIANTS"]
