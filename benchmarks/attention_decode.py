@@ -280,13 +280,15 @@ def main(argv: list[str] | None = None) -> int:
     if gpu:
         from warpsmith.measure.timing import time_gpu
 
-        def timer(fn):
+        def time_ms(fn):
             return time_gpu(lambda _: fn(), [None], warmup=3, runs=25, max_ms=300).median_ms
+
+        timer = time_ms
 
         def copy_gbps() -> float:
             src = torch.empty(COPY_BYTES // 4, dtype=torch.int32, device="cuda").random_()
             dst = torch.empty_like(src)
-            ms = timer(lambda: dst.copy_(src))
+            ms = time_ms(lambda: dst.copy_(src))
             del src, dst
             return 2.0 * COPY_BYTES / ms / 1e6
 

@@ -64,7 +64,7 @@ import torch
 from ...core.contract import ErrorContract, gamma
 from ...core.dtypes import UNIT_ROUNDOFF
 from ...core.errors import InvalidInputError
-from ...core.opspec import INTEGERS, Axis, OpSpec, Problem, Scalar, draw
+from ...core.opspec import Axis, OpSpec, Problem, Scalar, draw
 
 _U = UNIT_ROUNDOFF["float32"]
 PAGE_SIZES = (16, 1, 2, 4, 8, 32, 64, 128)
