@@ -52,9 +52,11 @@ _DECODE = [({"B": 8, "Hk": 8, "G": 4, "S": 4096, "D": 128}, {"cache": "paged", "
            ({"B": 4, "Hk": 8, "G": 8, "S": 2048, "D": 128},
             {"cache": "paged", "layout": "HND", "table": "csr", "page_size": 64}),
            ({"B": 2, "Hk": 4, "G": 1, "S": 1000, "D": 64}, {"cache": "contiguous"}),
-           ({"B": 3, "Hk": 2, "G": 3, "S": 97, "D": 80}, {"cache": "paged", "page_size": 1, "softcap": 30.0})]
+           ({"B": 3, "Hk": 2, "G": 3, "S": 97, "D": 80}, {"cache": "paged", "page_size": 1, "softcap": 30.0}),
+           ({"B": 8, "Hk": 8, "G": 4, "S": 4096, "D": 128, "T": 4}, {"cache": "paged", "page_size": 16})]  # spec. decode
 _MLA = [({"B": 4, "H": 128, "S": 4096, "Dc": 512, "Dr": 64}, {"page_size": 64}),  # DeepSeek-V3, 128 heads
-        ({"B": 16, "H": 16, "S": 1024, "Dc": 512, "Dr": 64}, {"page_size": 1, "table": "csr"})]
+        ({"B": 16, "H": 16, "S": 1024, "Dc": 512, "Dr": 64}, {"page_size": 1, "table": "csr"}),
+        ({"B": 8, "H": 16, "S": 2048, "Dc": 512, "Dr": 64, "T": 2}, {"page_size": 64})]
 PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
     "matmul": [({"M": 4096, "N": 4096, "K": 4096}, {}), ({"M": 16, "N": 14336, "K": 4096}, {}),
                ({"M": 1, "N": 4096, "K": 4096}, {}),  # M == 1: a constant to Triton

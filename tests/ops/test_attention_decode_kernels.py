@@ -199,3 +199,34 @@ def test_the_buggy_variants_are_the_correct_one_without_their_bug():
     check("attention_decode", p, cfg(p, NUM_SPLITS=4), x)
     pl = plan_static(x["seq_lens"], 4, 16)
     assert int((pl.work_end > pl.work_start).sum()) > 3  # some sequence is really split: the merge matters
+
+
+# ---- several query tokens per sequence (speculative decoding): causal among the step's tokens -------------
+@pytest.mark.parametrize("op, shape, attrs, splits", [
+    ("attention_decode", {"B": 3, "Hk": 2, "G": 3, "S": 40, "D": 32, "T": 3}, {"cache": "paged", "page_size": 4}, 2),
+    ("attention_decode", {"B": 3, "Hk": 1, "G": 8, "S": 40, "D": 16, "T": 4},
+     {"cache": "paged", "layout": "HND", "table": "csr", "page_size": 1}, 1),
+    ("attention_decode", {"B": 3, "Hk": 2, "G": 1, "S": 40, "D": 16, "T": 2}, {"cache": "contiguous"}, 4),
+    ("attention_decode_mla", {"B": 3, "H": 16, "S": 40, "Dc": 32, "Dr": 16, "T": 2}, {"page_size": 16}, 2),
+])
+def test_several_query_tokens_per_sequence(op, shape, attrs, splits):
+    spec = get_op(op)
+    p = spec.problem(shape, "float16", attrs)
+    T = shape["T"]
+    x = spec.inputs_for_lens(p, [1, 23, 40], torch.Generator().manual_seed(7))  # L_b = 1 < T: early tokens see nothing
+    out, lse = check(op, p, cfg(p, op, NUM_SPLITS=splits, num_warps=4), x)
+    assert out.shape[:2] == (3, T) and lse.shape[:2] == (3, T)
+    assert torch.isinf(lse[0, :T - 1]).all() and torch.equal(out[0, :T - 1], torch.zeros_like(out[0, :T - 1]))
+    # the last query token of each sequence is plain one-token decode
+    one = spec.problem({k: v for k, v in shape.items() if k != "T"}, "float16", attrs)
+    qk = ("q_nope", "q_pe") if op.endswith("mla") else ("q",)
+    single = get_variant(op, "split_kv").launch({**x, **{k: x[k][:, -1] for k in qk}}, one, cfg(one, op, num_warps=4))
+    assert torch.allclose(single[0].float(), out[:, -1].float(), atol=2e-3)
+    assert torch.allclose(single[1], lse[:, -1], atol=1e-5)
+
+
+def test_verify_candidate_passes_with_several_query_tokens():
+    spec, v = get_op("attention_decode"), get_variant("attention_decode", "split_kv")
+    p = spec.problem({"B": 2, "Hk": 2, "G": 2, "S": 24, "D": 16, "T": 3}, "bfloat16", {"cache": "paged", "page_size": 4})
+    cert = verify_candidate(spec, p, v, cfg(p, NUM_SPLITS=2), H100)
+    assert cert.passed, [(c.name, c.status) for c in cert.checks]

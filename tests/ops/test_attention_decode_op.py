@@ -130,3 +130,14 @@ def test_cost_model_ranks_splits_for_a_short_batch_and_rejects_oversized_tiles()
     # fewer head blocks read the latent cache fewer times
     c16 = {"BLOCK_N": 32, "BLOCK_H": 16, "NUM_SPLITS": 4, "num_warps": 8, "num_stages": 2}
     assert mla.work(pm, {**c16, "BLOCK_H": 64}, H200).bytes_moved < mla.work(pm, c16, H200).bytes_moved
+
+
+def test_several_query_tokens_through_the_public_ops():
+    spec = get_op("attention_decode")
+    p = spec.problem({"B": 2, "Hk": 1, "G": 4, "S": 24, "D": 16, "T": 3}, "float16", {"cache": "paged", "page_size": 8})
+    x = spec.make_inputs(p, torch.Generator().manual_seed(2))
+    out, lse = wops.attention_decode(x["q"], x["k_cache"], x["v_cache"], x["seq_lens"], block_table=x["block_table"],
+                                     return_lse=True)
+    ref, ref_lse = spec.reference(x, {**p.attrs, "scale": 0.25})
+    assert out.shape == (2, 3, 4, 16) and lse.shape == (2, 3, 4)
+    _close(out, ref, torch.float16)

@@ -1,9 +1,11 @@
 """Attention decode kernels: split-KV (flash-decoding) partials and their merge (only ``@triton.jit`` code).
 
-``decode_partial_kernel`` runs one program per (work item, KV head, block of query heads). A work
+``decode_partial_kernel`` runs one program per (work item, KV head, block of query rows). A work
 item (from the plan, decode_plan.py) is a token range ``[start, end)`` of one sequence ``b``; the
 program holds all the query heads of its KV head (GQA packing: ``BLOCK_H >= G`` rows, or a block
-of them) and streams the range in ``BLOCK_N`` tokens, with the online softmax::
+of them; with ``MULTI``, QT query tokens per sequence, row ``r`` is token ``r // G`` of head
+``r % G``, and token t sees only keys ``j < L_b - QT + t + 1``) and streams the range in ``BLOCK_N``
+tokens, with the online softmax::
 
     s = scale * q k^T  (+ q_pe k_pe^T for MLA)      m' = max(m, max s)      p = exp(s - m')
     l = l exp(m - m') + sum p                        acc = acc exp(m - m') + p V
@@ -13,8 +15,9 @@ per sequence, item w is sequence w) the final output in the output dtype. Tokens
 ``TABLE``: ``"none"`` (contiguous: page = sequence b, slot = token), ``"block_table"``
 (page ``table[b, j // PAGE]``, slot ``j % PAGE``) or ``"csr"`` (page ``indices[indptr[b] + j // PAGE]``,
 masked to the sequence's own pages). The cache strides (page, slot, head, dim) express NHD, HND
-and the contiguous layout alike. An empty item (``start >= end``: a zero-length sequence or a
-padded grid slot) writes ``o = 0``, ``lse = -inf``.
+and the contiguous layout alike. A row that sees no key of its item (an empty item: a zero-length
+sequence or a padded grid slot; or keys all past a query token's position) writes ``o = sum 0 v``
+(0 for an empty item) and ``lse = -inf``.
 
 ``decode_reduce_kernel`` merges the partials of each (sequence, query head): items
 ``indptr[b] .. indptr[b + 1]`` of the work list, weights ``exp(lse_i - max lse)``.
@@ -76,39 +79,49 @@ def _token_pages(table_ptr, indptr_ptr, b, n, nmask, stride_tb, stride_tn,
 
 @triton.jit
 def decode_partial_kernel(
-    q_ptr, k_ptr, v_ptr, qpe_ptr, kpe_ptr, table_ptr, indptr_ptr,
+    q_ptr, k_ptr, v_ptr, qpe_ptr, kpe_ptr, table_ptr, indptr_ptr, lens_ptr,
     work_batch_ptr, work_start_ptr, work_end_ptr, o_ptr, lse_ptr,
-    G, D, DV, DPE, sm_scale, softcap,
-    stride_qb, stride_qh, stride_qd,
+    G, QT, D, DV, DPE, sm_scale, softcap,
+    stride_qb, stride_qt, stride_qh, stride_qd,
     stride_kp, stride_ks, stride_kh, stride_kd,
     stride_vp, stride_vs, stride_vh, stride_vd,
-    stride_qpb, stride_qph, stride_qpd,
+    stride_qpb, stride_qpt, stride_qph, stride_qpd,
     stride_kpp, stride_kps, stride_kpd,
     stride_tb, stride_tn,
-    stride_ow, stride_oh, stride_od, stride_lw, stride_lh,
+    stride_ow, stride_ot, stride_oh, stride_od, stride_lw, stride_lt, stride_lh,
     PAGE: tl.constexpr, TABLE: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     BLOCK_DPE: tl.constexpr, HAS_PE: tl.constexpr, SAME_KV: tl.constexpr, SOFTCAP: tl.constexpr,
-    DIRECT: tl.constexpr, IS_FP32: tl.constexpr, EMULATE: tl.constexpr,
+    DIRECT: tl.constexpr, MULTI: tl.constexpr, IS_FP32: tl.constexpr, EMULATE: tl.constexpr,
 ):
-    """Grid (work items, Hk, cdiv(G, BLOCK_H)). See the module docstring."""
+    """Grid (work items, Hk, cdiv(QT G, BLOCK_H)). See the module docstring."""
     w = tl.program_id(0).to(tl.int64)
     hk = tl.program_id(1).to(tl.int64)
-    g = tl.program_id(2) * BLOCK_H + tl.arange(0, BLOCK_H)
-    hmask = g < G
-    h = hk * G + g.to(tl.int64)
+    r = tl.program_id(2) * BLOCK_H + tl.arange(0, BLOCK_H)  # row r: query token r // G, head hk G + r % G
     b = tl.load(work_batch_ptr + w).to(tl.int64)
     start = tl.load(work_start_ptr + w).to(tl.int64)
     end = tl.load(work_end_ptr + w).to(tl.int64)
+    if MULTI:
+        g = r % G
+        t = (r // G).to(tl.int64)
+        hmask = r < QT * G
+        # query token t sits at position L_b - QT + t: it sees keys j < L_b - QT + t + 1
+        lim = tl.load(lens_ptr + b).to(tl.int64) - QT + t + 1
+    else:
+        g = r
+        t = tl.zeros((BLOCK_H,), tl.int64)
+        hmask = r < G
+        lim = end + t
+    h = hk * G + g.to(tl.int64)
 
     d = tl.arange(0, BLOCK_D)
     dmask = d < D
-    q = tl.load(q_ptr + b * stride_qb + h[:, None] * stride_qh + d[None, :] * stride_qd,
+    q = tl.load(q_ptr + b * stride_qb + (t * stride_qt + h * stride_qh)[:, None] + d[None, :] * stride_qd,
                 mask=hmask[:, None] & dmask[None, :], other=0.0)
     if HAS_PE:
         e = tl.arange(0, BLOCK_DPE)
         emask = e < DPE
-        qpe = tl.load(qpe_ptr + b * stride_qpb + h[:, None] * stride_qph + e[None, :] * stride_qpd,
+        qpe = tl.load(qpe_ptr + b * stride_qpb + (t * stride_qpt + h * stride_qph)[:, None] + e[None, :] * stride_qpd,
                       mask=hmask[:, None] & emask[None, :], other=0.0)
     dv = tl.arange(0, BLOCK_DV)
     dvmask = dv < DV
@@ -129,7 +142,10 @@ def decode_partial_kernel(
         s = s * sm_scale
         if SOFTCAP:
             s = softcap * _tanh(s / softcap)
-        s = tl.where(ok[None, :], s, float("-inf"))
+        if MULTI:
+            s = tl.where(ok[None, :] & (n[None, :] < lim[:, None]), s, float("-inf"))
+        else:
+            s = tl.where(ok[None, :], s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, axis=1))
         base = tl.minimum(tl.maximum(m_new, -FLT_MAX), FLT_MAX)
         alpha = tl.exp(m - base)
@@ -142,16 +158,17 @@ def decode_partial_kernel(
             v = tl.load(v_row[:, None] + dv[None, :] * stride_vd, mask=ok[:, None] & dvmask[None, :], other=0.0)
         acc = dot_acc(p.to(v.dtype), v, acc * alpha[:, None], IS_FP32, "ieee", EMULATE)
         m = m_new
-    nonempty = end > start
-    o = tl.where(nonempty, acc / l[:, None], 0.0)
-    lse = tl.where(nonempty, m + tl.log(l), float("-inf"))
+    # a row that saw no key here: o = acc (0, or NaN from 0 x a NaN v), lse -inf; the merge weighs it 0
+    seen = tl.minimum(end, lim) > start
+    o = tl.where(seen[:, None], acc / l[:, None], acc)
+    lse = tl.where(seen, m + tl.log(l), float("-inf"))
     omask = hmask[:, None] & dvmask[None, :]
-    o_off = w * stride_ow + h[:, None] * stride_oh + dv[None, :] * stride_od
+    o_off = w * stride_ow + (t * stride_ot + h * stride_oh)[:, None] + dv[None, :] * stride_od
     if DIRECT:
         tl.store(o_ptr + o_off, to_output(o, o_ptr, EMULATE), mask=omask)
     else:
         tl.store(o_ptr + o_off, o, mask=omask)
-    tl.store(lse_ptr + w * stride_lw + h * stride_lh, lse, mask=hmask)
+    tl.store(lse_ptr + w * stride_lw + t * stride_lt + h * stride_lh, lse, mask=hmask)
 
 
 @triton.jit

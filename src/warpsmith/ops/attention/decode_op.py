@@ -86,8 +86,8 @@ def attention_decode_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     attrs, ins, S = _tables(k_cache, seq_lens, block_table, kv_indptr, kv_indices, kv_last_page_len,
                             1 if layout == "NHD" else 2, True)
     hk = (k_cache.shape[2] if layout == "NHD" else k_cache.shape[1]) if paged else k_cache.shape[1]
-    B, hq, D = q.shape
-    shape = {"B": B, "Hk": hk, "G": hq // hk, "S": S, "D": D}
+    B, hq, D = q.shape[0], q.shape[-2], q.shape[-1]
+    shape = {"B": B, "Hk": hk, "G": hq // hk, "S": S, "D": D, **({"T": q.shape[1]} if q.dim() == 4 else {})}
     attrs = {**attrs, "layout": layout, "scale": scale, "softcap": softcap}
     ins.update(q=q, k_cache=k_cache, v_cache=v_cache, work_batch=work_batch, work_start=work_start, work_end=work_end,
                batch_indptr=batch_indptr)
@@ -109,8 +109,8 @@ def attention_decode_mla_op(q_nope: torch.Tensor, q_pe: torch.Tensor, ckv_cache:
                             batch_indptr: Optional[torch.Tensor], scale: float,
                             softcap: float) -> tuple[torch.Tensor, torch.Tensor]:
     attrs, ins, S = _tables(ckv_cache, seq_lens, block_table, kv_indptr, kv_indices, kv_last_page_len, 1, False)
-    B, H, Dc = q_nope.shape
-    shape = {"B": B, "H": H, "S": S, "Dc": Dc, "Dr": q_pe.shape[-1]}
+    B, H, Dc = q_nope.shape[0], q_nope.shape[-2], q_nope.shape[-1]
+    shape = {"B": B, "H": H, "S": S, "Dc": Dc, "Dr": q_pe.shape[-1], **({"T": q_nope.shape[1]} if q_nope.dim() == 4 else {})}
     attrs = {**attrs, "layout": "NHD", "scale": scale, "softcap": softcap}
     ins.update(q_nope=q_nope, q_pe=q_pe, ckv_cache=ckv_cache, kpe_cache=kpe_cache, work_batch=work_batch,
                work_start=work_start, work_end=work_end, batch_indptr=batch_indptr)
@@ -157,8 +157,11 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     Split-KV: each sequence's tokens are cut into items (the plan) computed in parallel and merged
     by their log-sum-exp. A zero-length sequence gives ``out = 0``, ``lse = -inf``.
 
+    Several query tokens per sequence (speculative decoding): q (B, T, Hq, D), T <= 16; the cache already
+    holds the step's T tokens and query token t (position L_b - T + t) sees keys j <= L_b - T + t.
+
     Args:
-        q: (B, Hq, D), float16, bfloat16 or float32; Hq a multiple of Hk.
+        q: (B, Hq, D) or (B, T, Hq, D), float16, bfloat16 or float32; Hq a multiple of Hk.
         k_cache, v_cache: contiguous (B, Hk, S_max, D); or pages ``[num_blocks, page_size, Hk, D]``
             (``layout="NHD"``) / ``[num_blocks, Hk, page_size, D]`` (``"HND"``), page_size a power of
             two in [1, 128]. q's dtype.
@@ -173,7 +176,7 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
             plan of the tuned config.
 
     Returns:
-        out (B, Hq, D) in q's dtype, or (out, lse) with ``return_lse``.
+        out shaped like q in q's dtype, or (out, lse (B, [T,] Hq) float32) with ``return_lse``.
 
     Raises:
         InvalidInputError: wrong types, shapes, dtypes, devices or table combinations (nothing is computed).
@@ -181,8 +184,8 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     if layout not in ("NHD", "HND"):
         raise InvalidInputError("layout", "NHD or HND", layout)
     _check({"q": q, "k_cache": k_cache, "v_cache": v_cache}, ATTENTION_DECODE.dtypes)
-    if q.dim() != 3:
-        raise InvalidInputError("shape of q", "(B, Hq, D)", tuple(q.shape))
+    if q.dim() not in (3, 4):
+        raise InvalidInputError("shape of q", "(B, Hq, D) or (B, T, Hq, D)", tuple(q.shape))
     s, c = _scales(scale, softcap, q.shape[-1])
     pl = _plan_inputs(plan)
     out, lse = attention_decode_op(q, k_cache, v_cache, seq_lens, block_table, kv_indptr, kv_indices, kv_last_page_len,
@@ -202,7 +205,8 @@ def mla_decode(q_nope: torch.Tensor, q_pe: torch.Tensor, ckv_cache: torch.Tensor
     (Dc, 512 in DeepSeek) is both key part and value; kpe (Dr, 64) is the decoupled rotary key.
 
     Args:
-        q_nope: (B, H, Dc); q_pe: (B, H, Dr); bfloat16, float16 or float32.
+        q_nope: (B, H, Dc); q_pe: (B, H, Dr); bfloat16, float16 or float32 (or (B, T, H, .): T query
+            tokens per sequence, as :func:`attention_decode`).
         ckv_cache: [num_blocks, page_size, Dc]; kpe_cache: [num_blocks, page_size, Dr] (views of one
             combined [num_blocks, page_size, Dc + Dr] cache are fine).
         seq_lens, block_table, kv_indptr, kv_indices, kv_last_page_len: as :func:`attention_decode`
@@ -213,8 +217,8 @@ def mla_decode(q_nope: torch.Tensor, q_pe: torch.Tensor, ckv_cache: torch.Tensor
         out (B, H, Dc), or (out, lse (B, H) float32) with ``return_lse``.
     """
     _check({"q_nope": q_nope, "q_pe": q_pe, "ckv_cache": ckv_cache, "kpe_cache": kpe_cache}, ATTENTION_DECODE_MLA.dtypes)
-    if q_nope.dim() != 3 or q_pe.dim() != 3 or q_pe.shape[:2] != q_nope.shape[:2]:
-        raise InvalidInputError("shapes of q_nope and q_pe", "(B, H, Dc) and (B, H, Dr)",
+    if q_nope.dim() not in (3, 4) or q_pe.dim() != q_nope.dim() or q_pe.shape[:-1] != q_nope.shape[:-1]:
+        raise InvalidInputError("shapes of q_nope and q_pe", "(B, [T,] H, Dc) and (B, [T,] H, Dr)",
                                 f"{tuple(q_nope.shape)} and {tuple(q_pe.shape)}")
     s, c = _scales(scale, softcap, q_nope.shape[-1] + q_pe.shape[-1])
     pl = _plan_inputs(plan)

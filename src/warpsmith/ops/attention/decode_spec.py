@@ -10,6 +10,12 @@ head ``h // G``), a KV cache of ``Hk`` heads and per-sequence lengths ``L_b <= S
 heads; the key is the latent ``c_j`` (Dc = 512) concatenated with a rotary part ``r_j`` (Dr = 64),
 the value is the latent itself: ``s_j = scale (q_nope . c_j + q_pe . r_j)``, ``out = sum_j p_j c_j``.
 
+Several query tokens per sequence (axis ``T``, speculative decoding): q (B, T, Hq, D), out (B, T, Hq, D),
+lse (B, T, Hq); the cache already holds the step's T tokens, and query token t (position
+``L_b - T + t``) sees the keys ``j <= L_b - T + t`` (causal among the new tokens). A query that sees
+no key (a zero-length sequence, or ``L_b < T``) gives ``out = sum_j 0 v_j`` over the sequence's tokens
+(0, or NaN where such a v is NaN: the ``p @ V`` of every kernel) and ``lse = -inf``.
+
 Caches (attribute ``cache``; MLA is always paged):
 
 - ``contiguous``: k_cache, v_cache (B, Hk, S, D); ``seq_lens`` (B,) int32.
@@ -126,14 +132,19 @@ def gather_dense(cache: torch.Tensor, inputs: Mapping[str, torch.Tensor], attrs:
     return cache[pages, :, slots].permute(0, 2, 1, 3)  # [B, S, Hk, D] (advanced indices first) -> (B, Hk, S, D)
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lens: torch.Tensor, scale: float, softcap: float,
-           extra: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """Masked decode attention in q's dtype: q (B, Hk, G, Dq), k (B, Hk, S, Dq), v (B, Hk, S, Dv), lens (B,);
-    ``extra`` (B, Hk, G, S) scores added before scaling (MLA's rotary part). Returns out (B, Hk, G, Dv),
-    lse (B, Hk, G) and the intermediates the error scale needs."""
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lens: torch.Tensor, lim: torch.Tensor, scale: float,
+           softcap: float, extra: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """Masked decode attention in q's dtype: q (B, Hk, R, Dq) (R query rows per KV head), k (B, Hk, S, Dq),
+    v (B, Hk, S, Dv), lens (B,), lim (B, R) keys visible to each row (a prefix); ``extra`` (B, Hk, R, S)
+    scores added before scaling (MLA's rotary part). Returns out (B, Hk, R, Dv), lse (B, Hk, R) and the
+    intermediates the error scale needs.
+
+    A row that sees no key has ``p = 0`` (not softmax's NaN): out is ``sum_j 0 v_j`` over the sequence's
+    tokens (0, or NaN where such a v is NaN, as a kernel's ``p @ V`` gives), lse -inf."""
     S = k.shape[2]
-    valid = (torch.arange(S, device=q.device)[None, :] < lens[:, None])[:, None, None, :]  # (B, 1, 1, S)
-    s = torch.einsum("bhgd,bhsd->bhgs", q, k)
+    j = torch.arange(S, device=q.device)
+    valid = j[None, None, None, :] < lim[:, None, :, None]  # (B, 1, R, S)
+    s = torch.einsum("bhrd,bhsd->bhrs", q, k)
     if extra is not None:
         s = s + extra
     s = s * scale
@@ -141,13 +152,34 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lens: torch.Tensor
         s = softcap * torch.tanh(s / softcap)
     s = s.masked_fill(~valid, float("-inf"))
     p = torch.softmax(s, dim=-1)
-    v = torch.where(valid[:, :, 0, :, None], v, torch.zeros_like(v))  # slots past L_b never count, NaN or not
-    out = torch.einsum("bhgs,bhsd->bhgd", p, v)
-    lse = torch.logsumexp(s, dim=-1)
-    empty = (lens == 0)[:, None, None]
-    out = torch.where(empty[..., None], torch.zeros_like(out), out)
-    lse = torch.where(empty, torch.full_like(lse, float("-inf")), lse)
+    p = torch.where((lim <= 0)[:, None, :, None], torch.zeros_like(p), p)
+    inlen = (j[None, :] < lens[:, None])[:, None, :, None]  # (B, 1, S, 1)
+    v = torch.where(inlen, v, torch.zeros_like(v))  # slots past L_b never count, NaN or not
+    out = torch.einsum("bhrs,bhsd->bhrd", p, v)
+    lse = torch.logsumexp(s, dim=-1)  # -inf for a row that sees nothing
     return out, lse, {"s": s, "p": p, "valid": valid, "v": v}
+
+
+def rows_of(q: torch.Tensor, hk: int) -> torch.Tensor:
+    """q (B, Hq, D) or (B, T, Hq, D) as (B, Hk, T G, D): row r = t G + g is query token t of head hk G + g."""
+    if q.dim() == 3:
+        q = q[:, None]
+    B, T, hq, D = q.shape
+    return q.view(B, T, hk, hq // hk, D).permute(0, 2, 1, 3, 4).reshape(B, hk, T * (hq // hk), D)
+
+
+def unrows(x: torch.Tensor, T: int | None) -> torch.Tensor:
+    """(B, Hk, T G, ...) back to (B, T, Hq, ...) (or (B, Hq, ...) without T): the inverse of :func:`rows_of`."""
+    B, hk, R = x.shape[:3]
+    t = T or 1
+    y = x.reshape(B, hk, t, R // t, *x.shape[3:]).transpose(1, 2).reshape(B, t, hk * (R // t), *x.shape[3:])
+    return y if T else y[:, 0]
+
+
+def visible(lens: torch.Tensor, T: int, G: int) -> torch.Tensor:
+    """(B, T G) keys visible to each row: query token t of sequence b sits at position L_b - T + t."""
+    t = torch.arange(T, device=lens.device).repeat_interleave(G)
+    return lens[:, None] - T + t[None, :] + 1
 
 
 class _DecodeSpec(OpSpec):
@@ -165,7 +197,8 @@ class _DecodeSpec(OpSpec):
 
     def outputs(self, p: Problem) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
         hk, g, _, dv, _ = self.dims(p)
-        return (((p.shape["B"], hk * g, dv), p.dtype), ((p.shape["B"], hk * g), torch.float32))
+        lead = (p.shape["B"], p.shape["T"]) if "T" in p.shape else (p.shape["B"],)
+        return ((lead + (hk * g, dv), p.dtype), (lead + (hk * g,), torch.float32))
 
     def contract(self, p: Problem) -> tuple[ErrorContract, ErrorContract]:
         dt = p.dtype_name
@@ -179,14 +212,15 @@ class _DecodeSpec(OpSpec):
 
     def flops(self, p: Problem) -> float:
         hk, g, dqk, dv, dr = self.dims(p)
-        return 2.0 * p.shape["B"] * hk * g * p.shape["S"] * (dqk + dr + dv)
+        return 2.0 * p.shape["B"] * p.shape.get("T", 1) * hk * g * p.shape["S"] * (dqk + dr + dv)
 
     def min_bytes(self, p: Problem) -> float:
         """The KV of S tokens per sequence read once (the bound for full sequences), q read, out written."""
         hk, g, dqk, dv, dr = self.dims(p)
         e = p.dtype.itemsize
         kv = (dqk + dr) if self.MLA else (dqk + dv)
-        return float(p.shape["B"] * (p.shape["S"] * hk * kv * e + hk * g * ((dqk + dr + dv) * e + 4)))
+        t = p.shape.get("T", 1)
+        return float(p.shape["B"] * (p.shape["S"] * hk * kv * e + t * hk * g * ((dqk + dr + dv) * e + 4)))
 
     # ---- inputs ---------------------------------------------------------------------------------
     def draw_lens(self, p: Problem, gen: torch.Generator) -> list[int]:
@@ -217,10 +251,11 @@ class _DecodeSpec(OpSpec):
         def rnd(shape):
             return draw(shape, dist, gen, dt, device, scale)
 
+        lead = (B, p.shape["T"]) if "T" in p.shape else (B,)
         if self.MLA:
-            out["q_nope"], out["q_pe"] = rnd((B, g, dqk)), rnd((B, g, dr))
+            out["q_nope"], out["q_pe"] = rnd(lead + (g, dqk)), rnd(lead + (g, dr))
         else:
-            out["q"] = rnd((B, hk * g, dqk))
+            out["q"] = rnd(lead + (hk * g, dqk))
         i32 = dict(dtype=torch.int32, device=device)
         if p.attrs["cache"] == "contiguous":
             out["k_cache"], out["v_cache"] = rnd((B, hk, S, dqk)), rnd((B, hk, S, dv))
@@ -256,10 +291,12 @@ class _DecodeSpec(OpSpec):
 
     # ---- reference --------------------------------------------------------------------------------
     def _parts(self, inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]):
-        """Dense (B, Hk, G, .) q, (B, Hk, S, .) k and v, lens, extra scores, in the compute dtype."""
+        """Rows (B, Hk, T G, .) of q, dense (B, Hk, S, .) k and v, lens, visible keys per row (B, T G), extra
+        scores, the q . k dim, the rotary parts (MLA) and T (None for 3-d q), in the compute dtype."""
         first = inputs["q_nope"] if self.MLA else inputs["q"]
         ct = torch.float64 if first.dtype == torch.float64 else torch.float32
         B = first.shape[0]
+        T = first.shape[1] if first.dim() == 4 else None
         lens = seq_lens_of(inputs, attrs["page_size"])
         if not self.MLA and attrs["cache"] == "contiguous":
             S = inputs["k_cache"].shape[2]
@@ -271,37 +308,37 @@ class _DecodeSpec(OpSpec):
         if self.MLA:
             ckv = gather_dense(inputs["ckv_cache"].to(ct), inputs, attrs, B, S, heads=False)[:, None]  # (B, 1, S, Dc)
             kpe = gather_dense(inputs["kpe_cache"].to(ct), inputs, attrs, B, S, heads=False)[:, None]
-            qn, qp = inputs["q_nope"].to(ct)[:, None], inputs["q_pe"].to(ct)[:, None]
-            extra = torch.einsum("bhgd,bhsd->bhgs", qp, kpe)
-            return qn, ckv, ckv, lens, extra, qn.shape[-1] + qp.shape[-1], (qp, kpe)
+            qn, qp = rows_of(inputs["q_nope"].to(ct), 1), rows_of(inputs["q_pe"].to(ct), 1)
+            extra = torch.einsum("bhrd,bhsd->bhrs", qp, kpe)
+            lim = visible(lens, T or 1, qn.shape[2] // (T or 1))
+            return qn, ckv, ckv, lens, lim, extra, qn.shape[-1] + qp.shape[-1], (qp, kpe), T
         k, v = inputs["k_cache"], inputs["v_cache"]
         hk = k.shape[1] if attrs["cache"] == "contiguous" or attrs["layout"] == "HND" else k.shape[2]
         kd = gather_dense(k.to(ct), inputs, attrs, B, S)
         vd = gather_dense(v.to(ct), inputs, attrs, B, S)
-        q = inputs["q"].to(ct)
-        q = q.view(B, hk, q.shape[1] // hk, q.shape[2])
-        return q, kd, vd, lens, None, q.shape[-1], None
+        q = rows_of(inputs["q"].to(ct), hk)
+        lim = visible(lens, T or 1, q.shape[2] // (T or 1))
+        return q, kd, vd, lens, lim, None, q.shape[-1], None, T
 
     def reference(self, inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        q, k, v, lens, extra, dqk, _ = self._parts(inputs, attrs)
+        q, k, v, lens, lim, extra, dqk, _, T = self._parts(inputs, attrs)
         scale = float(attrs["scale"]) or 1.0 / math.sqrt(dqk)
-        out, lse, _ = attend(q, k, v, lens, scale, float(attrs["softcap"]), extra)
+        out, lse, _ = attend(q, k, v, lens, lim, scale, float(attrs["softcap"]), extra)
         first = inputs["q_nope"] if self.MLA else inputs["q"]
-        B = out.shape[0]
         lse_dt = torch.float64 if first.dtype == torch.float64 else torch.float32
-        return out.reshape(B, -1, out.shape[-1]).to(first.dtype), lse.reshape(B, -1).to(lse_dt)
+        return unrows(out, T).to(first.dtype), unrows(lse, T).to(lse_dt)
 
     def error_scale(self, inputs64: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        q, k, v, lens, extra, dqk, pe = self._parts(inputs64, attrs)
+        q, k, v, lens, lim, extra, dqk, pe, T = self._parts(inputs64, attrs)
         scale = float(attrs["scale"]) or 1.0 / math.sqrt(dqk)
         softcap = float(attrs["softcap"])
-        out, lse, mid = attend(q, k, v, lens, scale, softcap, extra)
+        out, lse, mid = attend(q, k, v, lens, lim, scale, softcap, extra)
         s, p, valid, vz = mid["s"], mid["p"], mid["valid"], mid["v"]
         S = k.shape[2]
         n_red = max(S, 1)
-        a = torch.einsum("bhgd,bhsd->bhgs", q.abs(), k.abs())
+        a = torch.einsum("bhrd,bhsd->bhrs", q.abs(), k.abs())
         if pe is not None:
-            a = a + torch.einsum("bhgd,bhsd->bhgs", pe[0].abs(), pe[1].abs())
+            a = a + torch.einsum("bhrd,bhsd->bhrs", pe[0].abs(), pe[1].abs())
         d_tot = dqk + (pe[0].shape[-1] if pe is not None else 0)
         ds = (_g(d_tot) + 2) * scale * a + 2 * s.abs().nan_to_num(posinf=0.0, neginf=0.0) + (8 * softcap if softcap else 0.0)
         ds = ds.where(valid, torch.zeros_like(ds))
@@ -309,15 +346,14 @@ class _DecodeSpec(OpSpec):
         m = s.amax(dim=-1, keepdim=True)
         gap = (s - m).abs().where(valid, torch.zeros_like(s)).nan_to_num(nan=0.0, posinf=0.0)
         pz = p.nan_to_num(nan=0.0).where(valid, torch.zeros_like(p))
-        W = torch.einsum("bhgs,bhsd->bhgd", pz, vz.abs())
+        W = torch.einsum("bhrs,bhsd->bhrd", pz, vz.abs())
         o_abs = out.abs().nan_to_num(nan=0.0)
-        T = torch.einsum("bhgs,bhsd->bhgd", pz * gap, vz.abs()) + (pz * gap).sum(-1, keepdim=True) * o_abs
+        Tg = torch.einsum("bhrs,bhsd->bhrd", pz * gap, vz.abs()) + (pz * gap).sum(-1, keepdim=True) * o_abs
         g_s = _g(n_red)
-        B_o = (W + o_abs) * (2 * ds_max + 8) + 3 * T + W * (g_s + 16)
+        B_o = (W + o_abs) * (2 * ds_max + 8) + 3 * Tg + W * (g_s + 16)
         T1 = (pz * gap).sum(-1)
         B_l = 2 * ds_max[..., 0] + 3 * T1 + g_s + 16
-        b = out.shape[0]
-        return ((B_o / (g_s + 1)).reshape(b, -1, out.shape[-1]), (B_l / (g_s + 1)).reshape(b, -1))
+        return unrows(B_o / (g_s + 1), T), unrows(B_l / (g_s + 1), T)
 
 
 class AttentionDecodeSpec(_DecodeSpec):
@@ -329,6 +365,7 @@ class AttentionDecodeSpec(_DecodeSpec):
         Axis("S", "cache capacity per sequence in tokens (contiguous: S_max; block table: pages x page size)",
               reduction=True, max_size=2**24),
         Axis("D", "head dim", max_size=1024),
+        Axis("T", "query tokens per sequence (speculative decoding; absent: one, q 3-d)", optional=True, max_size=16),
     )
     attr_choices = {"cache": CACHES, "layout": LAYOUTS, "table": TABLES, "page_size": PAGE_SIZES,
                     "scale": SCALE, "softcap": SOFTCAP}
@@ -344,6 +381,7 @@ class MLADecodeSpec(_DecodeSpec):
         Axis("S", "cache capacity per sequence in tokens (pages x page size)", reduction=True, max_size=2**24),
         Axis("Dc", "latent (compressed KV) dim: the value dim, and the first part of q . k (512)", max_size=1024),
         Axis("Dr", "rotary part of q . k (64)", max_size=256),
+        Axis("T", "query tokens per sequence (speculative decoding; absent: one, q 3-d)", optional=True, max_size=16),
     )
     attr_choices = {"cache": ("paged",), "layout": ("NHD",), "table": TABLES, "page_size": PAGE_SIZES,
                     "scale": SCALE, "softcap": SOFTCAP}

@@ -71,14 +71,18 @@ class SplitKV(Variant):
             return 1, p.shape["H"], p.shape["Dc"], p.shape["Dc"], p.shape["Dr"]
         return p.shape["Hk"], p.shape["G"], p.shape["D"], p.shape["D"], 0
 
+    def rows(self, p: Problem) -> int:
+        """Query rows per KV head: T query tokens x G heads."""
+        return p.shape.get("T", 1) * self.dims(p)[1]
+
     def head_blocks(self, p: Problem, c: Mapping[str, Any]) -> int:
-        return triton.cdiv(self.dims(p)[1], c["BLOCK_H"])
+        return triton.cdiv(self.rows(p), c["BLOCK_H"])
 
     # ---- space ---------------------------------------------------------------------------------
     def _bh_range(self, p: Problem) -> tuple[int, int]:
-        g = self.dims(p)[1]
+        g = self.rows(p)
         if g <= 64:
-            return _pad(g), _pad(g)  # every query head of the KV head in one program
+            return _pad(g), _pad(g)  # every query row of the KV head in one program
         return MIN_DOT, 64
 
     def space(self, problem: Problem, target: Target) -> Space:
@@ -95,9 +99,10 @@ class SplitKV(Variant):
     def default_config(self, p: Problem, target: Target) -> Config:
         hk, g, dqk, dv, dr = self.dims(p)
         lo, hi = self._bh_range(p)
-        bh = 32 if g > 64 else lo  # 32 heads x 512 fp32 accumulators per program fit 8 warps' registers
+        rows = self.rows(p)
+        bh = 32 if rows > 64 else lo  # 32 rows x 512 fp32 accumulators per program fit 8 warps' registers
         block_n = 32 if self.mla else 64
-        programs = p.shape["B"] * hk * triton.cdiv(g, bh)
+        programs = p.shape["B"] * hk * triton.cdiv(rows, bh)
         want = max(1, -(-2 * target.sms // programs))  # about two programs per SM
         blocks = max(1, triton.cdiv(p.shape["S"], block_n))
         splits = 1
@@ -131,10 +136,10 @@ class SplitKV(Variant):
             return f"NUM_SPLITS={c['NUM_SPLITS']} not one of {SPLITS}"
         if c["num_warps"] not in WARPS or c.get("num_stages", 2) not in STAGES:
             return f"num_warps={c['num_warps']} / num_stages={c.get('num_stages')} not in {WARPS} / {STAGES}"
-        g = self.dims(p)[1]
+        g = self.rows(p)
         lo, hi = self._bh_range(p)
         if not lo <= c["BLOCK_H"] <= hi:
-            return f"BLOCK_H={c['BLOCK_H']} outside [{lo}, {hi}] for G={g} query heads per KV head"
+            return f"BLOCK_H={c['BLOCK_H']} outside [{lo}, {hi}] for {g} query rows (T x G) per KV head"
         smem = self._smem(p, self.typed(c))
         if smem > target.smem_per_block:
             return f"K/V tiles need {smem} B of shared memory > {target.smem_per_block} B on {target.name}"
@@ -155,8 +160,8 @@ class SplitKV(Variant):
         kv_bytes = B * hk * S * kv_row * e * hb  # every head block reads the KV of its KV head
         direct = c.NUM_SPLITS == 1
         items = B * c.NUM_SPLITS
-        part = 0 if direct else 2 * items * hk * g * (dv + 1) * 4  # fp32 partials written, then read
-        qo = B * hk * g * ((dqk + dr + dv) * e + 4)  # q read, out and lse written
+        part = 0 if direct else 2 * items * self.rows(p) * hk * (dv + 1) * 4  # fp32 partials written, then read
+        qo = B * p.shape.get("T", 1) * hk * g * ((dqk + dr + dv) * e + 4)  # q read, out and lse written
         programs = items * hk * hb
         steps = triton.cdiv(triton.cdiv(S, c.NUM_SPLITS), c.BLOCK_N)
         bd, bdv, bdr = _pad(dqk), _pad(dv), (_pad(dr) if dr else 0)
@@ -171,7 +176,7 @@ class SplitKV(Variant):
 
     def flops(self, p: Problem) -> float:
         hk, g, dqk, dv, dr = self.dims(p)
-        return 2.0 * p.shape["B"] * hk * g * p.shape["S"] * (dqk + dr + dv)
+        return 2.0 * p.shape["B"] * p.shape.get("T", 1) * hk * g * p.shape["S"] * (dqk + dr + dv)
 
     # ---- launch ----------------------------------------------------------------------------------
     def _tensor(self, inputs: Mapping[str, Any], name: str, shape: tuple[int, ...] | None, dtype: torch.dtype,
@@ -193,10 +198,11 @@ class SplitKV(Variant):
         B, S, dt = p.shape["B"], p.shape["S"], p.dtype
         a = p.attrs
         i32 = torch.int32
+        lead = (B, p.shape["T"]) if "T" in p.shape else (B,)
         if self.mla:
-            q = self._tensor(inputs, "q_nope", (B, g, dqk), dt, None)
+            q = self._tensor(inputs, "q_nope", lead + (g, dqk), dt, None)
             dev = q.device
-            qpe = self._tensor(inputs, "q_pe", (B, g, dr), dt, dev)
+            qpe = self._tensor(inputs, "q_pe", lead + (g, dr), dt, dev)
             ckv = self._tensor(inputs, "ckv_cache", None, dt, dev)
             kpe = self._tensor(inputs, "kpe_cache", None, dt, dev)
             P = a["page_size"]
@@ -207,7 +213,7 @@ class SplitKV(Variant):
             ks = (ckv.stride(0), ckv.stride(1), 0, ckv.stride(2))
             vs = ks
         else:
-            q = self._tensor(inputs, "q", (B, hk * g, dqk), dt, None)
+            q = self._tensor(inputs, "q", lead + (hk * g, dqk), dt, None)
             dev = q.device
             qpe = kpe = None
             if a["cache"] == "contiguous":
@@ -266,36 +272,43 @@ class SplitKV(Variant):
         ops = self.operands(inputs, p)
         dev = ops["device"]
         o, lse = allocate(out, self_outputs(p, hk * g, dv), dev)
+        if not (o.is_contiguous() and lse.is_contiguous()):
+            raise InvalidInputError("out", "contiguous output tensors", f"strides {o.stride()} and {lse.stride()}")
+        T = p.shape.get("T", 1)
+        o4, lse3 = o.view(B, T, hk * g, dv), lse.view(B, T, hk * g)  # one query token: T = 1
+        q = ops["q"] if ops["q"].dim() == 4 else ops["q"].unsqueeze(1)
+        qpe = ops["qpe"] if ops["qpe"] is None or ops["qpe"].dim() == 4 else ops["qpe"].unsqueeze(1)
         pl = self.plan(inputs, ops["seq_lens"], c)
         W = pl.items
         emulate = emulated(p.dtype)
         if pl.direct:
-            o_part, lse_part = o, lse
+            o_part, lse_part = o4, lse3
         else:
-            o_part = scratch((W, hk * g, dv), torch.float32, dev)
-            lse_part = scratch((W, hk * g), torch.float32, dev)
-        q, qpe, kpe, table = ops["q"], ops["qpe"], ops["kpe"], ops["table"]
-        dummy = q  # pointer arguments a TABLE / HAS_PE form never reads
-        qpe_s = qpe.stride() if qpe is not None else (0, 0, 0)
+            o_part = scratch((W, T, hk * g, dv), torch.float32, dev)
+            lse_part = scratch((W, T, hk * g), torch.float32, dev)
+        kpe, table = ops["kpe"], ops["table"]
+        dummy = q  # pointer arguments a TABLE / HAS_PE / MULTI form never reads
+        qpe_s = qpe.stride() if qpe is not None else (0, 0, 0, 0)
         kpe_s = kpe.stride() if kpe is not None else (0, 0, 0)
         tb_s = (table.stride(0), table.stride(1)) if table is not None and table.dim() == 2 else \
             (0, table.stride(0)) if table is not None else (0, 0)
         softcap = float(p.attrs["softcap"])
-        grid = (W, hk, triton.cdiv(g, c.BLOCK_H))
+        grid = (W, hk, triton.cdiv(T * g, c.BLOCK_H))
         K.decode_partial_kernel[grid](
             q, ops["k"], ops["v"], qpe if qpe is not None else dummy, kpe if kpe is not None else dummy,
             table if table is not None else dummy, ops["indptr"] if ops["indptr"] is not None else dummy,
-            pl.work_batch, pl.work_start, pl.work_end, o_part, lse_part,
-            g, dqk, dv, dr, softmax_scale(p, dqk + dr), softcap if softcap else 1.0,
+            ops["seq_lens"], pl.work_batch, pl.work_start, pl.work_end, o_part, lse_part,
+            g, T, dqk, dv, dr, softmax_scale(p, dqk + dr), softcap if softcap else 1.0,
             *q.stride(), *ops["ks"], *ops["vs"], *qpe_s, *kpe_s, *tb_s,
             *o_part.stride(), *lse_part.stride(),
             PAGE=p.attrs["page_size"] if ops["TABLE"] != "none" else 1, TABLE=ops["TABLE"],
             BLOCK_N=c.BLOCK_N, BLOCK_H=c.BLOCK_H, BLOCK_D=_pad(dqk), BLOCK_DV=_pad(dv),
             BLOCK_DPE=_pad(dr) if dr else MIN_DOT, HAS_PE=bool(dr), SAME_KV=self.mla, SOFTCAP=bool(softcap),
-            DIRECT=pl.direct, IS_FP32=p.dtype == torch.float32, EMULATE=emulate,
+            DIRECT=pl.direct, MULTI=T > 1, IS_FP32=p.dtype == torch.float32, EMULATE=emulate,
             num_warps=c.num_warps, num_stages=c.num_stages)
-        if not pl.direct:
-            self._reduce(o_part, lse_part, pl, o, lse, B, hk * g, dv, emulate)
+        if not pl.direct:  # the merge sees the T x Hq rows of a sequence as heads
+            self._reduce(o_part.view(W, T * hk * g, dv), lse_part.view(W, T * hk * g), pl,
+                         o4.view(B, T * hk * g, dv), lse3.view(B, T * hk * g), B, T * hk * g, dv, emulate)
         return o, lse
 
     def _reduce(self, o_part, lse_part, pl: DecodePlan, o, lse, B: int, hq: int, dv: int, emulate: bool) -> None:
@@ -311,7 +324,8 @@ class SplitKV(Variant):
 
 
 def self_outputs(p: Problem, hq: int, dv: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
-    return [((p.shape["B"], hq, dv), p.dtype), ((p.shape["B"], hq), torch.float32)]
+    lead = (p.shape["B"], p.shape["T"]) if "T" in p.shape else (p.shape["B"],)
+    return [(lead + (hq, dv), p.dtype), (lead + (hq,), torch.float32)]
 
 
 DECODE_VARIANTS: tuple[Variant, ...] = (SplitKV("attention_decode"), SplitKV("attention_decode_mla"))
