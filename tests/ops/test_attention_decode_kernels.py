@@ -91,7 +91,7 @@ def test_mla_head_blocks_when_heads_exceed_64():
 
 
 @pytest.mark.parametrize("op, shape, dtype, attrs", [
-    ("attention_decode", {"B": 3, "Hk": 2, "G": 3, "S": 40, "D": 16}, "bfloat16",
+    ("attention_decode", {"B": 3, "Hk": 2, "G": 3, "S": 24, "D": 16}, "bfloat16",
      {"cache": "paged", "page_size": 4, "layout": "HND", "softcap": 5.0}),
     ("attention_decode_mla", {"B": 2, "H": 4, "S": 30, "Dc": 32, "Dr": 16}, "float16", {"page_size": 4, "table": "csr"}),
 ])

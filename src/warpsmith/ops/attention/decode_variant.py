@@ -146,7 +146,11 @@ class SplitKV(Variant):
         return None
 
     def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:
-        return {"S": config["BLOCK_N"] * config["NUM_SPLITS"]}
+        """S: a split's worth of blocks (the verifier's S + 1 leaves one token for a last item); query heads:
+        half a head block (its + 1 still fits the config's BLOCK_H); one KV head per program; head dims: 8."""
+        heads = max(1, config["BLOCK_H"] // 2)
+        dims = {"H": heads, "Dc": 8, "Dr": 8} if self.mla else {"Hk": 1, "G": heads, "D": 8}
+        return {"S": config["BLOCK_N"] * config["NUM_SPLITS"], **dims}
 
     # ---- cost ------------------------------------------------------------------------------------
     def work(self, p: Problem, c: Mapping[str, Any], target: Target) -> Any:
