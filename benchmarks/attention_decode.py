@@ -102,8 +102,7 @@ def inputs_of(case: Case, dtype: torch.dtype, device: str, seed: int) -> dict[st
 
     spec = get_op(case.op)
     p = problem_of(case, dtype)
-    x = spec.inputs_for_lens(p, [p.shape["S"]] * p.shape["B"], torch.Generator().manual_seed(seed))
-    return {k: v.to(device) for k, v in x.items()}
+    return spec.inputs_for_lens(p, [p.shape["S"]] * p.shape["B"], torch.Generator().manual_seed(seed), "normal", device)
 
 
 def warpsmith_call(case: Case, x: dict[str, torch.Tensor]) -> Callable[[], torch.Tensor]:
