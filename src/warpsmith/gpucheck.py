@@ -48,6 +48,15 @@ _ROPE = [({"B": 2, "S": 128, "Hq": 32, "Hk": 8, "R2": 64}, {}),
          ({"B": 2, "S": 9, "Hq": 4, "Hk": 4, "R2": 32}, {"cos_sin": "per_token"})]
 _XENT = [({"M": 16, "V": 32000}, {}), ({"M": 4, "V": 128256}, {"reduction": "none"}), ({"M": 7, "V": 1001}, {})]
 _FUSED = [({"M": 64, "H": 512, "V": 4096}, {}), ({"M": 37, "H": 300, "V": 1001}, {"bias": True})]
+_DECODE = [({"B": 8, "Hk": 8, "G": 4, "S": 4096, "D": 128}, {"cache": "paged", "page_size": 16}),  # Llama-3-8B
+           ({"B": 4, "Hk": 8, "G": 8, "S": 2048, "D": 128},
+            {"cache": "paged", "layout": "HND", "table": "csr", "page_size": 64}),
+           ({"B": 2, "Hk": 4, "G": 1, "S": 1000, "D": 64}, {"cache": "contiguous"}),
+           ({"B": 3, "Hk": 2, "G": 3, "S": 97, "D": 80}, {"cache": "paged", "page_size": 1, "softcap": 30.0}),
+           ({"B": 8, "Hk": 8, "G": 4, "S": 4096, "D": 128, "T": 4}, {"cache": "paged", "page_size": 16})]  # spec. decode
+_MLA = [({"B": 4, "H": 128, "S": 4096, "Dc": 512, "Dr": 64}, {"page_size": 64}),  # DeepSeek-V3, 128 heads
+        ({"B": 16, "H": 16, "S": 1024, "Dc": 512, "Dr": 64}, {"page_size": 1, "table": "csr"}),
+        ({"B": 8, "H": 16, "S": 2048, "Dc": 512, "Dr": 64, "T": 2}, {"page_size": 64})]
 PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
     "matmul": [({"M": 4096, "N": 4096, "K": 4096}, {}), ({"M": 16, "N": 14336, "K": 4096}, {}),
                ({"M": 1, "N": 4096, "K": 4096}, {}),  # M == 1: a constant to Triton
@@ -60,6 +69,7 @@ PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
     "rope": _ROPE, "rope_backward": _ROPE,
     "cross_entropy": _XENT, "cross_entropy_backward": _XENT,
     "fused_linear_cross_entropy": _FUSED, "fused_linear_cross_entropy_backward": _FUSED,
+    "attention_decode": _DECODE, "attention_decode_mla": _MLA,
 }
 
 

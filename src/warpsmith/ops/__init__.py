@@ -18,9 +18,10 @@ Example:
 from ..core.registry import Registry
 from . import matmul as _matmul, norm as _norm, activation as _activation, rope as _rope, softmax as _softmax
 from . import cross_entropy as _cross_entropy
+from . import attention as _attention
 
 # the one list of families, in the order `warpsmith ops` lists them
-FAMILIES = (_matmul, _norm, _activation, _rope, _softmax, _cross_entropy)
+FAMILIES = (_matmul, _norm, _activation, _rope, _softmax, _cross_entropy, _attention)
 REGISTRY = Registry(FAMILIES)
 OPS = REGISTRY.ops
 get_op = REGISTRY.get_op
@@ -35,6 +36,7 @@ from .activation.op import geglu, swiglu  # noqa: E402
 from .rope.op import rope, rope_hf  # noqa: E402
 from .softmax.op import log_softmax, softmax  # noqa: E402
 from .cross_entropy.op import cross_entropy, fused_linear_cross_entropy  # noqa: E402
+from .attention.decode_op import attention_decode, mla_decode  # noqa: E402
 
 __all__ = ["matmul"]
 __all__ += ["rms_norm", "layer_norm"]
@@ -42,3 +44,4 @@ __all__ += ["softmax", "log_softmax"]
 __all__ += ["swiglu", "geglu"]
 __all__ += ["rope", "rope_hf"]
 __all__ += ["cross_entropy", "fused_linear_cross_entropy"]
+__all__ += ["attention_decode", "mla_decode"]
