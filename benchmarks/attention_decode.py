@@ -273,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out) if args.out else Path(__file__).resolve().parent / "results" / target.name
     out_dir.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = {"benchmark": "attention_decode", "date": _dt.datetime.now(_dt.timezone.utc).isoformat(),
-                           "dtype": args.dtype, "dry_run": args.dry_run, "target": target.name, "rows": []}
+                           "dtype": args.dtype, "dry_run": args.dry_run, "target": target.name,
+                           "timing_kind": "measured" if gpu else "none", "rows": []}
     timer = None
     copy = []
     if gpu:
