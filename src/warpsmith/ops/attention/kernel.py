@@ -7,6 +7,9 @@ strides; packed (varlen) tensors have a batch stride of 0 and their sequence's f
 offsets within one sequence (``s * stride_s + d``) in int32 (the launcher checks
 ``(max_seqlen + BLOCK) * stride_s < 2^31``). Grids: (position blocks, heads, sequences).
 
+An optional additive score bias (``HAS_BIAS``: an attention mask, boolean masks as 0 / -inf) of
+shape (B, H * G, Sq, Sk), any strides (0 to broadcast), is added after the softcap.
+
 Scores are kept in base 2 (``s * log2(e)``) so that the exponentials are ``exp2``. Key j is
 visible to query i iff ``j <= i + off + win_hi`` (``HAS_HI``: causal and/or a right window) and
 ``j >= i + off - win_lo`` (``HAS_LO``), ``off = align_br * (len_k - len_q)``; the loops visit only
@@ -15,8 +18,10 @@ the key (query) blocks that hold a visible pair, and mask within them.
 Special values as the spec says (spec.py): a row with no visible key (or only -inf scores) keeps
 ``l = 0`` and gives out = 0, lse = -inf (the exponent base is 0 while the running max is -inf,
 so no ``-inf - -inf``); NaN and +inf scores reach l and acc through exp2 (``tl.max`` may drop a
-NaN: exp2(NaN) still poisons the row). The backward recomputes P from the lse, with ``lse =
--inf`` read as +inf (P = 0), and zeroes dS outside the visible pairs.
+NaN: exp2(NaN) still poisons the row). The backward recomputes P from the lse; a row with
+``lse = -inf`` saw no finite score, so its P is 0 (exp2(-inf - -FLT_MAX), or masked); it zeroes dS
+outside the visible pairs. No select is conditioned on float data (the prover's tracer models none):
+clamps with ``tl.maximum`` do that work.
 
 FLOPs per visible (query, key) pair and head: forward 2 (D + Dv); backward 2 (3 D + 2 Dv).
 Bytes: forward reads q, k, v (k and v once per query block), writes out and lse; backward reads
@@ -25,8 +30,8 @@ q, k, v, out (preprocess), dout, lse, and writes dq, dk, dv and delta.
 from ...core._triton import tl, triton
 from ..shared.kernel import dot_acc, round_to_bf16, to_output
 
-LOG2E = tl.constexpr(1.4426950408889634)
-LN2 = tl.constexpr(0.6931471805599453)
+# log2(e), ln(2) and the largest finite fp32 appear as literals in the kernels (the prover's tracer
+# models no float globals): 1.4426950408889634, 0.6931471805599453, 3.4028234663852886e38
 
 
 @triton.jit
@@ -54,12 +59,20 @@ def seq_span(cu_ptr, b, S, VARLEN: tl.constexpr):
 @triton.jit
 def scores(qk, sm_scale, softcap, SOFTCAP: tl.constexpr):
     """Base-2 scores from fp32 ``q . k``: ``scale qk log2 e`` or, soft-capped, ``c tanh(scale qk / c) log2 e``;
-    also returns tanh (for the backward's ``1 - tanh^2``; 0 without softcap)."""
+    also returns tanh (for the backward's ``1 - tanh^2``; without softcap an unused placeholder)."""
     if SOFTCAP:
         t = 2.0 * tl.sigmoid(qk * (2.0 * sm_scale / softcap)) - 1.0  # tanh(x) = 2 sigmoid(2x) - 1
-        return t * (softcap * LOG2E), t
+        return t * (softcap * 1.4426950408889634), t
     else:
-        return qk * (sm_scale * LOG2E), 0.0
+        return qk * (sm_scale * 1.4426950408889634), qk  # the second value is unused without softcap
+
+
+@triton.jit
+def add_bias(bias_base, offs_i, offs_j, len_i, len_j, stride_bi, stride_bj):
+    """The (len(offs_i), len(offs_j)) tile of an additive score bias (an attention mask), base 2, fp32."""
+    mask = (offs_i[:, None] < len_i) & (offs_j[None, :] < len_j)
+    bias = tl.load(bias_base + offs_i[:, None] * stride_bi + offs_j[None, :] * stride_bj, mask=mask, other=0.0)
+    return bias.to(tl.float32) * 1.4426950408889634
 
 
 @triton.jit
@@ -86,13 +99,13 @@ def visible_mask_t(offs_j, offs_i, len_j, len_i, off, win_lo, win_hi, HAS_LO: tl
 
 @triton.jit
 def attention_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
+    q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr, bias_ptr,
     Sq, Sk, D, DV, G,
     sm_scale, softcap, win_lo, win_hi, align_br,
     stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh, stride_vs,
-    stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
+    stride_ob, stride_oh, stride_os, stride_lb, stride_lh, stride_bb, stride_bh, stride_bm, stride_bn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    HAS_LO: tl.constexpr, HAS_HI: tl.constexpr, SOFTCAP: tl.constexpr, VARLEN: tl.constexpr,
+    HAS_LO: tl.constexpr, HAS_HI: tl.constexpr, SOFTCAP: tl.constexpr, HAS_BIAS: tl.constexpr, VARLEN: tl.constexpr,
     IS_FP32: tl.constexpr, EMULATE: tl.constexpr,
 ):
     """One block of BLOCK_M queries of one head: the online softmax over the visible key blocks
@@ -114,6 +127,7 @@ def attention_fwd_kernel(
     v_base = v_ptr + b.to(tl.int64) * stride_vb + kh.to(tl.int64) * stride_vh
     o_base = o_ptr + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
     l_base = lse_ptr + b.to(tl.int64) * stride_lb + h.to(tl.int64) * stride_lh
+    bias_base = bias_ptr + b.to(tl.int64) * stride_bb + h.to(tl.int64) * stride_bh
     if VARLEN:
         q_base += start_q.to(tl.int64) * stride_qs
         o_base += start_q.to(tl.int64) * stride_os
@@ -145,10 +159,13 @@ def attention_fwd_kernel(
                      mask=(offs_n[None, :] < len_k) & (offs_d[:, None] < D), other=0.0)
         qk = dot_acc(q, kt, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), IS_FP32, "ieee", EMULATE)
         s, _t = scores(qk, sm_scale, softcap, SOFTCAP)
+        if HAS_BIAS:
+            s += add_bias(bias_base, offs_m, offs_n, len_q, len_k, stride_bm, stride_bn)
         s = tl.where(visible_mask(offs_m, offs_n, len_q, len_k, off, win_lo, win_hi, HAS_LO, HAS_HI), s,
                      float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_base = tl.where(m_new == float("-inf"), 0.0, m_new)  # no -inf - -inf while nothing is visible
+        # exponents against a finite base while only -inf was seen: exp2(-inf) = 0, not exp2(-inf - -inf) = NaN
+        m_base = tl.maximum(m_new, -3.4028234663852886e38)
         alpha = tl.exp2(m_i - m_base)
         p = tl.exp2(s - m_base[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
@@ -157,8 +174,10 @@ def attention_fwd_kernel(
         acc = dot_acc(operand(p, v_ptr, EMULATE), v, acc * alpha[:, None], IS_FP32, "ieee", EMULATE)
         m_i = m_new
 
-    out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
-    lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.log2(l_i)) * LN2)
+    # l >= 1 once a finite score was seen (the final max contributes exp2(0) = 1), else l = 0 and acc = 0:
+    # max(l, 1) divides by l, or gives out = 0; then lse = -inf + log2(0) = -inf
+    out = acc / tl.maximum(l_i, 1.0)[:, None]
+    lse = (m_i + tl.log2(l_i)) * 0.6931471805599453
     row_ok = offs_m < len_q
     tl.store(o_base + offs_m[:, None] * stride_os + offs_dv[None, :], to_output(out, o_ptr, EMULATE),
              mask=row_ok[:, None] & (offs_dv[None, :] < DV))
@@ -197,14 +216,14 @@ def attention_bwd_preprocess_kernel(
 
 @triton.jit
 def attention_bwd_dkdv_kernel(
-    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, cu_q_ptr, cu_k_ptr,
+    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, cu_q_ptr, cu_k_ptr, bias_ptr,
     Sq, Sk, D, DV, G,
     sm_scale, softcap, win_lo, win_hi, align_br,
     stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh, stride_vs,
-    stride_dob, stride_doh, stride_dos, stride_lb, stride_lh,
+    stride_dob, stride_doh, stride_dos, stride_lb, stride_lh, stride_bb, stride_bh, stride_bm, stride_bn,
     stride_dkb, stride_dkh, stride_dks, stride_dvb, stride_dvh, stride_dvs,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    HAS_LO: tl.constexpr, HAS_HI: tl.constexpr, SOFTCAP: tl.constexpr, VARLEN: tl.constexpr,
+    HAS_LO: tl.constexpr, HAS_HI: tl.constexpr, SOFTCAP: tl.constexpr, HAS_BIAS: tl.constexpr, VARLEN: tl.constexpr,
     IS_FP32: tl.constexpr, EMULATE: tl.constexpr,
 ):
     """dK and dV of one block of BLOCK_N keys of one key/value head, summed over its G query heads
@@ -264,15 +283,18 @@ def attention_bwd_dkdv_kernel(
         do_base = do_seq + h.to(tl.int64) * stride_doh
         lse_base = lse_seq + h.to(tl.int64) * stride_lh
         delta_base = delta_seq + h.to(tl.int64) * stride_lh
+        bias_base = bias_ptr + b.to(tl.int64) * stride_bb + h.to(tl.int64) * stride_bh
         for start_m in range(lo, hi, BLOCK_M):
             offs_m = start_m + offs_mb
             m_ok = offs_m < len_q
             qt = tl.load(q_base + offs_m[None, :] * stride_qs + offs_d[:, None],
                          mask=m_ok[None, :] & (offs_d[:, None] < D), other=0.0)
             lse = tl.load(lse_base + offs_m, mask=m_ok, other=0.0)
-            lse2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2E)
+            lse2 = tl.maximum(lse * 1.4426950408889634, -3.4028234663852886e38)  # -inf: the row saw no finite score
             qkt = dot_acc(k, qt, tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32), IS_FP32, "ieee", EMULATE)
             st, tt = scores(qkt, sm_scale, softcap, SOFTCAP)
+            if HAS_BIAS:
+                st += add_bias(bias_base, offs_n, offs_m, len_k, len_q, stride_bn, stride_bm)
             mask = visible_mask_t(offs_n, offs_m, len_k, len_q, off, win_lo, win_hi, HAS_LO, HAS_HI)
             pt = tl.where(mask, tl.exp2(st - lse2[None, :]), 0.0)
             do = tl.load(do_base + offs_m[:, None] * stride_dos + offs_dv[None, :],
@@ -292,13 +314,14 @@ def attention_bwd_dkdv_kernel(
 
 @triton.jit
 def attention_bwd_dq_kernel(
-    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, cu_q_ptr, cu_k_ptr,
+    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, cu_q_ptr, cu_k_ptr, bias_ptr,
     Sq, Sk, D, DV, G,
     sm_scale, softcap, win_lo, win_hi, align_br,
     stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh, stride_vs,
-    stride_dob, stride_doh, stride_dos, stride_lb, stride_lh, stride_dqb, stride_dqh, stride_dqs,
+    stride_dob, stride_doh, stride_dos, stride_lb, stride_lh, stride_bb, stride_bh, stride_bm, stride_bn,
+    stride_dqb, stride_dqh, stride_dqs,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    HAS_LO: tl.constexpr, HAS_HI: tl.constexpr, SOFTCAP: tl.constexpr, VARLEN: tl.constexpr,
+    HAS_LO: tl.constexpr, HAS_HI: tl.constexpr, SOFTCAP: tl.constexpr, HAS_BIAS: tl.constexpr, VARLEN: tl.constexpr,
     IS_FP32: tl.constexpr, EMULATE: tl.constexpr,
 ):
     """dQ of one block of BLOCK_M queries of one head over its visible key blocks:
@@ -319,6 +342,7 @@ def attention_bwd_dq_kernel(
     dq_base = dq_ptr + b.to(tl.int64) * stride_dqb + h.to(tl.int64) * stride_dqh
     lse_base = lse_ptr + b.to(tl.int64) * stride_lb + h.to(tl.int64) * stride_lh
     delta_base = delta_ptr + b.to(tl.int64) * stride_lb + h.to(tl.int64) * stride_lh
+    bias_base = bias_ptr + b.to(tl.int64) * stride_bb + h.to(tl.int64) * stride_bh
     k_base = k_ptr + b.to(tl.int64) * stride_kb + kh.to(tl.int64) * stride_kh
     v_base = v_ptr + b.to(tl.int64) * stride_vb + kh.to(tl.int64) * stride_vh
     if VARLEN:
@@ -340,7 +364,7 @@ def attention_bwd_dq_kernel(
     do = tl.load(do_base + offs_m[:, None] * stride_dos + offs_dv[None, :],
                  mask=m_ok[:, None] & (offs_dv[None, :] < DV), other=0.0)
     lse = tl.load(lse_base + offs_m, mask=m_ok, other=0.0)
-    lse2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2E)
+    lse2 = tl.maximum(lse * 1.4426950408889634, -3.4028234663852886e38)  # -inf: the row saw no finite score
     delta = tl.load(delta_base + offs_m, mask=m_ok, other=0.0)
     dq = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
 
@@ -360,6 +384,8 @@ def attention_bwd_dq_kernel(
                      mask=n_ok[None, :] & (offs_dv[:, None] < DV), other=0.0)
         qk = dot_acc(q, kt, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), IS_FP32, "ieee", EMULATE)
         s, t = scores(qk, sm_scale, softcap, SOFTCAP)
+        if HAS_BIAS:
+            s += add_bias(bias_base, offs_m, offs_n, len_q, len_k, stride_bm, stride_bn)
         mask = visible_mask(offs_m, offs_n, len_q, len_k, off, win_lo, win_hi, HAS_LO, HAS_HI)
         p = tl.where(mask, tl.exp2(s - lse2[:, None]), 0.0)
         dp = dot_acc(do, vt, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), IS_FP32, "ieee", EMULATE)
@@ -369,3 +395,34 @@ def attention_bwd_dq_kernel(
         dq = dot_acc(operand(ds, k_ptr, EMULATE), tl.trans(kt), dq, IS_FP32, "ieee", EMULATE)
     tl.store(dq_base + offs_m[:, None] * stride_dqs + offs_d[None, :], to_output(dq * sm_scale, dq_ptr, EMULATE),
              mask=m_ok[:, None] & (offs_d[None, :] < D))
+
+
+@triton.jit
+def merge_attention_states_kernel(
+    oa_ptr, la_ptr, ob_ptr, lb_ptr, o_ptr, l_ptr,
+    M, N,
+    stride_am, stride_bm, stride_om,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EMULATE: tl.constexpr,
+):
+    """Merge two partial attentions of BLOCK_M rows (rows of N <= BLOCK_N values):
+    ``lse = m + log(exp(la - m) + exp(lb - m))`` with ``m = max(la, lb)`` (0 where both are -inf),
+    ``out = (exp(la - m) oa + exp(lb - m) ob) / (exp(la - m) + exp(lb - m))`` (0 where both are
+    empty; ``m + log 0 = -inf``). Grid cdiv(M, BLOCK_M). Bytes: M (2 N e + 8) read, M (N e + 4) written; 8 FLOPs per value.
+    """
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    row_ok = rows < M
+    la = tl.load(la_ptr + rows, mask=row_ok, other=float("-inf"))
+    lb = tl.load(lb_ptr + rows, mask=row_ok, other=float("-inf"))
+    m = tl.maximum(tl.maximum(la, lb), -3.4028234663852886e38)  # finite while both are -inf: weights 0, not NaN
+    wa = tl.exp(la - m)
+    wb = tl.exp(lb - m)
+    l = wa + wb
+    inv = 1.0 / tl.maximum(l, 1.0)  # l is 0 (both empty: out = 0) or in [1, 2]
+    r64 = rows.to(tl.int64)
+    mask = row_ok[:, None] & (cols[None, :] < N)
+    oa = tl.load(oa_ptr + r64[:, None] * stride_am + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    ob = tl.load(ob_ptr + r64[:, None] * stride_bm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    out = oa * (wa * inv)[:, None] + ob * (wb * inv)[:, None]
+    tl.store(o_ptr + r64[:, None] * stride_om + cols[None, :], to_output(out, o_ptr, EMULATE), mask=mask)
+    tl.store(l_ptr + rows, m + tl.log(l), mask=row_ok)

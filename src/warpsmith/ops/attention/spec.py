@@ -20,6 +20,8 @@ Semantics, for query i and key j of one sequence (lengths sq, sk):
   key j is visible to query i iff ``j <= i + off`` when ``causal``, and ``j >= i + off -
   window_left`` / ``j <= i + off + window_right`` for a window side that is >= 0 (-1:
   unbounded; FlashAttention's ``window_size`` convention);
+- with ``bias`` (not packed), an additive score bias of shape (B, H*G, Sq, Sk) is added after the
+  softcap: an attention mask, a boolean mask being 0 / -inf;
 - ``out_i = sum_j p_ij v_j / sum_j p_ij`` over the visible keys, ``p_ij = exp(s_ij - m_i)``,
   ``m_i`` the row's largest visible score; ``lse_i = m_i + log(sum_j p_ij)`` (natural log).
 
@@ -89,6 +91,7 @@ ATTRS: Mapping[str, Any] = {
     "softcap": Scalar(0.0, 0.0, 1e6),
     "scale": Scalar(0.0, 0.0, 1e6),
     "varlen": (False, True),
+    "bias": (False, True),
 }
 
 
@@ -153,6 +156,7 @@ def _segments(inputs: Mapping[str, torch.Tensor], names: tuple[str, ...], attrs:
     (q-like tensors are cut by cu_seqlens_q, k-like by cu_seqlens_k; lse-like are (heads, len))."""
     kside = {"k", "v", "dk", "dv"}
     if not attrs.get("varlen"):
+        names = names + (("bias",) if attrs.get("bias") and "bias" in inputs else ())
         for b in range(inputs["q"].shape[0]):
             yield (b,), {n: inputs[n][b] for n in names}
         return
@@ -166,23 +170,26 @@ def _segments(inputs: Mapping[str, torch.Tensor], names: tuple[str, ...], attrs:
         yield (slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])), seg
 
 
-def _scores(q: torch.Tensor, k: torch.Tensor, attrs: Mapping[str, Any], naive: bool) -> torch.Tensor:
-    """(Hq, sq, sk) scores with GQA expansion, scale and softcap, in q's dtype (naive: rounded as torch's
-    math formulation rounds them) or fp64."""
+def _scores(q: torch.Tensor, k: torch.Tensor, attrs: Mapping[str, Any], naive: bool,
+            bias: torch.Tensor | None = None) -> torch.Tensor:
+    """(Hq, sq, sk) scores with GQA expansion, scale, softcap and the additive bias, in q's dtype (naive:
+    rounded as torch's math formulation rounds them) or fp64."""
     g = q.shape[0] // k.shape[0]
     kk = k.repeat_interleave(g, dim=0)
     s = torch.matmul(q, kk.transpose(-1, -2)) * softmax_scale(attrs, q.shape[-1])
     cap = float(attrs.get("softcap") or 0.0)
     if cap > 0:
         s = torch.tanh(s / cap) * cap
+    if bias is not None:
+        s = s + bias.to(s.dtype)
     return s
 
 
-def _forward_one(q, k, v, attrs, naive: bool):
+def _forward_one(q, k, v, attrs, naive: bool, bias=None):
     """One sequence: q (Hq, sq, D), k (H, sk, D), v (H, sk, Dv) -> out (Hq, sq, Dv), lse (Hq, sq) fp32/fp64."""
     sq, sk = q.shape[1], k.shape[1]
     g = q.shape[0] // k.shape[0]
-    s = _scores(q, k, attrs, naive)
+    s = _scores(q, k, attrs, naive, bias)
     if naive:  # softmax in fp32 on the dtype's scores, p rounded to the dtype (torch's math backend)
         s = s.float()
     mask = visible(attrs, sq, sk, q.device)
@@ -202,7 +209,7 @@ def _lse_safe(lse: torch.Tensor) -> torch.Tensor:
     return torch.where(lse == float("-inf"), torch.full_like(lse, float("inf")), lse)
 
 
-def _backward_one(q, k, v, o, lse, do, attrs, naive: bool):
+def _backward_one(q, k, v, o, lse, do, attrs, naive: bool, bias=None):
     """One sequence of the backward formula (module docstring); returns dq, dk, dv and the pieces the
     error scale needs."""
     sq, sk = q.shape[1], k.shape[1]
@@ -218,6 +225,8 @@ def _backward_one(q, k, v, o, lse, do, attrs, naive: bool):
         s = t * cap
     else:
         s = raw.to(ct)
+    if bias is not None:
+        s = s + bias.to(ct)
     mask = visible(attrs, sq, sk, q.device)
     p = torch.exp(s - _lse_safe(lse.to(ct))[..., None]).where(mask, torch.zeros((), dtype=ct, device=q.device))
     dp = torch.matmul(do, vv.transpose(-1, -2)).to(ct)
@@ -233,13 +242,18 @@ def _backward_one(q, k, v, o, lse, do, attrs, naive: bool):
     return dq.to(dt), dk.to(dt), dv.to(dt), (p, dp, delta)
 
 
-def _kappa(q64, k64, attrs) -> torch.Tensor:
-    """(Hq, sq, 1): scale * max_j |q_i||k_j| + softcap (bounds |s_ij|, NaN-free)."""
+def _kappa(q64, k64, attrs, bias=None) -> torch.Tensor:
+    """(Hq, sq, 1): scale * max_j |q_i||k_j| + softcap + max_j |bias_ij| (bounds |s_ij| over the finite
+    entries, NaN-free)."""
     g = q64.shape[0] // k64.shape[0]
     qn = q64.abs().nan_to_num(posinf=0.0).norm(dim=-1)  # |q_i| (Cauchy-Schwarz bounds |q . k|)
     kn = k64.abs().nan_to_num(posinf=0.0).norm(dim=-1).repeat_interleave(g, dim=0)
     kmax = (kn.amax(dim=-1) if kn.shape[-1] else kn.new_zeros(kn.shape[:-1]))[:, None, None]
-    return (softmax_scale(attrs, q64.shape[-1]) * qn[..., None] * kmax) + float(attrs.get("softcap") or 0.0)
+    out = (softmax_scale(attrs, q64.shape[-1]) * qn[..., None] * kmax) + float(attrs.get("softcap") or 0.0)
+    if bias is not None and bias.shape[-1]:
+        b = bias.abs().expand(q64.shape[0], q64.shape[1], bias.shape[-1])
+        out = out + b.where(torch.isfinite(b), torch.zeros_like(b)).amax(-1, keepdim=True)
+    return out
 
 
 class _AttentionSpec(OpSpec):
@@ -268,7 +282,7 @@ class _AttentionSpec(OpSpec):
         if p.attrs["varlen"]:
             return {"q": (Sq, Hq, D), "k": (Sk, H, D), "v": (Sk, H, Dv), "out": (Sq, Hq, Dv), "lse": (Hq, Sq)}
         return {"q": (B, Hq, Sq, D), "k": (B, H, Sk, D), "v": (B, H, Sk, Dv), "out": (B, Hq, Sq, Dv),
-                "lse": (B, Hq, Sq)}
+                "lse": (B, Hq, Sq), "bias": (B, Hq, Sq, Sk)}
 
     def _cu(self, p: Problem, gen: torch.Generator, device: Any) -> dict[str, torch.Tensor]:
         if not p.attrs["varlen"]:
@@ -286,8 +300,21 @@ class _AttentionSpec(OpSpec):
         s_qk = (min(fmax, 6e4) / (8 * math.sqrt(d["D"]))) ** 0.5 if dist == "large" else 1.0
         s_v = fmax ** 0.5 / 4 if dist == "large" else 1.0
         vdist = "normal" if dist == "specials" else dist  # special values only in q and k (module docstring)
-        return {"q": draw(sh["q"], dist, gen, p.dtype, device, s_qk), "k": draw(sh["k"], dist, gen, p.dtype, device, s_qk),
-                "v": draw(sh["v"], vdist, gen, p.dtype, device, s_v)}
+        out = {"q": draw(sh["q"], dist, gen, p.dtype, device, s_qk), "k": draw(sh["k"], dist, gen, p.dtype, device, s_qk),
+               "v": draw(sh["v"], vdist, gen, p.dtype, device, s_v)}
+        if p.attrs["bias"]:
+            out["bias"] = self._bias(p, gen, dist, device)
+        return out
+
+    def _bias(self, p: Problem, gen: torch.Generator, dist: str, device: Any) -> torch.Tensor:
+        """An additive mask: values from ``dist`` (normal for large), about a fifth of them -inf, and the
+        first query of each head fully masked (its row is 0, as torch gives)."""
+        sh = self._shapes(p)["bias"]
+        b = draw(sh, "normal" if dist == "large" else dist, gen, p.dtype, device)
+        g = on_device(gen, device)
+        b = b.masked_fill(torch.rand(sh, generator=g, device=device) < 0.2, float("-inf"))
+        b[:, :, 0, :] = float("-inf")
+        return b
 
     def exact_inputs(self, p: Problem, gen: torch.Generator, device: Any = "cpu") -> None:
         return None  # exp: never exact on small integers
@@ -335,7 +362,7 @@ class AttentionSpec(_AttentionSpec):
             lse = torch.empty(q.shape[:-1], dtype=torch.float64 if q.dtype == torch.float64 else torch.float32,
                               device=q.device)
         for idx, seg in _segments(inputs, ("q", "k", "v"), attrs):
-            o, l_ = _forward_one(seg["q"], seg["k"], seg["v"], attrs, naive)
+            o, l_ = _forward_one(seg["q"], seg["k"], seg["v"], attrs, naive, seg.get("bias"))
             if attrs.get("varlen"):
                 out[idx[0]] = o.transpose(0, 1)
                 lse[:, idx[0]] = l_
@@ -364,8 +391,8 @@ class AttentionSpec(_AttentionSpec):
             q, k, v, o = seg["q"], seg["k"], seg["v"], seg["out"]
             sq, sk = q.shape[1], k.shape[1]
             n = 2 * sk + 4 * q.shape[-1] + 32
-            kap = _kappa(q, k, attrs)
-            _, p = self._probs(q, k, attrs)
+            kap = _kappa(q, k, attrs, seg.get("bias"))
+            _, p = self._probs(q, k, attrs, seg.get("bias"))
             g = q.shape[0] // k.shape[0]
             va = v.abs().repeat_interleave(g, dim=0)
             lsum = p.sum(-1, keepdim=True)
@@ -385,8 +412,8 @@ class AttentionSpec(_AttentionSpec):
         return s_out, s_lse
 
     @staticmethod
-    def _probs(q, k, attrs):
-        s = _scores(q, k, attrs, naive=False).masked_fill(~visible(attrs, q.shape[1], k.shape[1]), float("-inf"))
+    def _probs(q, k, attrs, bias=None):
+        s = _scores(q, k, attrs, naive=False, bias=bias).masked_fill(~visible(attrs, q.shape[1], k.shape[1]), float("-inf"))
         m = s.amax(-1, keepdim=True).nan_to_num(nan=0.0) if s.shape[-1] else s.new_zeros(s.shape[:-1] + (1,))
         m = torch.where(m.isinf(), torch.zeros_like(m), m)
         p = torch.exp(s - m).nan_to_num(nan=0.0)
@@ -418,8 +445,9 @@ class AttentionBackwardSpec(_AttentionSpec):
                     device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
         """q, k, v from ``dist`` (normal for ``large`` and ``specials``); out and lse the forward's oracle
         rounded (out to the dtype); dout from ``dist``, scaled for ``large`` so the gradients stay finite.
-        ``specials`` puts its special values in out (one NaN, +inf, -inf) and lse (one NaN, one -inf):
-        the rows a forward with special inputs leaves (module docstring)."""
+        ``specials`` puts its special values in out (one NaN, +inf, -inf) and lse (one NaN): what a
+        forward with special inputs leaves (module docstring). An lse of -inf only where the forward
+        gives it (a row that saw no finite score)."""
         fwd_p = self.forward.problem(dict(p.shape), p.dtype, dict(p.attrs))
         x = self.forward.make_inputs(fwd_p, gen, dist if dist not in ("large", "specials") else "normal", device)
         o64, lse64 = self.forward.reference({k: v.double() if v.is_floating_point() else v for k, v in x.items()},
@@ -432,9 +460,8 @@ class AttentionBackwardSpec(_AttentionSpec):
         if dist == "specials":
             sp = draw(tuple(out.shape), "specials", gen, p.dtype, device)  # one NaN, +inf and -inf
             out = torch.where(torch.isfinite(sp), out, sp)
-            flat = lse.reshape(-1)
-            where = torch.randperm(flat.numel(), generator=on_device(gen, device), device=device)[:2]
-            flat[where] = torch.tensor([float("nan"), float("-inf")], device=device)[: where.numel()]
+            flat = lse.reshape(-1).clone()
+            flat[int(torch.randint(0, flat.numel(), (1,), generator=gen))] = float("nan")
             lse = flat.reshape(lse.shape)
         return {**x, "out": out, "lse": lse, "dout": do}
 
@@ -448,7 +475,8 @@ class AttentionBackwardSpec(_AttentionSpec):
         scales = [torch.zeros_like(dq), torch.zeros_like(dk), torch.zeros_like(dv)] if want_scale else None
         names = ("q", "k", "v", "out", "lse", "dout")
         for idx, seg in _segments(inputs, names, attrs):
-            a, b_, c = _backward_one(seg["q"], seg["k"], seg["v"], seg["out"], seg["lse"], seg["dout"], attrs, naive)[:3]
+            a, b_, c = _backward_one(seg["q"], seg["k"], seg["v"], seg["out"], seg["lse"], seg["dout"], attrs, naive,
+                                       seg.get("bias"))[:3]
             parts = [a, b_, c]
             if want_scale:
                 sc = self._scale_one(seg, attrs, fp16)
@@ -471,9 +499,10 @@ class AttentionBackwardSpec(_AttentionSpec):
         sq, sk = q.shape[1], k.shape[1]
         n = 2 * max(sq, sk) + 4 * (q.shape[-1] + v.shape[-1]) + 32
         scale = softmax_scale(attrs, q.shape[-1])
-        _, _, _, (p, dp, delta) = _backward_one(q, k, v, o, lse, do, attrs, naive=False)
+        bias = seg.get("bias")
+        _, _, _, (p, dp, delta) = _backward_one(q, k, v, o, lse, do, attrs, naive=False, bias=bias)
         p, dp, delta = (t.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0).abs() for t in (p, dp, delta))
-        kap = _kappa(q, k, attrs)
+        kap = _kappa(q, k, attrs, bias)
         va = v.abs().repeat_interleave(g, dim=0)
         # non-finite entries make their own rows' oracle non-finite (not compared): 0 here, not 0 * inf
         doa, oa = do.abs().nan_to_num(nan=0.0, posinf=0.0), o.abs().nan_to_num(nan=0.0, posinf=0.0)
@@ -548,3 +577,85 @@ SPECS = (ATTENTION, ATTENTION_BACKWARD)
 
 __all__ = ["AttentionSpec", "AttentionBackwardSpec", "ATTENTION", "ATTENTION_BACKWARD", "SPECS", "ALIGNS",
            "softmax_scale", "visible", "visible_pairs", "diagonal", "split_lengths", "cu_seqlens", "check_cu_seqlens"]
+
+
+class MergeStatesSpec(OpSpec):
+    """``merge_attention_states``: two partial attentions over disjoint key sets, combined.
+
+    Inputs out_a, out_b (M, N) in the dtype (M: the flattened rows, N: the head dim) and lse_a,
+    lse_b (M,) float32; outputs out (M, N) in the dtype and lse (M,) float32:
+    ``m = max(lse_a, lse_b)`` (0 where both are -inf), ``w_x = exp(lse_x - m)``,
+    ``lse = m + log(w_a + w_b)``, ``out = (w_a out_a + w_b out_b) / (w_a + w_b)`` (0 where both rows
+    are empty). NaN propagates; a +inf lse gives NaN (``inf - inf``).
+
+    Error contract: ``w_x`` has relative error ``<= (3 d + 4) u`` (``d = |lse_x - m|``, the
+    condition of exp), the sums, products and the division a few u more, so ``out`` is within
+    ``u_out |out| + 16 u (1 + d_max) (W + |out|)`` with ``W = (w_a |out_a| + w_b |out_b|) / l``,
+    and lse within ``u |lse| + 16 u (1 + d_max)``.
+    """
+
+    name = "merge_attention_states"
+    axes = (Axis("M", "rows (every leading dimension, sequence positions included)", max_size=2**31 - 256),
+            Axis("N", "head dim", max_size=1024))
+    dtypes = (torch.float16, torch.bfloat16, torch.float32)
+    attr_choices: Mapping[str, Any] = {}
+
+    def make_inputs(self, p: Problem, gen: torch.Generator, dist: str = "normal",
+                    device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+        M, N = p.shape["M"], p.shape["N"]
+        scale = float(torch.finfo(p.dtype).max) ** 0.5 / 4 if dist == "large" else 1.0
+        ldist = "normal" if dist in ("large", "tiny") else dist
+        la, lb = (draw((M,), ldist, gen, torch.float32, device) * 4 for _ in range(2))
+        la[0] = float("-inf")  # row 0: a empty; the last row: both empty
+        la[-1], lb[-1] = (float("-inf"), float("-inf")) if M > 1 else (la[-1], lb[-1])
+        return {"out_a": draw((M, N), dist, gen, p.dtype, device, scale), "lse_a": la,
+                "out_b": draw((M, N), dist, gen, p.dtype, device, scale), "lse_b": lb}
+
+    def exact_inputs(self, p: Problem, gen: torch.Generator, device: Any = "cpu") -> None:
+        return None
+
+    def outputs(self, p: Problem) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+        return (((p.shape["M"], p.shape["N"]), p.dtype), ((p.shape["M"],), torch.float32))
+
+    @staticmethod
+    def _weights(la: torch.Tensor, lb: torch.Tensor):
+        m = torch.maximum(la, lb)
+        m = torch.where(m == float("-inf"), torch.zeros_like(m), m)
+        wa, wb = torch.exp(la - m), torch.exp(lb - m)
+        return m, wa, wb, wa + wb
+
+    def reference(self, inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
+        oa, ob = inputs["out_a"], inputs["out_b"]
+        ct = torch.float64 if oa.dtype == torch.float64 else torch.float32
+        m, wa, wb, l_ = self._weights(inputs["lse_a"].to(ct), inputs["lse_b"].to(ct))
+        inv = 1.0 / torch.where(l_ == 0, torch.ones_like(l_), l_)
+        out = oa.to(ct) * (wa * inv)[:, None] + ob.to(ct) * (wb * inv)[:, None]
+        return out.to(oa.dtype), (m + torch.log(l_)).to(torch.float64 if ct == torch.float64 else torch.float32)
+
+    def error_scale(self, inputs64: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
+        la, lb = inputs64["lse_a"], inputs64["lse_b"]
+        m, wa, wb, l_ = self._weights(la, lb)
+        fin = lambda t: t.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)  # noqa: E731
+        d = torch.maximum(fin((la - m).abs()), fin((lb - m).abs()))
+        inv = 1.0 / torch.where(l_ == 0, torch.ones_like(l_), l_)
+        w = fin(wa * inv)[:, None] * fin(inputs64["out_a"].abs()) + fin(wb * inv)[:, None] * fin(inputs64["out_b"].abs())
+        out = self.reference(inputs64, attrs)[0]
+        g = gamma(16, _U) + _U
+        return (16 * _U * (1 + d)[:, None] * (w + fin(out.abs())) / g, 16 * _U * (1 + d) / g)
+
+    def contract(self, p: Problem) -> tuple[ErrorContract, ErrorContract]:
+        dt = p.dtype_name
+        return (ErrorContract(out_dtype=dt, u_out=UNIT_ROUNDOFF[dt], u_acc=_U, reduction_len=16),
+                ErrorContract(out_dtype="float32", u_out=_U, u_acc=_U, reduction_len=16))
+
+    def flops(self, p: Problem) -> float:
+        return 8.0 * p.shape["M"] * p.shape["N"]
+
+    def min_bytes(self, p: Problem) -> float:
+        M, N, e = p.shape["M"], p.shape["N"], p.dtype.itemsize
+        return float(M * (3 * N * e + 12))
+
+
+MERGE_ATTENTION_STATES = MergeStatesSpec()
+SPECS = SPECS + (MERGE_ATTENTION_STATES,)
+__all__ += ["MergeStatesSpec", "MERGE_ATTENTION_STATES"]

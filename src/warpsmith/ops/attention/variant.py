@@ -38,7 +38,7 @@ from ...targets import Target
 from ..shared import kernel as common
 from ..shared.launch import allocate, emulated
 from . import kernel as K
-from .spec import ATTENTION, ATTENTION_BACKWARD, diagonal, softmax_scale
+from .spec import ATTENTION, ATTENTION_BACKWARD, MERGE_ATTENTION_STATES, diagonal, softmax_scale
 
 INDEX_LIMIT = 2**31  # offsets within one sequence are int32
 MAX_BLOCK = 128
@@ -132,6 +132,8 @@ class _Flash(Variant):
             return f"num_warps={c['num_warps']} not one of {WARPS}"
         if not 1 <= c["num_stages"] <= 4:
             return f"num_stages={c['num_stages']} not in [1, 4]"
+        if p.attrs["bias"] and p.attrs["varlen"]:
+            return "a score bias (attention mask) is supported for padded (B, H, S, D) inputs, not packed ones"
         if d["Hq"] > GRID_AXIS_LIMIT or d["B"] > GRID_AXIS_LIMIT:
             return f"H * G = {d['Hq']} query heads and B = {d['B']} must each be at most {GRID_AXIS_LIMIT} (grid axes)"
         smem = self.smem_bytes(p, c)
@@ -234,9 +236,11 @@ class _Flash(Variant):
             if tuple(t.shape) != tuple(want):
                 raise InvalidInputError(f"shape of {n}", str(tuple(want)), str(tuple(t.shape)))
             dt = torch.float32 if n == "lse" else p.dtype
+            if n == "bias" and t.is_floating_point():
+                dt = t.dtype  # a mask in any float dtype (boolean masks arrive as 0 / -inf)
             if t.dtype != dt:
                 raise InvalidInputError(f"dtype of {n}", str(dt), str(t.dtype))
-            if n != "lse" and t.shape[-1] > 1 and t.stride(-1) != 1:
+            if n not in ("lse", "bias") and t.shape[-1] > 1 and t.stride(-1) != 1:
                 raise InvalidInputError(f"last stride of {n}", "1 (head dim contiguous)", t.stride(-1))
             if n == "lse" and t.shape[-1] > 1 and t.stride(-1) != 1:
                 raise InvalidInputError("last stride of lse", "1", t.stride(-1))
@@ -267,6 +271,15 @@ class _Flash(Variant):
             raise InvalidInputError(f"size of {name}", "offsets within one sequence below 2^31 (the kernels index "
                                     "a sequence in 32 bits)", f"offsets up to {span}")
 
+    def _bias_args(self, p: Problem, ts: Mapping[str, torch.Tensor], fallback: torch.Tensor) -> tuple[Any, dict]:
+        if not p.attrs["bias"]:
+            return fallback, dict(stride_bb=0, stride_bh=0, stride_bm=0, stride_bn=0)
+        b = ts["bias"]
+        span = (b.shape[2] + MAX_BLOCK) * b.stride(2) + (b.shape[3] + MAX_BLOCK) * b.stride(3)
+        if span >= INDEX_LIMIT:
+            raise InvalidInputError("size of bias", "offsets within one (batch, head) below 2^31", span)
+        return b, dict(zip(("stride_bb", "stride_bh", "stride_bm", "stride_bn"), b.stride()))
+
     def _common(self, p: Problem, c: Mapping[str, Any], sq: int, sk: int) -> tuple[dict, dict]:
         bd, bdv = head_blocks(p)
         w = window_args(p.attrs, sq, sk)
@@ -275,7 +288,7 @@ class _Flash(Variant):
                        softcap=float(p.attrs["softcap"] or 0.0) or 1.0, win_lo=w["win_lo"], win_hi=w["win_hi"],
                        align_br=w["align_br"])
         meta = dict(BLOCK_M=c["BLOCK_M"], BLOCK_N=c["BLOCK_N"], BLOCK_D=bd, BLOCK_DV=bdv, HAS_LO=w["HAS_LO"],
-                    HAS_HI=w["HAS_HI"], SOFTCAP=bool(p.attrs["softcap"]), VARLEN=bool(p.attrs["varlen"]),
+                    HAS_HI=w["HAS_HI"], SOFTCAP=bool(p.attrs["softcap"]), HAS_BIAS=bool(p.attrs["bias"]), VARLEN=bool(p.attrs["varlen"]),
                     IS_FP32=p.dtype == torch.float32, EMULATE=emulated(p.dtype), num_warps=c["num_warps"],
                     num_stages=c["num_stages"])
         return runtime, meta
@@ -286,7 +299,7 @@ class FlashForward(_Flash):
 
     def launch(self, inputs, problem, config, out=None):
         p, c = problem, config
-        ts = self._check(inputs, p, ("q", "k", "v"))
+        ts = self._check(inputs, p, ("q", "k", "v") + (("bias",) if p.attrs["bias"] else ()))
         q, k, v = ts["q"], ts["k"], ts["v"]
         varlen = bool(p.attrs["varlen"])
         o, lse = allocate(out, ATTENTION.outputs(p), q.device)
@@ -298,11 +311,12 @@ class FlashForward(_Flash):
         runtime, meta = self._common(p, c, sq, sk)
         cu_q = ts.get("cu_seqlens_q", lse)  # unused when not packed
         cu_k = ts.get("cu_seqlens_k", lse)
+        bias, sb = self._bias_args(p, ts, lse)
         if sq == 0:
             return o, lse
         grid = (triton.cdiv(sq, c["BLOCK_M"]), ATTENTION.dims(p)["Hq"], p.shape["B"])
         K.attention_fwd_kernel[grid](
-            q, k, v, o, lse, cu_q, cu_k, sq, sk, **runtime,
+            q, k, v, o, lse, cu_q, cu_k, bias, sq, sk, **runtime, **sb,
             **dict(zip(("stride_qb", "stride_qh", "stride_qs"), _strides4(q, varlen))),
             **dict(zip(("stride_kb", "stride_kh", "stride_ks"), _strides4(k, varlen))),
             **dict(zip(("stride_vb", "stride_vh", "stride_vs"), _strides4(v, varlen))),
@@ -318,7 +332,7 @@ class FlashBackward(_Flash):
 
     def launch(self, inputs, problem, config, out=None):
         p, c = problem, config
-        ts = self._check(inputs, p, ("q", "k", "v", "out", "lse", "dout"))
+        ts = self._check(inputs, p, ("q", "k", "v", "out", "lse", "dout") + (("bias",) if p.attrs["bias"] else ()))
         q, k, v, o, lse, do = (ts[n] for n in ("q", "k", "v", "out", "lse", "dout"))
         varlen = bool(p.attrs["varlen"])
         dq, dk, dv = allocate(out, ATTENTION_BACKWARD.outputs(p), q.device)
@@ -333,6 +347,7 @@ class FlashBackward(_Flash):
         cu_q = ts.get("cu_seqlens_q", lse)
         cu_k = ts.get("cu_seqlens_k", lse)
         delta = scratch(tuple(lse.shape), torch.float32, q.device)
+        bias, sb = self._bias_args(p, ts, lse)
         sq_ = dict(zip(("stride_qb", "stride_qh", "stride_qs"), _strides4(q, varlen)))
         sk_ = dict(zip(("stride_kb", "stride_kh", "stride_ks"), _strides4(k, varlen)))
         sv_ = dict(zip(("stride_vb", "stride_vh", "stride_vs"), _strides4(v, varlen)))
@@ -348,14 +363,88 @@ class FlashBackward(_Flash):
                 **sdo, **sl, BLOCK_M=c["BLOCK_M"], BLOCK_DV=bdv, VARLEN=varlen, num_warps=c["num_warps"])
         if sk > 0:
             K.attention_bwd_dkdv_kernel[(triton.cdiv(sk, c["BLOCK_N"]), d["H"], B)](
-                q, k, v, do, lse, delta, dk, dv, cu_q, cu_k, sq, sk, **runtime, **sq_, **sk_, **sv_, **sdo, **sl,
+                q, k, v, do, lse, delta, dk, dv, cu_q, cu_k, bias, sq, sk, **runtime, **sq_, **sk_, **sv_, **sdo, **sl,
+                **sb,
                 **dict(zip(("stride_dkb", "stride_dkh", "stride_dks"), _strides4(dk, varlen))),
                 **dict(zip(("stride_dvb", "stride_dvh", "stride_dvs"), _strides4(dv, varlen))), **meta)
         if sq > 0:
             K.attention_bwd_dq_kernel[(triton.cdiv(sq, c["BLOCK_M"]), d["Hq"], B)](
-                q, k, v, do, lse, delta, dq, cu_q, cu_k, sq, sk, **runtime, **sq_, **sk_, **sv_, **sdo, **sl,
+                q, k, v, do, lse, delta, dq, cu_q, cu_k, bias, sq, sk, **runtime, **sq_, **sk_, **sv_, **sdo, **sl, **sb,
                 **dict(zip(("stride_dqb", "stride_dqh", "stride_dqs"), _strides4(dq, varlen))), **meta)
         return dq, dk, dv
 
 
 VARIANTS: tuple[Variant, ...] = (FlashForward(), FlashBackward())
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergeKnobs(Knobs):
+    BLOCK_M: int
+    num_warps: int
+
+
+class MergeRows(Variant):
+    """``merge_attention_states/rows``: BLOCK_M rows of the whole head dim per program."""
+
+    op = "merge_attention_states"
+    name = "rows"
+    knobs = MergeKnobs
+    kernel_modules = (K, common)
+    cost_model = "memory"
+
+    def space(self, problem: Problem, target: Target) -> Space:
+        d = self.default_config(problem, target)
+        return Space({"BLOCK_M": Pow2(1, 64, d["BLOCK_M"]), "num_warps": Enum((1, 2, 4, 8), d["num_warps"])})
+
+    def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
+        if not is_pow2(c["BLOCK_M"]) or c["BLOCK_M"] > 64:
+            return f"BLOCK_M={c['BLOCK_M']} must be a power of two <= 64"
+        if c["num_warps"] not in (1, 2, 4, 8):
+            return f"num_warps={c['num_warps']} not one of (1, 2, 4, 8)"
+        return None
+
+    def default_config(self, p: Problem, target: Target) -> Config:
+        bn = next_pow2(p.shape["N"])
+        bm = max(1, min(16, 2048 // bn, next_pow2(p.shape["M"])))
+        return {"BLOCK_M": bm, "num_warps": max(1, min(8, bm * bn // 256))}
+
+    def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:
+        return {"M": config["BLOCK_M"]}
+
+    def work(self, p: Problem, c: Mapping[str, Any], target: Target) -> Any:
+        from ...cost.memory_model import MemoryWork
+
+        M, N, e = p.shape["M"], p.shape["N"], p.dtype.itemsize
+        bn = next_pow2(N)
+        return MemoryWork(bytes_moved=float(M * (3 * N * e + 12)), programs=triton.cdiv(M, c["BLOCK_M"]),
+                          num_warps=c["num_warps"], block_bytes=float(c["BLOCK_M"] * (2 * N * e + 8)),
+                          regs_per_thread=3 * -(-c["BLOCK_M"] * bn // (32 * c["num_warps"])) + 24)
+
+    def contracts(self, problem: Problem, config: Mapping[str, Any]) -> list[Any]:
+        from .contract import merge_for_config
+
+        return merge_for_config(problem, config)
+
+    def launch(self, inputs, problem, config, out=None):
+        M, N = problem.shape["M"], problem.shape["N"]
+        ts = []
+        for n, shape, dt in (("out_a", (M, N), problem.dtype), ("lse_a", (M,), torch.float32),
+                             ("out_b", (M, N), problem.dtype), ("lse_b", (M,), torch.float32)):
+            t = inputs.get(n)
+            if not isinstance(t, torch.Tensor) or tuple(t.shape) != shape or t.dtype != dt:
+                raise InvalidInputError(n, f"a {shape} {dt} tensor",
+                                        f"{tuple(t.shape)} {t.dtype}" if isinstance(t, torch.Tensor) else t)
+            if t.shape[-1] > 1 and t.stride(-1) != 1:
+                raise InvalidInputError(f"last stride of {n}", "1", t.stride(-1))
+            if ts and t.device != ts[0].device:
+                raise InvalidInputError(f"device of {n}", str(ts[0].device), str(t.device))
+            ts.append(t)
+        o, lse = allocate(out, MERGE_ATTENTION_STATES.outputs(problem), ts[0].device, unit_cols=True)
+        K.merge_attention_states_kernel[(triton.cdiv(M, config["BLOCK_M"]),)](
+            ts[0], ts[1], ts[2], ts[3], o, lse, M, N, ts[0].stride(0), ts[2].stride(0), o.stride(0),
+            BLOCK_M=config["BLOCK_M"], BLOCK_N=max(16, next_pow2(N)), EMULATE=emulated(problem.dtype),
+            num_warps=config["num_warps"])
+        return o, lse
+
+
+VARIANTS = VARIANTS + (MergeRows(),)
