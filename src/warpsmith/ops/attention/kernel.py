@@ -98,6 +98,25 @@ def visible_mask_t(offs_j, offs_i, len_j, len_i, off, win_lo, win_hi, HAS_LO: tl
 
 
 @triton.jit
+def kv_head(h, G):
+    """The key/value head of query head h (G query heads per key/value head: consecutive query heads
+    share one, as torch's ``enable_gqa`` and FlashAttention do)."""
+    return h // G
+
+
+@triton.jit
+def online_softmax_step(m_i, l_i, s):
+    """One block of base-2 scores into the running max and sum: returns (m_new, alpha, p, l_new) with
+    ``alpha = exp2(m_i - m_new)`` the rescaling of what was summed so far, ``p = exp2(s - m_new)``."""
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    # exponents against a finite base while only -inf was seen: exp2(-inf) = 0, not exp2(-inf - -inf) = NaN
+    m_base = tl.maximum(m_new, -3.4028234663852886e38, propagate_nan=tl.PropagateNan.ALL)
+    alpha = tl.exp2(m_i - m_base)
+    p = tl.exp2(s - m_base[:, None])
+    return m_new, alpha, p, l_i * alpha + tl.sum(p, 1)
+
+
+@triton.jit
 def attention_fwd_kernel(
     q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr, bias_ptr,
     Sq, Sk, D, DV, G,
@@ -121,7 +140,7 @@ def attention_fwd_kernel(
     m0 = pid_m * BLOCK_M
     if m0 >= len_q:
         return
-    kh = h // G
+    kh = kv_head(h, G)
     q_base = q_ptr + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
     k_base = k_ptr + b.to(tl.int64) * stride_kb + kh.to(tl.int64) * stride_kh
     v_base = v_ptr + b.to(tl.int64) * stride_vb + kh.to(tl.int64) * stride_vh
@@ -163,12 +182,7 @@ def attention_fwd_kernel(
             s += add_bias(bias_base, offs_m, offs_n, len_q, len_k, stride_bm, stride_bn)
         s = tl.where(visible_mask(offs_m, offs_n, len_q, len_k, off, win_lo, win_hi, HAS_LO, HAS_HI), s,
                      float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        # exponents against a finite base while only -inf was seen: exp2(-inf) = 0, not exp2(-inf - -inf) = NaN
-        m_base = tl.maximum(m_new, -3.4028234663852886e38)
-        alpha = tl.exp2(m_i - m_base)
-        p = tl.exp2(s - m_base[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
+        m_new, alpha, p, l_i = online_softmax_step(m_i, l_i, s)
         v = tl.load(v_base + offs_n[:, None] * stride_vs + offs_dv[None, :],
                     mask=(offs_n[:, None] < len_k) & (offs_dv[None, :] < DV), other=0.0)
         acc = dot_acc(operand(p, v_ptr, EMULATE), v, acc * alpha[:, None], IS_FP32, "ieee", EMULATE)
@@ -290,7 +304,7 @@ def attention_bwd_dkdv_kernel(
             qt = tl.load(q_base + offs_m[None, :] * stride_qs + offs_d[:, None],
                          mask=m_ok[None, :] & (offs_d[:, None] < D), other=0.0)
             lse = tl.load(lse_base + offs_m, mask=m_ok, other=0.0)
-            lse2 = tl.maximum(lse * 1.4426950408889634, -3.4028234663852886e38)  # -inf: the row saw no finite score
+            lse2 = tl.maximum(lse * 1.4426950408889634, -3.4028234663852886e38, propagate_nan=tl.PropagateNan.ALL)  # -inf: the row saw no finite score
             qkt = dot_acc(k, qt, tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32), IS_FP32, "ieee", EMULATE)
             st, tt = scores(qkt, sm_scale, softcap, SOFTCAP)
             if HAS_BIAS:
@@ -336,7 +350,7 @@ def attention_bwd_dq_kernel(
     m0 = pid_m * BLOCK_M
     if m0 >= len_q:
         return
-    kh = h // G
+    kh = kv_head(h, G)
     q_base = q_ptr + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
     do_base = do_ptr + b.to(tl.int64) * stride_dob + h.to(tl.int64) * stride_doh
     dq_base = dq_ptr + b.to(tl.int64) * stride_dqb + h.to(tl.int64) * stride_dqh
@@ -364,7 +378,7 @@ def attention_bwd_dq_kernel(
     do = tl.load(do_base + offs_m[:, None] * stride_dos + offs_dv[None, :],
                  mask=m_ok[:, None] & (offs_dv[None, :] < DV), other=0.0)
     lse = tl.load(lse_base + offs_m, mask=m_ok, other=0.0)
-    lse2 = tl.maximum(lse * 1.4426950408889634, -3.4028234663852886e38)  # -inf: the row saw no finite score
+    lse2 = tl.maximum(lse * 1.4426950408889634, -3.4028234663852886e38, propagate_nan=tl.PropagateNan.ALL)  # -inf: the row saw no finite score
     delta = tl.load(delta_base + offs_m, mask=m_ok, other=0.0)
     dq = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
 

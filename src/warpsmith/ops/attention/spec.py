@@ -126,7 +126,7 @@ def visible_pairs(attrs: Mapping[str, Any], sq: int, sk: int) -> int:
         return 0
     off = diagonal(attrs, sq, sk)
     wl, wr = int(attrs.get("window_left", -1)), int(attrs.get("window_right", -1))
-    hi_rel = min(0 if attrs.get("causal") else sk, wr if wr >= 0 else sk)
+    hi_rel = min(0 if attrs.get("causal") else sq + sk, wr if wr >= 0 else sq + sk)
     lo_rel = -wl if wl >= 0 else -sq - sk
     i = torch.arange(sq, dtype=torch.int64) + off
     lo = (i + lo_rel).clamp(0, sk)
