@@ -169,3 +169,12 @@ def test_fake_kernels_and_strided_inputs():
         o, lse = torch.ops.warpsmith.attention(fq, fq[:, :2], fq[:, :2], None, None, None, True, "bottom_right", -1, -1,
                                                0.0, 0.0)
         assert o.shape == (2, 4, 8, 32) and lse.shape == (2, 4, 8)
+
+
+def test_nn_attention_module():
+    import warpsmith.nn as wnn
+
+    m = wnn.Attention(causal=True, window=5, softcap=3.0)
+    q, k = torch.randn(1, 4, 12, 16), torch.randn(1, 2, 12, 16)
+    assert torch.equal(m(q, k, k), wops.attention(q, k, k, causal=True, window=5, softcap=3.0))
+    assert "causal=True" in repr(m)
