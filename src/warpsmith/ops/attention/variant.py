@@ -115,13 +115,31 @@ class _Flash(Variant):
         return (c["BLOCK_M"] * bd + c["num_stages"] * c["BLOCK_N"] * (bd + bdv)) * e
 
     def regs_per_thread(self, p: Problem, c: Mapping[str, Any], target: Target) -> int:
-        """fp32 accumulators and score tiles per thread, the resident operand tiles, and overhead."""
+        """Estimated 32-bit registers per thread of the heaviest kernel: the fp32 accumulators and
+        score tiles, the operand tiles a thread holds (q in the forward and the dQ kernel; k and v in
+        the dK/dV kernel) and the products' fragments unless Hopper's warpgroup MMA reads them from
+        shared memory (4k warps, an M side of at least 64, not fp32). fp32 products run as FMAs with
+        both operands in registers (x1.5 forward, x2 backward), softcap keeps tanh (one more score
+        tile). Fitted to ptxas's counts (sm_90, Triton 3.9) over the 300 configs of ``warpsmith
+        gpucheck --ops attention,attention_backward``: 2 spilling samples accepted, no default."""
         bd, bdv = head_blocks(p)
         threads = c["num_warps"] * target.warp_size
         bm, bn, e = c["BLOCK_M"], c["BLOCK_N"], p.dtype.itemsize
-        if self.backward:  # dK, dV accumulators; k, v resident; S^T, P^T, dP^T, dS^T
-            return int((bn * (bd + bdv) * (1 + e / 4) + 3 * bm * bn) / threads) + _REG_OVERHEAD
-        return int((bm * bdv + 2 * bm * bn + bm * bd * e / 4) / threads) + _REG_OVERHEAD
+        fp32 = p.dtype == torch.float32
+
+        def wgmma(m_side: int) -> bool:
+            return target.arch == "sm_90" and c["num_warps"] % 4 == 0 and m_side >= 64 and not fp32
+
+        if not self.backward:  # the output accumulator, S and P, q; k and v fragments
+            regs = bm * bdv + (8 if fp32 else 2) * bm * bn + bm * bd * e / 4
+            if not wgmma(bm):
+                regs += bn * (bd + bdv) * e / 4
+            return int(regs / threads * (1.5 if fp32 else 1.0)) + _REG_OVERHEAD
+        tiles = (4 + bool(p.attrs["softcap"])) * bm * bn  # S, P, dP, dS (and tanh)
+        h = min(e, 2) / 4  # operand tiles: fp32 ones counted like half ones, the x2 below covers FMA products
+        dkdv = bn * (bd + bdv) + tiles + (0 if wgmma(bn) else (bn + bm) * (bd + bdv) * h)
+        dq = bm * bd + tiles + bm * (bd + bdv) * h + (0 if wgmma(bm) else bn * (bd + bdv) * h)
+        return int(max(dkdv, dq) / threads * (2.0 if fp32 else 1.0)) + _REG_OVERHEAD + (bd + bdv) // 8
 
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
         d = ATTENTION.dims(p)
@@ -139,30 +157,31 @@ class _Flash(Variant):
         smem = self.smem_bytes(p, c)
         if smem > target.smem_per_block:
             return f"shared memory {smem} B > {target.smem_per_block} B on {target.name}"
-        if c["BLOCK_M"] * c["BLOCK_N"] < 16 * 16 * c["num_warps"] // 2:
-            return f"tile {c['BLOCK_M']}x{c['BLOCK_N']} too small for {c['num_warps']} warps"
+        bd, _ = head_blocks(p)
+        if max(c["BLOCK_M"], c["BLOCK_N"]) * max(min(c["BLOCK_M"], c["BLOCK_N"]), bd) < 16 * 16 * c["num_warps"] // 2:
+            return f"tiles of {c['BLOCK_M']}x{c['BLOCK_N']} (head dim {bd}) too small for {c['num_warps']} warps"
         return None
 
     def default_config(self, p: Problem, target: Target) -> Config:
+        """The first of a preference list (big tiles first, as FlashAttention-2's Triton kernels use
+        them) that runs on the target with the register estimate; the query block is capped by the
+        (average) sequence length."""
         d = ATTENTION.dims(p)
-        bd, bdv = head_blocks(p)
         seq = d["Sq"] if not p.attrs["varlen"] else max(1, d["Sq"] // d["B"])
-        big = max(bd, bdv) > 128
+        cap = max(16, next_pow2(seq))
         if self.backward:
-            bm, bn = (32, 64) if not big else (16, 32)
+            prefs = [(32, 64, 4, 2), (32, 32, 4, 2), (16, 32, 4, 1), (32, 16, 4, 1), (16, 16, 4, 1), (16, 32, 8, 1),
+                     (16, 16, 8, 1), (16, 16, 2, 1)]
         else:
-            bm, bn = (128, 64) if not big else (64, 32)
-        bm = max(16, min(bm, next_pow2(seq)))
-        c = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": 8 if bm * bn >= 128 * 64 or big else 4, "num_stages": 2}
-        while self.rejection(p, c, target) and c["BLOCK_N"] > 16:
-            c["BLOCK_N"] //= 2
-        while self.rejection(p, c, target) and c["BLOCK_M"] > 16:
-            c["BLOCK_M"] //= 2
-        while self.rejection(p, c, target) and c["num_stages"] > 1:
-            c["num_stages"] -= 1
-        while self.invalid(p, c, target) and c["num_warps"] > 2:
-            c["num_warps"] //= 2
-        return c
+            prefs = [(128, 64, 8, 2), (64, 64, 4, 2), (64, 32, 8, 2), (64, 32, 4, 2), (32, 32, 8, 1), (32, 32, 4, 1),
+                     (16, 32, 4, 1), (16, 16, 4, 1), (16, 32, 8, 1), (16, 16, 8, 1), (16, 16, 2, 1)]
+        first = None
+        for bm, bn, nw, st in prefs:
+            c = {"BLOCK_M": min(bm, cap) if not self.backward else bm, "BLOCK_N": bn, "num_warps": nw, "num_stages": st}
+            first = first or c
+            if self.rejection(p, c, target) is None:
+                return c
+        return {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 2, "num_stages": 1}
 
     def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:
         # B, H and G are not cut into blocks: 1 keeps the verifier's odd shapes small (B = H = G = 2)
