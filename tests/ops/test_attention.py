@@ -268,3 +268,21 @@ def test_launch_contracts_prove_in_bounds_and_int32():
             for o in rep.obligations:
                 if o.name in ("in_bounds", "int32_no_overflow", "race_free", "trace"):
                     assert o.status == "proved", (c.name, rep.constexprs, o.name, o.subject, o.status, o.detail)
+
+
+# ---- cost model ----------------------------------------------------------------------------------
+def test_cost_model_ranks_configs_and_counts_causal_skipping():
+    from warpsmith.cost.cost import predict_ms
+
+    h200 = get_target("h200")
+    for op in ("attention", "attention_backward"):
+        spec, v = get_op(op), get_variant(op, "flash")
+        full = spec.problem(shape(4096, 4096, d=128, b=4, h=16), "bfloat16", {})
+        causal = spec.problem(shape(4096, 4096, d=128, b=4, h=16), "bfloat16", {"causal": True})
+        cfg = v.default_config(full, h200)
+        t_full, t_causal = predict_ms(v, full, cfg, h200), predict_ms(v, causal, cfg, h200)
+        assert 0 < t_causal < 0.7 * t_full < float("inf")  # the causal kernel skips about half the blocks
+        assert spec.flops(causal) == pytest.approx(spec.flops(full) * (4096 + 1) / (2 * 4096))
+        tiny = {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 2, "num_stages": 1}
+        assert predict_ms(v, full, tiny, h200) > t_full  # small tiles reuse less
+        assert predict_ms(v, full, {**cfg, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 4}, h200) == float("inf")
