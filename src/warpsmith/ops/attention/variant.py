@@ -135,7 +135,7 @@ class _Flash(Variant):
             if not wgmma(bm):
                 regs += bn * (bd + bdv) * e / 4
             return int(regs / threads * (1.5 if fp32 else 1.0)) + _REG_OVERHEAD
-        tiles = (4 + bool(p.attrs["softcap"])) * bm * bn  # S, P, dP, dS (and tanh)
+        tiles = (4 + bool(p.attrs["softcap"]) + bool(p.attrs["bias"])) * bm * bn  # S, P, dP, dS (tanh, bias)
         h = min(e, 2) / 4  # operand tiles: fp32 ones counted like half ones, the x2 below covers FMA products
         dkdv = bn * (bd + bdv) + tiles + (0 if wgmma(bn) else (bn + bm) * (bd + bdv) * h)
         dq = bm * bd + tiles + bm * (bd + bdv) * h + (0 if wgmma(bm) else bn * (bd + bdv) * h)
@@ -169,7 +169,9 @@ class _Flash(Variant):
         d = ATTENTION.dims(p)
         seq = d["Sq"] if not p.attrs["varlen"] else max(1, d["Sq"] // d["B"])
         cap = max(16, next_pow2(seq))
-        if self.backward:
+        if self.backward and p.dtype == torch.float32:  # ptxas held 4-warp fp32 backward kernels to 168 registers
+            prefs = [(16, 64, 8, 1), (16, 16, 8, 1), (16, 16, 4, 1)]
+        elif self.backward:
             prefs = [(32, 64, 4, 2), (32, 32, 4, 2), (16, 32, 4, 1), (32, 16, 4, 1), (16, 16, 4, 1), (16, 32, 8, 1),
                      (16, 16, 8, 1), (16, 16, 2, 1)]
         else:
