@@ -223,9 +223,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--impls", default=",".join(IMPLS))
     ap.add_argument("--total-time", type=float, default=1e9, help="start no new case after this many seconds")
     a = ap.parse_args(argv)
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    previous = signal.signal(signal.SIGINT, lambda *_: _STOP.__setitem__(0, True))
+    try:
+        return _run(a)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        _STOP[0] = False
+
+
+def _run(a: argparse.Namespace) -> int:
     out_dir = Path(a.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    signal.signal(signal.SIGINT, lambda *_: _STOP.__setitem__(0, True))
     t_start = time.perf_counter()
     device = "cuda" if torch.cuda.is_available() and not a.dry_run else "cpu"
     seqs = [int(s) for s in a.seqs.split(",") if s]
