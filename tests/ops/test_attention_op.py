@@ -178,3 +178,18 @@ def test_nn_attention_module():
     q, k = torch.randn(1, 4, 12, 16), torch.randn(1, 2, 12, 16)
     assert torch.equal(m(q, k, k), wops.attention(q, k, k, causal=True, window=5, softcap=3.0))
     assert "causal=True" in repr(m)
+
+
+def test_torch_compile_traces_the_custom_ops():
+    """fullgraph capture through the fake kernels, forward and backward (aot_eager: no inductor codegen)."""
+    q = torch.randn(1, 4, 20, 32, requires_grad=True)
+    k = torch.randn(1, 2, 20, 32, requires_grad=True)
+
+    def f(q, k):
+        return wops.attention(q, k, k, causal=True, softcap=4.0).sum()
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    g = torch.autograd.grad(compiled(q, k), (q, k))
+    g_ref = torch.autograd.grad(f(q, k), (q, k))
+    for a, b in zip(g, g_ref):
+        assert torch.equal(a, b)
