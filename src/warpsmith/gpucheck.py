@@ -48,6 +48,16 @@ _ROPE = [({"B": 2, "S": 128, "Hq": 32, "Hk": 8, "R2": 64}, {}),
          ({"B": 2, "S": 9, "Hq": 4, "Hk": 4, "R2": 32}, {"cos_sin": "per_token"})]
 _XENT = [({"M": 16, "V": 32000}, {}), ({"M": 4, "V": 128256}, {"reduction": "none"}), ({"M": 7, "V": 1001}, {})]
 _FUSED = [({"M": 64, "H": 512, "V": 4096}, {}), ({"M": 37, "H": 300, "V": 1001}, {"bias": True})]
+# attention: aligned LLM heads (d 64/128), odd lengths and head dims (80, 96, 192 with Dv 128, 256),
+# GQA, every mask path (causal, window, softcap, bias) and packed sequences
+_ATTN = [({"Sq": 512, "Sk": 512, "B": 1, "H": 2, "G": 4, "D": 128}, {"causal": True}),
+         ({"Sq": 256, "Sk": 256, "B": 2, "H": 2, "G": 1, "D": 64}, {}),
+         ({"Sq": 77, "Sk": 300, "B": 1, "H": 2, "G": 3, "D": 80}, {"causal": True, "window_left": 64, "softcap": 30.0}),
+         ({"Sq": 128, "Sk": 128, "B": 1, "H": 1, "G": 2, "D": 256}, {"causal": True}),
+         ({"Sq": 100, "Sk": 100, "B": 1, "H": 2, "G": 1, "D": 192, "Dv": 128}, {}),
+         ({"Sq": 1000, "Sk": 1000, "B": 4, "H": 1, "G": 4, "D": 96}, {"varlen": True, "causal": True}),
+         ({"Sq": 128, "Sk": 160, "B": 1, "H": 2, "G": 2, "D": 64}, {"bias": True})]
+_MERGE = [({"M": 4096, "N": 128}, {}), ({"M": 37, "N": 80}, {}), ({"M": 64, "N": 512}, {})]
 _DECODE = [({"B": 8, "Hk": 8, "G": 4, "S": 4096, "D": 128}, {"cache": "paged", "page_size": 16}),  # Llama-3-8B
            ({"B": 4, "Hk": 8, "G": 8, "S": 2048, "D": 128},
             {"cache": "paged", "layout": "HND", "table": "csr", "page_size": 64}),
@@ -69,6 +79,7 @@ PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
     "rope": _ROPE, "rope_backward": _ROPE,
     "cross_entropy": _XENT, "cross_entropy_backward": _XENT,
     "fused_linear_cross_entropy": _FUSED, "fused_linear_cross_entropy_backward": _FUSED,
+    "attention": _ATTN, "attention_backward": _ATTN, "merge_attention_states": _MERGE,
     "attention_decode": _DECODE, "attention_decode_mla": _MLA,
 }
 

@@ -5,7 +5,7 @@
 checkpoint loads into either and ``isinstance`` checks still hold; only ``forward`` changes. What a
 kernel does not support (normalizing over several trailing dimensions, a softmax over another
 dimension, class weights) is refused at construction with an error naming it, never run silently
-some other way. ``SwiGLU``, ``GEGLU`` and ``LinearCrossEntropyLoss`` have no ``torch.nn``
+some other way. ``SwiGLU``, ``GEGLU``, ``LinearCrossEntropyLoss`` and ``Attention`` have no ``torch.nn``
 counterpart. :func:`from_torch` converts an existing module, sharing its parameters (an optimizer
 built before the conversion keeps working).
 
@@ -134,6 +134,26 @@ class GEGLU(torch.nn.Module):
         return ops.geglu(gate, up, approximate=self.approximate)
 
 
+class Attention(torch.nn.Module):
+    """Scaled dot-product attention with fixed semantics: ``forward(q, k, v, cu_seqlens_q=None,
+    cu_seqlens_k=None)`` is :func:`warpsmith.ops.attention` with this module's ``causal``,
+    ``window``, ``scale`` and ``softcap`` (no parameters; (B, H, S, D) or packed (T, H, D) inputs,
+    GQA by head counts)."""
+
+    def __init__(self, causal=False, window=None, scale: Optional[float] = None,
+                 softcap: Optional[float] = None) -> None:
+        super().__init__()
+        self.causal, self.window, self.scale, self.softcap = causal, window, scale, softcap
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: Optional[torch.Tensor] = None,
+                cu_seqlens_k: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return ops.attention(q, k, v, causal=self.causal, window=self.window, scale=self.scale, softcap=self.softcap,
+                             cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k)
+
+    def extra_repr(self) -> str:
+        return f"causal={self.causal!r}, window={self.window!r}, scale={self.scale!r}, softcap={self.softcap!r}"
+
+
 _CONVERTIBLE = {torch.nn.RMSNorm: RMSNorm, torch.nn.LayerNorm: LayerNorm, torch.nn.Softmax: Softmax,
                 torch.nn.LogSoftmax: LogSoftmax, torch.nn.CrossEntropyLoss: CrossEntropyLoss}
 
@@ -164,4 +184,4 @@ def from_torch(module: torch.nn.Module) -> torch.nn.Module:
 
 
 __all__ = ["RMSNorm", "LayerNorm", "Softmax", "LogSoftmax", "CrossEntropyLoss", "LinearCrossEntropyLoss",
-           "SwiGLU", "GEGLU", "from_torch"]
+           "SwiGLU", "GEGLU", "Attention", "from_torch"]

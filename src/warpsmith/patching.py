@@ -14,7 +14,11 @@ What it replaces, in one model (other models in the process are untouched):
   the labels as Hugging Face's causal-LM loss does and calls ``warpsmith.ops.cross_entropy``;
   ``loss="fused_linear"`` computes the loss from the last hidden states and ``lm_head`` with
   ``warpsmith.ops.fused_linear_cross_entropy`` and never materializes the logits (the output's
-  ``logits`` is then None whenever ``labels`` are given); ``loss=None`` keeps the model's loss.
+  ``logits`` is then None whenever ``labels`` are given); ``loss=None`` keeps the model's loss;
+- attention (``attention=True``, off by default): registers ``"warpsmith"`` with Hugging Face's
+  ``AttentionInterface`` (and ``AttentionMaskInterface``, with the SDPA mask builder) and switches
+  the model to it: every attention layer then runs ``warpsmith::attention`` (GQA native, causal
+  top-left as SDPA, the mask as an additive bias, softcap where the model passes one).
 
 Supported families (tested on tiny random models built from a config): llama, mistral, qwen2.
 """
@@ -46,11 +50,12 @@ class PatchReport:
     mlp: int = 0
     rope_attention_layers: int = 0
     loss: Optional[str] = None
+    attention: Optional[str] = None
     skipped: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         text = (f"{self.family}: {self.rms_norm} RMSNorm, {self.mlp} MLP, {self.rope_attention_layers} attention "
-                f"layers (RoPE), loss {self.loss or 'unchanged'}")
+                f"layers (RoPE), loss {self.loss or 'unchanged'}, attention {self.attention or 'unchanged'}")
         return text + (f"; skipped: {'; '.join(self.skipped)}" if self.skipped else "")
 
 
@@ -135,14 +140,61 @@ def _fused_forward(original):
     return forward
 
 
+ATTENTION_NAME = "warpsmith"
+
+
+def hf_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                         attention_mask: Optional[torch.Tensor], dropout: float = 0.0, scaling: Optional[float] = None,
+                         is_causal: Optional[bool] = None, **kwargs):
+    """Hugging Face's attention-function signature on ``warpsmith::attention``: (B, H, S, D) query and
+    key/value heads (GQA native), the mask (boolean or additive, as the SDPA mask builder makes it)
+    as a score bias, ``is_causal`` top-left as SDPA (used only without a mask and for more than one
+    query, as Hugging Face's SDPA path does), ``softcap`` when given. Returns ((B, S, H, Dv), None)."""
+    from .ops.attention.op import attention_op, scaled_dot_product_attention
+
+    if dropout:
+        raise InvalidInputError("attention dropout", "0.0 (warpsmith attention has no dropout)", dropout)
+    q_len = query.shape[2]
+    is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    is_causal = bool(q_len > 1 and attention_mask is None and is_causal)
+    if attention_mask is not None and attention_mask.dim() == 4:
+        attention_mask = attention_mask[:, :, :, : key.shape[2]]
+    softcap = kwargs.get("softcap")
+    if softcap:
+        bias = None
+        if attention_mask is not None:
+            bias = attention_mask if attention_mask.dtype != torch.bool else torch.zeros(
+                attention_mask.shape, dtype=query.dtype, device=query.device).masked_fill_(~attention_mask, float("-inf"))
+            bias = bias.expand(query.shape[0], query.shape[1], q_len, key.shape[2])
+        out, _ = attention_op(query, key, value, None, None, bias, is_causal, "top_left", -1, -1,
+                              float(scaling or 0.0), float(softcap))
+    else:
+        out = scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, is_causal=is_causal,
+                                           scale=scaling, enable_gqa=True)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def register_attention() -> str:
+    """Register :func:`hf_attention_forward` as ``"warpsmith"`` with transformers' attention (and mask)
+    interfaces; returns the name."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import sdpa_mask
+
+    AttentionInterface.register(ATTENTION_NAME, hf_attention_forward)
+    AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
+    return ATTENTION_NAME
+
+
 def patch(model: torch.nn.Module, *, rms_norm: bool = True, mlp: bool = True, rope: bool = True,
-          loss: Optional[str] = "cross_entropy") -> PatchReport:
+          loss: Optional[str] = "cross_entropy", attention: bool = False) -> PatchReport:
     """Replace ``model``'s matching modules and functions with warpsmith's (in place; idempotent).
 
     Args:
         model: a Hugging Face ``LlamaForCausalLM`` / ``LlamaModel`` (or Mistral, Qwen2).
         rms_norm, mlp, rope: which parts to replace.
         loss: "cross_entropy", "fused_linear" (needs a ``*ForCausalLM`` with ``lm_head``) or None.
+        attention: run attention on ``warpsmith::attention`` (registered with transformers'
+            ``AttentionInterface`` as "warpsmith"; the model's attention implementation is switched).
 
     Returns:
         A :class:`PatchReport` of what was replaced.
@@ -203,7 +255,14 @@ def patch(model: torch.nn.Module, *, rms_norm: bool = True, mlp: bool = True, ro
             model.forward = types.MethodType(_fused_forward(type(model).forward), model)
             model._warpsmith_fused = True
         report.loss = loss
+    if attention:
+        name = register_attention()
+        if hasattr(model, "set_attn_implementation"):
+            model.set_attn_implementation(name)
+        else:
+            model.config._attn_implementation = name
+        report.attention = name
     return report
 
 
-__all__ = ["patch", "PatchReport", "FAMILIES"]
+__all__ = ["patch", "PatchReport", "FAMILIES", "hf_attention_forward", "register_attention"]

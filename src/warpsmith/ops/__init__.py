@@ -36,6 +36,7 @@ from .activation.op import geglu, swiglu  # noqa: E402
 from .rope.op import rope, rope_hf  # noqa: E402
 from .softmax.op import log_softmax, softmax  # noqa: E402
 from .cross_entropy.op import cross_entropy, fused_linear_cross_entropy  # noqa: E402
+from .attention.op import attention, merge_attention_states, scaled_dot_product_attention  # noqa: E402
 from .attention.decode_op import attention_decode, mla_decode  # noqa: E402
 
 __all__ = ["matmul"]
@@ -44,4 +45,5 @@ __all__ += ["softmax", "log_softmax"]
 __all__ += ["swiglu", "geglu"]
 __all__ += ["rope", "rope_hf"]
 __all__ += ["cross_entropy", "fused_linear_cross_entropy"]
+__all__ += ["attention", "scaled_dot_product_attention", "merge_attention_states"]
 __all__ += ["attention_decode", "mla_decode"]

@@ -19,7 +19,9 @@ a module-level ``CONTRACTS`` list (or one ``CONTRACT``) of :class:`KernelContrac
 
 Optional: ``Tensor(..., values=(lo, hi))`` declares that every element of an integer tensor
 lies in ``[lo, hi)`` (a gather or block table: addresses computed from it are proved under
-that precondition); ``split=Split(tensor="a_ptr", dim=1, axis=1)`` declares a split reduction
+that precondition), and ``monotone=True`` that its values do not decrease with the offset (the
+offsets of packed sequences, ``cu_seqlens``: programs of different sequences then write disjoint
+rows); ``split=Split(tensor="a_ptr", dim=1, axis=1)`` declares a split reduction
 (grid axis ``axis`` enumerates slices of ``tensor``'s dimension ``dim``), for the
 split-coverage obligation; ``guards`` names constexpr knobs that are specializations, with the
 domain constraint each needs, as a constraint or a function of the constexprs
@@ -49,6 +51,7 @@ class Tensor:
     strides: tuple[Any, ...]
     output: bool = False
     values: tuple[Any, Any] | None = None
+    monotone: bool = False  # with values: non-decreasing along its (1-D) offsets, e.g. cu_seqlens
 
     def span(self) -> Any:
         """Largest element offset inside the tensor (strides are non-negative in every contract)."""

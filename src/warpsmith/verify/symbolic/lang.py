@@ -518,6 +518,7 @@ def make_tl(tracer: Any) -> Any:
         erf=data, sigmoid=data, abs=data, fma=data, cos=data, sin=data, tanh=data, argmax=data, argmin=data,
         cumsum=cumsum, softmax=data, math=types.SimpleNamespace(erf=data, exp=data, rsqrt=data, tanh=data),
         device_assert=lambda *a, **k: None, static_assert=lambda *a, **k: None, debug_barrier=lambda: None,
+        PropagateNan=types.SimpleNamespace(ALL="all", NONE="none"),  # minimum/maximum's NaN flag: float data only
     )
     ns.range = tracer.range_not_rewritten
     for name in ("reshape", "trans", "permute", "expand_dims", "broadcast_to", "split"):

@@ -151,8 +151,11 @@ class Prover:
             if t.values is None:
                 continue
             lo, hi = t.values
-            for app in _apps(facts, f"value_{name}"):
+            apps = _apps(facts, f"value_{name}")
+            for app in apps:
                 out.append(z3.And(app >= lo, app < hi))
+            if t.monotone:  # offsets in order read values in order
+                out += [z3.Implies(a.arg(0) <= b.arg(0), a <= b) for a in apps for b in apps if a is not b]
         return out
 
     def _cex(self, model: Any, extra: Mapping[str, Any]) -> dict[str, Any]:
