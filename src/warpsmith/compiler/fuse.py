@@ -1,0 +1,134 @@
+"""Partition: which pointwise and reduction nodes run together in one generated kernel.
+
+:func:`partition` is greedy: nodes are visited in program order, and a pointwise or reduction
+node joins the group of one of its producers when the group can take it (below) and the groups
+stay acyclic; otherwise it starts a group. A :class:`Partition` is plain data (groups of node
+names), so a search over partitions can replace the greedy choice later; no such search exists
+yet.
+
+A group has a *domain*, the shape its kernel iterates over:
+
+- ``pointwise``: every node has the domain's shape; operands from outside may broadcast.
+- ``rows``: the domain is (..., N) and the kernel holds whole rows (N <= :data:`MAX_ROW`); nodes
+  are *full* (shape (..., N)) or *row-shaped* ((..., 1) or (...)), reductions over the last dim
+  turn full values into row-shaped ones, and full nodes may use row-shaped (..., 1) values (the
+  keepdim broadcast). A pointwise group becomes a rows group when a reduction of its domain joins.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .ir import Graph, Node
+
+MAX_ROW = 16384  # the longest row a rows kernel holds in registers
+FUSABLE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.bool)
+
+
+@dataclass
+class Group:
+    kind: str  # "pointwise" | "rows"
+    domain: tuple[int, ...]
+    nodes: list[Node] = field(default_factory=list)
+
+    def row_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return (self.domain[:-1] + (1,), self.domain[:-1]) if self.kind == "rows" else ()
+
+
+@dataclass
+class Partition:
+    groups: list[Group]
+
+    def group_of(self) -> dict[str, int]:
+        return {n.name: i for i, g in enumerate(self.groups) for n in g.nodes}
+
+
+def fusable(n: Node) -> bool:
+    return n.kind in ("pointwise", "reduction") and n.dtype in FUSABLE_DTYPES and n.shape is not None
+
+
+def _can_take(g: Group, n: Node) -> Group | None:
+    """The group ``g`` would become with ``n`` in it, or None."""
+    inside = [a for a in n.operands() if a in g.nodes]
+    if n.kind == "reduction":
+        x = n.args[0]
+        d = x.shape
+        if x not in g.nodes or len(d) < 1 or not 2 <= d[-1] <= MAX_ROW:
+            return None
+        if g.kind == "pointwise" and g.domain == d:
+            return Group("rows", d, g.nodes + [n])
+        if g.kind == "rows" and g.domain == d:
+            return Group("rows", d, g.nodes + [n])
+        return None
+    if g.kind == "pointwise":
+        if n.shape == g.domain and all(a.shape == g.domain for a in inside):
+            return Group("pointwise", g.domain, g.nodes + [n])
+        return None
+    full, rows = g.domain, g.row_shapes()
+    if n.shape == full:
+        ok = all(a.shape == full or a.shape == rows[0] or (len(full) == 1 and a.shape == ()) for a in inside)
+    elif n.shape in rows:
+        ok = all(a.shape == n.shape for a in inside)
+    else:
+        ok = False
+    return Group("rows", full, g.nodes + [n]) if ok else None
+
+
+def _acyclic(graph: Graph, groups: list[Group]) -> bool:
+    """Whether the groups, each contracted to one step, leave the program acyclic."""
+    step = {}
+    for i, g in enumerate(groups):
+        for n in g.nodes:
+            step[n.name] = f"g{i}"
+    edges: dict[str, set[str]] = {}
+    for n in graph.nodes:
+        s = step.get(n.name, n.name)
+        for a in n.operands():
+            t = step.get(a.name, a.name)
+            if t != s:
+                edges.setdefault(t, set()).add(s)
+    state: dict[str, int] = {}
+
+    def visit(v: str) -> bool:
+        state[v] = 1
+        for w in edges.get(v, ()):
+            if state.get(w) == 1 or (w not in state and not visit(w)):
+                return False
+        state[v] = 2
+        return True
+
+    return all(visit(v) for v in list(edges) if v not in state)
+
+
+def partition(graph: Graph) -> Partition:
+    """Greedy fusion of the graph's pointwise and reduction nodes (see the module docstring)."""
+    groups: list[Group] = []
+    where: dict[str, int] = {}
+    for n in graph.nodes:
+        if not fusable(n):
+            continue
+        placed = False
+        for a in n.operands():
+            if a.name not in where:
+                continue
+            i = where[a.name]
+            bigger = _can_take(groups[i], n)
+            if bigger is None:
+                continue
+            trial = groups[:i] + [bigger] + groups[i + 1:]
+            if _acyclic(graph, trial):
+                groups[i] = bigger
+                where[n.name] = i
+                placed = True
+                break
+        if not placed:
+            if n.kind == "reduction":
+                d = n.args[0].shape
+                if len(d) < 1 or not 2 <= d[-1] <= MAX_ROW:
+                    continue  # stays unfused: an ATen fallback
+                groups.append(Group("rows", d, [n]))
+            else:
+                groups.append(Group("pointwise", n.shape, [n]))
+            where[n.name] = len(groups) - 1
+    return Partition(groups)
