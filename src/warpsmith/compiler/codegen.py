@@ -24,14 +24,8 @@ BLOCK = 1024  # elements per program of a pointwise kernel
 
 HELPERS = '''
 @triton.jit
-def _ws_tanh(x):
-    e = tl.exp(-2.0 * tl.abs(x))
-    t = (1.0 - e) / (1.0 + e)
-    return tl.where(x < 0, -t, t)
-
-
-@triton.jit
 def _ws_log1p(x):
+    """log(1 + x), accurate for small x (the rounding of 1 + x is divided out)."""
     u = 1.0 + x
     d = u - 1.0
     return tl.where(d == 0.0, x, tl.log(u) * (x / tl.where(d == 0.0, 1.0, d)))
@@ -39,10 +33,19 @@ def _ws_log1p(x):
 
 @triton.jit
 def _ws_expm1(x):
+    """exp(x) - 1, accurate for small x (Kahan's trick)."""
     u = tl.exp(x)
     d = u - 1.0
     lu = tl.log(u)
     return tl.where(u == 1.0, x, tl.where(d == -1.0, -1.0, d * (x / tl.where(lu == 0.0, 1.0, lu))))
+
+
+@triton.jit
+def _ws_tanh(x):
+    """tanh(x) = -expm1(-2|x|) / (2 + expm1(-2|x|)), sign restored: accurate near 0 as well."""
+    t = _ws_expm1(-2.0 * tl.abs(x))
+    y = -t / (2.0 + t)
+    return tl.where(x != x, x, tl.where(x < 0, -y, y))
 '''
 
 TL_DTYPE = {torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16", torch.float32: "tl.float32"}

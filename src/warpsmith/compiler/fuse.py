@@ -122,6 +122,8 @@ def partition(graph: Graph) -> Partition:
                 where[n.name] = i
                 placed = True
                 break
+        if placed:
+            _merge_producers(graph, groups, where, n)
         if not placed:
             if n.kind == "reduction":
                 d = n.args[0].shape
@@ -131,4 +133,33 @@ def partition(graph: Graph) -> Partition:
             else:
                 groups.append(Group("pointwise", n.shape, [n]))
             where[n.name] = len(groups) - 1
-    return Partition(groups)
+    return Partition([g for g in groups if g.nodes])
+
+
+def _merge(a: Group, b: Group) -> Group | None:
+    """One group running both, when their domains agree (a pointwise group joins a rows group of its
+    shape as full nodes)."""
+    if a.domain != b.domain:
+        return None
+    kind = "rows" if "rows" in (a.kind, b.kind) else "pointwise"
+    return Group(kind, a.domain, a.nodes + b.nodes)
+
+
+def _merge_producers(graph: Graph, groups: list[Group], where: dict[str, int], n: Node) -> None:
+    """After ``n`` joined a group, pull the other groups that feed it into that group too."""
+    for a in n.operands():
+        i, j = where[n.name], where.get(a.name)
+        if j is None or j == i or not groups[j].nodes:
+            continue
+        both = _merge(groups[i], groups[j])
+        if both is None:
+            continue
+        # keep program order inside the merged group
+        order = {m.name: k for k, m in enumerate(graph.nodes)}
+        both.nodes.sort(key=lambda m: order[m.name])
+        trial = list(groups)
+        trial[i], trial[j] = both, Group(groups[j].kind, groups[j].domain, [])
+        if _acyclic(graph, [g for g in trial if g.nodes]):
+            groups[i], groups[j] = both, trial[j]
+            for m in both.nodes:
+                where[m.name] = i

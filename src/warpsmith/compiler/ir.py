@@ -178,7 +178,9 @@ def build(captured: Any) -> Graph:
 
 def _single_leaf(ep: Any) -> bool:
     spec = ep.call_spec.out_spec
-    return spec is None or getattr(spec, "num_children", len(getattr(spec, "children_specs", []))) == 0
+    if spec is None:
+        return True
+    return spec.is_leaf() if hasattr(spec, "is_leaf") else spec.num_children == 0
 
 
 def _classify(fx: Any, conv: Any, shape: Any, dtype: Any) -> Node:
