@@ -28,6 +28,7 @@ EXPECTED = {
     "rowsum_norm": (1, [], []),
     "with_fallback": (2, [], ["cumsum"]),
     "half_gelu_logsumexp": (1, ["matmul"], []),
+    "bf16_standardize": (2, [], []),  # the sigmoid of the (24,) gate is its own kernel (no recompute yet)
 }
 
 
@@ -70,8 +71,6 @@ def test_emitted_files_import_only_torch_triton_and_the_standard_library(solved)
     for name in EXPECTED:
         tops = _imports(out / f"{name}_new.py")
         assert tops <= {"torch", "triton"} | set(sys.stdlib_module_names), (name, tops)
-        assert "warpsmith" not in (out / f"{name}_new.py").read_text().replace("warpsmith solve", "") \
-            .replace("warpsmith library", "").replace("warpsmith compiler", "").split("import")[0] or True
 
 
 BLOCKED_RUN = r'''
@@ -123,7 +122,7 @@ def test_strict_refuses_fallbacks_and_writes_nothing(tmp_path):
     assert not out.exists()
     doc = json.loads(rep.read_text())
     assert doc["status"] == "refused" and [f["op"] for f in doc["fallbacks"]] == ["aten.cumsum.default"]
-    assert "line 12" in doc["fallbacks"][0]["line"]
+    assert doc["fallbacks"][0]["line"].startswith("line 11: return torch.cumsum")
 
 
 def test_a_rejected_program_is_never_written(tmp_path, monkeypatch):
@@ -218,3 +217,11 @@ def test_explain_prints_the_ir_and_the_kernels(tmp_path):
     res = solve(HERE / "swish_chain.py", None, verify=False)
     text = res.explain()
     assert "pointwise sigmoid(%x)" in text and "_ws_fused_0: pointwise over [3, 5, 7]" in text
+
+
+def test_fusion_merges_siblings_and_row_shaped_producers():
+    g, notes, prog = compile_problem(HERE / "bf16_standardize.py")
+    rows = [k for k in prog.kernels if k.group.kind == "rows"]
+    assert len(rows) == 1
+    assert {n.op for n in rows[0].group.nodes} >= {"mean", "var", "sqrt", "div", "amin"}
+    assert [n.name for n in rows[0].outputs] == ["mul", "amin"]

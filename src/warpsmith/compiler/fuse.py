@@ -133,33 +133,82 @@ def partition(graph: Graph) -> Partition:
             else:
                 groups.append(Group("pointwise", n.shape, [n]))
             where[n.name] = len(groups) - 1
+    _merge_siblings(graph, groups, where)
     return Partition([g for g in groups if g.nodes])
 
 
+def valid(g: Group) -> bool:
+    """Whether one kernel of ``g``'s kind can run all of its nodes (the rules of the module docstring)."""
+    inside = {n.name for n in g.nodes}
+    full, rows = g.domain, g.row_shapes()
+    for n in g.nodes:
+        ins = [a for a in n.operands() if a.name in inside]
+        if n.kind == "reduction":
+            if g.kind != "rows" or n.args[0].shape != full:
+                return False
+        elif g.kind == "pointwise":
+            if n.shape != full or any(a.shape != full for a in ins):
+                return False
+        elif n.shape == full:
+            if any(a.shape not in (full, rows[0]) and not (len(full) == 1 and a.shape == ()) for a in ins):
+                return False
+        elif n.shape in rows:
+            if any(a.shape != n.shape for a in ins):
+                return False
+        else:
+            return False
+    return True
+
+
 def _merge(a: Group, b: Group) -> Group | None:
-    """One group running both, when their domains agree (a pointwise group joins a rows group of its
-    shape as full nodes)."""
-    if a.domain != b.domain:
+    """One group running both, or None: same domain (a pointwise group joins a rows group of its
+    shape as full nodes), or a pointwise group over a row shape of a rows group (as row nodes)."""
+    if a.domain == b.domain:
+        kind, dom = ("rows" if "rows" in (a.kind, b.kind) else "pointwise"), a.domain
+    elif a.kind == "rows" and b.kind == "pointwise" and b.domain in a.row_shapes():
+        kind, dom = "rows", a.domain
+    elif b.kind == "rows" and a.kind == "pointwise" and a.domain in b.row_shapes():
+        kind, dom = "rows", b.domain
+    else:
         return None
-    kind = "rows" if "rows" in (a.kind, b.kind) else "pointwise"
-    return Group(kind, a.domain, a.nodes + b.nodes)
+    g = Group(kind, dom, a.nodes + b.nodes)
+    return g if valid(g) else None
+
+
+def _try_merge(graph: Graph, groups: list[Group], where: dict[str, int], i: int, j: int) -> bool:
+    """Merge group j into group i when one kernel can run both and the program stays acyclic."""
+    if i == j or not groups[i].nodes or not groups[j].nodes:
+        return False
+    both = _merge(groups[i], groups[j])
+    if both is None:
+        return False
+    order = {m.name: k for k, m in enumerate(graph.nodes)}
+    both.nodes.sort(key=lambda m: order[m.name])  # program order inside the merged group
+    trial = list(groups)
+    trial[i], trial[j] = both, Group(groups[j].kind, groups[j].domain, [])
+    if not _acyclic(graph, [g for g in trial if g.nodes]):
+        return False
+    groups[i], groups[j] = both, trial[j]
+    for m in both.nodes:
+        where[m.name] = i
+    return True
+
+
+def _merge_siblings(graph: Graph, groups: list[Group], where: dict[str, int]) -> None:
+    """Horizontal fusion: groups of one domain reading a common operand run as one kernel."""
+    def reads(g: Group) -> set[str]:
+        names = {n.name for n in g.nodes}
+        return {a.name for n in g.nodes for a in n.operands() if a.name not in names}
+
+    for i in range(len(groups)):
+        for j in range(i + 1, len(groups)):
+            if groups[i].nodes and groups[j].nodes and reads(groups[i]) & reads(groups[j]):
+                _try_merge(graph, groups, where, i, j)
 
 
 def _merge_producers(graph: Graph, groups: list[Group], where: dict[str, int], n: Node) -> None:
     """After ``n`` joined a group, pull the other groups that feed it into that group too."""
     for a in n.operands():
-        i, j = where[n.name], where.get(a.name)
-        if j is None or j == i or not groups[j].nodes:
-            continue
-        both = _merge(groups[i], groups[j])
-        if both is None:
-            continue
-        # keep program order inside the merged group
-        order = {m.name: k for k, m in enumerate(graph.nodes)}
-        both.nodes.sort(key=lambda m: order[m.name])
-        trial = list(groups)
-        trial[i], trial[j] = both, Group(groups[j].kind, groups[j].domain, [])
-        if _acyclic(graph, [g for g in trial if g.nodes]):
-            groups[i], groups[j] = both, trial[j]
-            for m in both.nodes:
-                where[m.name] = i
+        j = where.get(a.name)
+        if j is not None:
+            _try_merge(graph, groups, where, where[n.name], j)

@@ -211,9 +211,16 @@ def _reduction(base: Node, packet: str, overload: str, args: list, kwargs: dict)
     rank = len(x.shape)
     if packet == "var":
         dims = args[1] if len(args) > 1 else kwargs.get("dim")
-        keep = kwargs.get("keepdim", args[3] if len(args) > 3 else False)
-        corr = kwargs.get("correction", 1)
-        if overload not in ("correction", "dim") or overload == "dim" and len(args) > 2:
+        if overload == "dim":  # var(x, dim, unbiased=True, keepdim=False)
+            unbiased = args[2] if len(args) > 2 else kwargs.get("unbiased", True)
+            keep = args[3] if len(args) > 3 else kwargs.get("keepdim", False)
+            corr = 1 if unbiased else 0
+        elif overload == "correction":  # var(x, dim, *, correction=None, keepdim=False)
+            keep = kwargs.get("keepdim", False)
+            corr = kwargs.get("correction", 1)
+        else:
+            return base
+        if isinstance(corr, bool) or not isinstance(corr, (int, float)) and corr is not None:
             return base
         attrs = {"correction": 1 if corr is None else corr}
     else:
