@@ -30,6 +30,8 @@ EXPECTED = {
     "with_fallback": (2, [], ["cumsum"]),
     "half_gelu_logsumexp": (1, ["matmul"], []),
     "bf16_standardize": (2, [], []),  # the sigmoid of the (24,) gate is its own kernel (no recompute yet)
+    "colnorm": (4, [], []),  # views (permute, unsqueeze) are fusion barriers for now
+    "mlp_blocks": (3, ["layer_norm", "matmul", "matmul", "layer_norm", "matmul", "matmul", "matmul", "softmax"], []),
 }
 
 
@@ -105,7 +107,7 @@ print("ok")
 def test_emitted_files_run_where_warpsmith_cannot_be_imported(solved, tmp_path):
     out, _ = solved
     args = []
-    for name in ("linear_relu", "rowsum_norm", "rmsnorm_written", "with_fallback"):
+    for name in ("linear_relu", "rowsum_norm", "rmsnorm_written", "with_fallback", "mlp_blocks"):
         args += [str(out / f"{name}_new.py"), str(HERE / f"{name}.py")]
     # -I: no PYTHONPATH, no user site, no script folder; the import hook refuses warpsmith even if
     # site-packages holds an editable install of it
@@ -263,3 +265,13 @@ def test_emitted_kernels_compile_for_a_real_gpu_target(solved, tmp_path):
     r = subprocess.run([sys.executable, "-c", COMPILE_ONLY, *args], capture_output=True, text=True, cwd=tmp_path,
                        env=env, timeout=900)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+
+
+def test_lowering_notes_for_a_level_2_style_model():
+    g, notes, prog = compile_problem(HERE / "mlp_blocks.py")
+    text = "\n".join(notes)
+    assert "dropout with p=0.0, train=True is the identity" in text
+    assert "mean over dim 1 -> permute (view) + row reduction over the last dim" in text
+    assert "matmul of a 3-D and a 2-D operand -> library matmul" in text
+    assert sum("fused into" in line and "epilogue" in line for line in notes) == 2  # both GELUs
+    assert not prog.fallbacks

@@ -37,10 +37,15 @@ def _ws_matmul(a, b, bias, activation):
     return c if batched else c[0]
 
 
+def _ws_matmul_nd(x, b, bias, activation):
+    """x (..., K) @ b (K, N) [+ bias]: the leading dims of x flattened into rows."""
+    y = _ws_matmul(x.reshape(-1, x.shape[-1]), b, bias, activation)
+    return y.view(*x.shape[:-1], b.shape[1])
+
+
 def _ws_linear(x, w, bias, activation):
     """x (..., K) @ w (N, K)^T [+ bias]: w is read transposed through its strides, never copied."""
-    y = _ws_matmul(x.reshape(-1, x.shape[-1]), w.t(), bias, activation)
-    return y.view(*x.shape[:-1], w.shape[0])
+    return _ws_matmul_nd(x, w.t(), bias, activation)
 '''
 
 SOFTMAX = '''
@@ -106,7 +111,7 @@ def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
     """The emitted expression computing library node ``n``."""
     a = n.args
     if n.op == "matmul":
-        fn = "_ws_linear" if n.attrs["form"] == "linear" else "_ws_matmul"
+        fn = {"linear": "_ws_linear", "nd": "_ws_matmul_nd"}.get(n.attrs["form"], "_ws_matmul")
         return f"{fn}({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['activation']!r})"
     if n.op == "softmax":
         return f"_ws_softmax({v(a[0])}, {n.attrs['log']})"

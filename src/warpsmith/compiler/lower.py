@@ -24,7 +24,7 @@ ACTIVATIONS = {"relu": "relu", "silu": "silu"}
 def lower(g: Graph) -> list[str]:
     """Rewrite ``g`` in place; returns one line per rewrite made (for ``--explain``)."""
     notes: list[str] = []
-    for rule in (_gemm, _softmax, _norm, _rms_written_out, _epilogue):
+    for rule in (_identity, _reduce_other_dim, _gemm, _softmax, _norm, _rms_written_out, _epilogue):
         for n in list(g.nodes):
             if n in g.nodes:
                 note = rule(g, n)
@@ -71,6 +71,9 @@ def _gemm(g: Graph, n: Node) -> str | None:
             return None
         _replace(g, n, _lib(n, "matmul", [x, w, b], form="linear", activation="none"))
         return f"{n.name}: linear -> library matmul (A @ W^T + bias)"
+    if n.op == "matmul" and len(a) == 2 and _float_same(*a) and len(a[0].shape) > 2 and len(a[1].shape) == 2:
+        _replace(g, n, _lib(n, "matmul", [a[0], a[1], None], form="nd", activation="none"))
+        return f"{n.name}: matmul of a {len(a[0].shape)}-D and a 2-D operand -> library matmul (rows flattened)"
     if n.op in ("mm", "matmul") and len(a) == 2 and _float_same(*a) and len(a[0].shape) == 2 == len(a[1].shape):
         _replace(g, n, _lib(n, "matmul", [a[0], a[1], None], form="mm", activation="none"))
         return f"{n.name}: {n.op} -> library matmul"
@@ -190,3 +193,67 @@ def _rms_written_out(g: Graph, n: Node) -> str | None:
         _replace(g, last, lib)
         return f"{last.name}: RMSNorm written out ({', '.join(v.name for v in inner[::-1] + [n])}) -> library rms_norm"
     return None
+
+
+def _identity(g: Graph, n: Node) -> str | None:
+    """``dropout`` with p = 0 or outside training is its input."""
+    if n.kind != "aten" or n.op not in ("dropout", "feature_dropout") or n.kwargs or len(n.args) < 3:
+        return None
+    x, p, train = n.args[:3]
+    if not isinstance(x, Node) or not (p == 0 or train is False) or n in g.outputs:
+        return None
+    for m in g.nodes:
+        m.args = _sub(m.args, n, x)
+        m.kwargs = {k: _sub(v, n, x) for k, v in m.kwargs.items()}
+    g.nodes.remove(n)
+    return f"{n.name}: {n.op} with p={p}, train={train} is the identity"
+
+
+def _reduce_other_dim(g: Graph, n: Node) -> str | None:
+    """A reduction over one dim that is not the last: permute that dim last (a view), reduce the
+    last dim, and unsqueeze it back for keepdim, so that codegen's row kernels take it."""
+    import torch
+
+    from .ir import REDUCTIONS, _reduction
+
+    if n.kind != "aten" or n.op not in REDUCTIONS or n.op == "var" and n.target is not None and \
+            getattr(n.target, "_overloadname", "") not in ("dim", "correction"):
+        return None
+    x = n.args[0]
+    dims = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim")
+    if isinstance(dims, int):
+        dims = [dims]
+    if not isinstance(x, Node) or not x.shape or not isinstance(dims, (list, tuple)) or len(dims) != 1 or \
+            x.dtype not in FLOATS or n.dtype not in FLOATS:
+        return None
+    rank = len(x.shape)
+    d = dims[0] % rank
+    if d == rank - 1:
+        return None
+    perm = [i for i in range(rank) if i != d] + [d]
+    pshape = tuple(x.shape[i] for i in perm)
+    view = Node(f"{n.name}_perm", "view", "permute", [x, perm], pshape, x.dtype,
+                target=torch.ops.aten.permute.default, line=n.line)
+    args = [view, [-1]] + list(n.args[2:])
+    probe = Node(n.name, "aten", n.op, args, None, n.dtype, target=n.target, kwargs=dict(n.kwargs))
+    if n.op == "var":
+        keep = args[3] if getattr(n.target, "_overloadname", "") == "dim" and len(args) > 3 else n.kwargs.get("keepdim", False)
+    else:
+        keep = args[2] if len(args) > 2 else n.kwargs.get("keepdim", False)
+    probe.shape = pshape[:-1] + ((1,) if keep else ())
+    red = _reduction(probe, n.op, getattr(n.target, "_overloadname", ""), args, dict(n.kwargs))
+    if red.kind != "reduction":
+        return None
+    i = g.nodes.index(n)
+    if keep:  # reduce without keepdim, then put the size-1 dim back where it was
+        red.attrs["keepdim"] = False
+        red.shape = pshape[:-1]
+        red.name = f"{n.name}_rows"
+        back = Node(n.name, "view", "unsqueeze", [red, d], n.shape, n.dtype, target=torch.ops.aten.unsqueeze.default,
+                    line=n.line)
+        g.nodes[i:i] = [view, red]
+        _replace(g, n, back)
+    else:
+        g.nodes[i:i] = [view]
+        _replace(g, n, red)
+    return f"{n.name}: {n.op} over dim {d} -> permute (view) + row reduction over the last dim"
