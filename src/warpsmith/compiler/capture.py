@@ -62,9 +62,11 @@ def load_problem(path: str | Path, seed: int = 0) -> Problem:
     spec = importlib.util.spec_from_file_location(name, p)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     sys.path.insert(0, str(p.parent.resolve()))
+    sys.modules[name] = module  # dataclasses and pickling look the module up by name
     try:
         spec.loader.exec_module(module)  # type: ignore[union-attr]
     except BaseException as e:  # noqa: BLE001 - any failure of the user's file is bad input
+        sys.modules.pop(name, None)
         if isinstance(e, KeyboardInterrupt):
             raise
         raise InvalidInputError("PROBLEM", "a Python file that imports",

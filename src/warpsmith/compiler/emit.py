@@ -123,6 +123,9 @@ def emit(g: Graph, part: Partition, problem_source: str, problem_name: str,
         from ..ops.shared.kernel import to_output
 
         jit.append(to_output)
+    # a `from __future__` import must open the file: lifted out of the problem's source
+    future = [ln for ln in problem_source.splitlines() if ln.startswith("from __future__ import")]
+    problem_source = "\n".join(ln for ln in problem_source.splitlines() if ln not in future)
     head = [f'"""ModelNew for {problem_name}, written by `warpsmith solve` (warpsmith compiler, first slice).',
             "",
             f"Generated kernels: {len(prog.kernels)}; library calls: "
@@ -130,7 +133,7 @@ def emit(g: Graph, part: Partition, problem_source: str, problem_name: str,
             "ATen fallbacks: " + (", ".join(f"{n.op} ({n.name})" for n in prog.fallbacks) or "none") + ".",
             "Views run by ATen: " + (", ".join(n.op for n in prog.views) or "none") + ".",
             "Specialized to the input shapes " + ", ".join(str(s) for s in shapes) + '."""',
-            "import os", "", "import torch", "import torch.nn as nn", "import triton", "import triton.language as tl",
+            *future, "import os", "", "import torch", "import torch.nn as nn", "import triton", "import triton.language as tl",
             "", '_EMULATE = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")  # Triton\'s CPU interpreter',
             "", "# " + "-" * 96, f"# the problem's own source ({problem_name}): ModelNew builds Model to take over its",
             "# parameters, buffers and submodules (same names, same order, same RNG draws); Model.forward is never called",

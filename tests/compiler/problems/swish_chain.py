@@ -1,4 +1,6 @@
 """x * sigmoid(x) + 1, then a broadcast scale and a tanh: one pointwise kernel."""
+from __future__ import annotations
+
 import torch
 import torch.nn as nn
 
