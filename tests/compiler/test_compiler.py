@@ -30,7 +30,8 @@ EXPECTED = {
     "with_fallback": (2, [], ["cumsum"]),
     "half_gelu_logsumexp": (1, ["matmul"], []),
     "bf16_standardize": (2, [], []),  # the sigmoid of the (24,) gate is its own kernel (no recompute yet)
-    "colnorm": (4, [], []),  # views (permute, unsqueeze) are fusion barriers for now
+    "colnorm": (4, [], []),
+    "vector_rows": (1, [], []),  # everything, 0-d values included, in one 1-D row kernel  # views (permute, unsqueeze) are fusion barriers for now
     "mlp_blocks": (3, ["layer_norm", "matmul", "matmul", "layer_norm", "matmul", "matmul", "matmul", "softmax"], []),
 }
 
@@ -275,3 +276,9 @@ def test_lowering_notes_for_a_level_2_style_model():
     assert "matmul of a 3-D and a 2-D operand -> library matmul" in text
     assert sum("fused into" in line and "epilogue" in line for line in notes) == 2  # both GELUs
     assert not prog.fallbacks
+
+
+def test_a_python_scalar_input_is_guarded(solved):
+    out, _ = solved
+    text = (out / "vector_rows_new.py").read_text()
+    assert "if v_k != 3:" in text and "specialized to input shapes [(37,), None]" in text

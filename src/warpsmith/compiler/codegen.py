@@ -118,7 +118,7 @@ class _Writer:
     def _load(self, i: int, a: Node, mode: str) -> None:
         rank = len(self.g.domain)
         if mode == "elem":
-            off = " + ".join([f"i{d} * s{i}_{d}" for d in range(rank)]) or "0"
+            off = " + ".join([f"i{d} * s{i}_{d}" for d in range(rank)]) or "offs * 0"  # rank 0: one element
             ptr, mask = f"in{i}_ptr + {off}", "mask"
         elif mode == "full":
             terms = [f"i{d} * s{i}_{d}" for d in range(rank - 1)] + [f"cols * s{i}_{rank - 1}"]

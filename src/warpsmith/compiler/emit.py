@@ -93,7 +93,7 @@ def _steps(g: Graph, part: Partition) -> list[tuple[str, Any]]:
 
 
 def emit(g: Graph, part: Partition, problem_source: str, problem_name: str,
-         shapes: list[tuple[int, ...] | None]) -> Program:
+         shapes: list[tuple[int, ...] | None], values: list[Any] | None = None) -> Program:
     users = g.users()
     prog = Program("")
     jit: list[Any] = []
@@ -145,12 +145,13 @@ def emit(g: Graph, part: Partition, problem_source: str, problem_name: str,
     if prog.kernels:
         text += HELPERS + "\n\n" + "\n\n".join(k.source for k in prog.kernels) + "\n\n"
     text += "\n\n".join(launchers + [k.launcher for k in prog.kernels]) + "\n\n"
-    text += _model_new(g, shapes, body)
+    text += _model_new(g, shapes, body, values)
     prog.text = text
     return prog
 
 
-def _model_new(g: Graph, shapes: list[tuple[int, ...] | None], body: list[str]) -> str:
+def _model_new(g: Graph, shapes: list[tuple[int, ...] | None], body: list[str],
+               values: list[Any] | None = None) -> str:
     args = [f"v_{n.name}" for n in g.inputs]
     lines = ["class ModelNew(nn.Module):",
              "    def __init__(self, *args, **kwargs):",
@@ -168,6 +169,10 @@ def _model_new(g: Graph, shapes: list[tuple[int, ...] | None], body: list[str]) 
     if checks:
         lines += [f"        if {' or '.join(checks)}:",
                   f"            raise ValueError('this ModelNew is specialized to input shapes {shapes}')"]
+    for a, s, v in zip(args, shapes, values or [None] * len(args)):
+        if s is None and isinstance(v, (bool, int, float, str, type(None))):  # captured as a constant
+            lines += [f"        if {a} != {v!r}:",
+                      f"            raise ValueError('this ModelNew is specialized to {a[2:]} == {v!r}')"]
     tensor_inputs = [a for a, s in zip(args, shapes) if s is not None]
     lines.append(f"        _dev = {tensor_inputs[0]}.device" if tensor_inputs else "        _dev = torch.device('cpu')")
     for name, (key, is_buffer) in g.state.items():

@@ -73,7 +73,8 @@ def compile_problem(path: str | Path, seed: int = 0) -> tuple[Graph, list[str], 
     notes = lower(g)
     part = partition(g)
     shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
-    prog = emit(g, part, problem.source, Path(path).name, shapes)
+    values = [None if hasattr(x, "shape") else x for x in problem.inputs]
+    prog = emit(g, part, problem.source, Path(path).name, shapes, values)
     return g, notes, prog
 
 
