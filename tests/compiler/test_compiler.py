@@ -282,3 +282,19 @@ def test_a_python_scalar_input_is_guarded(solved):
     out, _ = solved
     text = (out / "vector_rows_new.py").read_text()
     assert "if v_k != 3:" in text and "specialized to input shapes [(37,), None]" in text
+
+
+def test_the_partition_interface_takes_another_partitioner(tmp_path):
+    from warpsmith.compiler.fuse import Group, Partition, partition, problems, unfused
+
+    res = solve(HERE / "rowsum_norm.py", tmp_path / "o.py", partitioner=unfused)
+    assert res.status == "accepted" and len(res.program.kernels) == 7  # one kernel per op
+    g, _, _ = compile_problem(HERE / "rowsum_norm.py")
+    assert problems(g, partition(g)) == [] and problems(g, unfused(g)) == []
+    by = {n.name: n for n in g.nodes}
+    # a reduction in a pointwise group, and a node in two groups, are refused
+    bad = Partition([Group("pointwise", (7, 33), [by["add"], by["sum_1"]]), Group("pointwise", (7, 33), [by["add"]])])
+    found = problems(g, bad)
+    assert "add is in more than one group" in found and any("cannot run as one kernel" in f for f in found)
+    with pytest.raises(ValueError, match="unusable partition"):
+        compile_problem(HERE / "rowsum_norm.py", partitioner=lambda graph: bad)

@@ -2,9 +2,10 @@
 
 :func:`partition` is greedy: nodes are visited in program order, and a pointwise or reduction
 node joins the group of one of its producers when the group can take it (below) and the groups
-stay acyclic; otherwise it starts a group. A :class:`Partition` is plain data (groups of node
-names), so a search over partitions can replace the greedy choice later; no such search exists
-yet.
+stay acyclic; otherwise it starts a group. A :class:`Partition` is plain data (groups of nodes),
+and any function ``Graph -> Partition`` whose result :func:`problems` accepts can replace
+:func:`partition` (``compile_problem(..., partitioner=...)``; :func:`unfused` is the one-kernel-
+per-op example), so a search over partitions can come next; no such search exists yet.
 
 A group has a *domain*, the shape its kernel iterates over:
 
@@ -212,3 +213,37 @@ def _merge_producers(graph: Graph, groups: list[Group], where: dict[str, int], n
         j = where.get(a.name)
         if j is not None:
             _try_merge(graph, groups, where, where[n.name], j)
+
+
+def unfused(graph: Graph) -> Partition:
+    """Every fusable node in a group of its own: the other end of the partition space (one kernel
+    per op), and a second partitioner that exercises the interface a search will use."""
+    groups = []
+    for n in graph.nodes:
+        if not fusable(n):
+            continue
+        if n.kind == "reduction":
+            d = n.args[0].shape
+            if len(d) >= 1 and 2 <= d[-1] <= MAX_ROW:
+                groups.append(Group("rows", d, [n]))
+        else:
+            groups.append(Group("pointwise", n.shape, [n]))
+    return Partition(groups)
+
+
+def problems(graph: Graph, part: Partition) -> list[str]:
+    """What makes ``part`` unusable for ``graph`` (empty when codegen can run it): a node in two
+    groups or not fusable, a group one kernel cannot run, or a cycle between groups."""
+    out, seen = [], set()
+    for i, g in enumerate(part.groups):
+        for n in g.nodes:
+            if n.name in seen:
+                out.append(f"{n.name} is in more than one group")
+            seen.add(n.name)
+            if not fusable(n):
+                out.append(f"{n.name} ({n.kind} {n.op}) cannot be fused")
+        if not valid(g):
+            out.append(f"group {i} ({g.kind} over {list(g.domain)}) cannot run as one kernel")
+    if not _acyclic(graph, part.groups):
+        out.append("the groups form a cycle")
+    return out

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from .capture import capture, load_problem
 from .emit import Program, emit
-from .fuse import partition
+from .fuse import Partition, partition, problems
 from .ir import Graph, build
 from .lower import lower
 
@@ -65,13 +65,17 @@ class SolveResult:
         }
 
 
-def compile_problem(path: str | Path, seed: int = 0) -> tuple[Graph, list[str], Program]:
-    """Capture, lower, partition and emit (no verification)."""
+def compile_problem(path: str | Path, seed: int = 0,
+                    partitioner: Callable[[Graph], Partition] = partition) -> tuple[Graph, list[str], Program]:
+    """Capture, lower, partition (with ``partitioner``) and emit (no verification)."""
     problem = load_problem(path, seed=seed)
     cap = capture(problem)
     g = build(cap)
     notes = lower(g)
-    part = partition(g)
+    part = partitioner(g)
+    bad = problems(g, part)
+    if bad:
+        raise ValueError(f"{getattr(partitioner, '__name__', partitioner)} gave an unusable partition: " + "; ".join(bad))
     shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
     values = [None if hasattr(x, "shape") else x for x in problem.inputs]
     prog = emit(g, part, problem.source, Path(path).name, shapes, values)
@@ -80,13 +84,14 @@ def compile_problem(path: str | Path, seed: int = 0) -> tuple[Graph, list[str], 
 
 def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = False, verify: bool = True,
           seed: int = 0, check_kwargs: dict[str, Any] | None = None,
+          partitioner: Callable[[Graph], Partition] = partition,
           progress: Callable[[str], None] | None = None) -> SolveResult:
     """Compile a KernelBench problem into a verified ``ModelNew`` file.
 
     Raises:
         InvalidInputError: the problem file is unusable (exit 2); nothing is written.
     """
-    g, notes, prog = compile_problem(path, seed=seed)
+    g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner)
     res = SolveResult(str(path), "unverified", prog, g, notes)
     if strict and prog.fallbacks:
         res.status = "refused"
