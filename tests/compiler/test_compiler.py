@@ -298,3 +298,15 @@ def test_the_partition_interface_takes_another_partitioner(tmp_path):
     assert "add is in more than one group" in found and any("cannot run as one kernel" in f for f in found)
     with pytest.raises(ValueError, match="unusable partition"):
         compile_problem(HERE / "rowsum_norm.py", partitioner=lambda graph: bad)
+
+
+def test_set_rewrites_sizes_for_both_the_compile_and_the_check(tmp_path):
+    out, rep = tmp_path / "o.py", tmp_path / "r.json"
+    r = CliRunner().invoke(cli, ["solve", str(HERE / "mlp_blocks.py"), "--set", "d=16", "--set", "batch_size=2",
+                                 "-o", str(out), "--json", str(rep)])
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert "\nd = 16\n" in text and "specialized to input shapes [(2, 6, 16)]" in text
+    assert json.loads(rep.read_text())["check"]["accepted"] is True
+    r = CliRunner().invoke(cli, ["solve", str(HERE / "mlp_blocks.py"), "--set", "nope=3", "-o", str(out)])
+    assert r.exit_code == 2 and "nope" in r.output

@@ -23,8 +23,12 @@ from .common import handle_errors, quiet_interpreter
 @click.option("--explain", is_flag=True, help="Print the graph IR, the lowering and the kernels.")
 @click.option("--strict", is_flag=True, help="Refuse (exit 1) a program that needs any ATen fallback.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the model's weights and the check's draws.")
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
+              help="Rewrite a top-level size constant of PROBLEM before it runs (repeatable); the program "
+                   "is compiled and checked at those sizes.")
 @handle_errors
-def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int) -> None:
+def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
+          sets: tuple[str, ...]) -> None:
     """Compile PROBLEM (KernelBench: Model, get_inputs, get_init_inputs) into a ModelNew file.
 
     The program is verified with `warpsmith check` before anything is written to -o.
@@ -34,7 +38,8 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
     if json_out is not None and json_out.exists():
         json_out.unlink()
     with quiet_interpreter():
-        res = run_solve(problem, out, strict=strict, seed=seed, progress=lambda s: click.echo(s, err=True))
+        res = run_solve(problem, out, strict=strict, seed=seed, overrides=list(sets) or None,
+                        progress=lambda s: click.echo(s, err=True))
     if explain:
         click.echo(res.explain())
     if json_out is not None:

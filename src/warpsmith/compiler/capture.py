@@ -44,8 +44,12 @@ class Captured:
     state: dict[str, tuple[str, bool]] = field(default_factory=dict)  # placeholder -> (state_dict key, is_buffer)
 
 
-def load_problem(path: str | Path, seed: int = 0) -> Problem:
+def load_problem(path: str | Path, seed: int = 0, overrides: Any = None) -> Problem:
     """Import a KernelBench problem file and build its model and inputs.
+
+    ``overrides`` (``["batch_size=8", ...]`` or a mapping, as ``warpsmith check --set``) rewrite
+    top-level int/float constants of the source before it runs; :attr:`Problem.source` is then
+    the rewritten source (regenerated from the syntax tree: comments are dropped).
 
     Raises:
         InvalidInputError: the file is missing, does not import, lacks ``Model``/``get_inputs``/
@@ -58,13 +62,15 @@ def load_problem(path: str | Path, seed: int = 0) -> Problem:
         source = p.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise InvalidInputError("PROBLEM", "a readable Python file", f"{p}: {e}") from None
+    if overrides:
+        source = _rewrite(p, source, overrides)
     name = f"_warpsmith_problem_{uuid.uuid4().hex}"
     spec = importlib.util.spec_from_file_location(name, p)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     sys.path.insert(0, str(p.parent.resolve()))
     sys.modules[name] = module  # dataclasses and pickling look the module up by name
     try:
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        exec(compile(source, str(p), "exec"), module.__dict__)  # noqa: S102 - the user's own problem file
     except BaseException as e:  # noqa: BLE001 - any failure of the user's file is bad input
         sys.modules.pop(name, None)
         if isinstance(e, KeyboardInterrupt):
@@ -140,3 +146,22 @@ def _data_dependent(e: BaseException) -> bool:
     text = f"{type(e).__name__} {e}"
     return any(k in text for k in ("DataDependent", "data-dependent", "data dependent", "GuardOnDataDependent",
                                    "Could not guard on", "unbacked"))
+
+
+def _rewrite(p: Path, source: str, overrides: Any) -> str:
+    """The source with ``--set`` constants replaced; unknown names are refused."""
+    import ast
+
+    from ..check.formats import parse_overrides, rewrite_constants, top_level_assignments
+
+    values = parse_overrides(overrides)
+    try:
+        tree = ast.parse(source, filename=str(p))
+    except SyntaxError as e:
+        raise InvalidInputError("PROBLEM", "valid Python", f"{p}:{e.lineno}: {e.msg}") from None
+    known = top_level_assignments(tree)
+    unknown = [k for k in values if k not in known]
+    if unknown:
+        raise InvalidInputError("--set", f"top-level constants of {p.name} ({', '.join(sorted(known)) or 'none'})",
+                                ", ".join(unknown))
+    return ast.unparse(rewrite_constants(tree, values)) + "\n"

@@ -66,9 +66,11 @@ class SolveResult:
 
 
 def compile_problem(path: str | Path, seed: int = 0,
-                    partitioner: Callable[[Graph], Partition] = partition) -> tuple[Graph, list[str], Program]:
-    """Capture, lower, partition (with ``partitioner``) and emit (no verification)."""
-    problem = load_problem(path, seed=seed)
+                    partitioner: Callable[[Graph], Partition] = partition,
+                    overrides: Any = None) -> tuple[Graph, list[str], Program]:
+    """Capture, lower, partition (with ``partitioner``) and emit (no verification); ``overrides``
+    are ``--set`` items (size constants rewritten before the problem runs)."""
+    problem = load_problem(path, seed=seed, overrides=overrides)
     cap = capture(problem)
     g = build(cap)
     notes = lower(g)
@@ -84,14 +86,14 @@ def compile_problem(path: str | Path, seed: int = 0,
 
 def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = False, verify: bool = True,
           seed: int = 0, check_kwargs: dict[str, Any] | None = None,
-          partitioner: Callable[[Graph], Partition] = partition,
+          partitioner: Callable[[Graph], Partition] = partition, overrides: Any = None,
           progress: Callable[[str], None] | None = None) -> SolveResult:
     """Compile a KernelBench problem into a verified ``ModelNew`` file.
 
     Raises:
         InvalidInputError: the problem file is unusable (exit 2); nothing is written.
     """
-    g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner)
+    g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides)
     res = SolveResult(str(path), "unverified", prog, g, notes)
     if strict and prog.fallbacks:
         res.status = "refused"
@@ -106,7 +108,7 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     with tempfile.TemporaryDirectory(prefix="warpsmith-solve-") as tmp:
         cand = Path(tmp) / (Path(out).name if out is not None else "model_new.py")
         cand.write_text(prog.text)
-        report = check(path, cand, seed=seed, progress=progress, **(check_kwargs or {}))
+        report = check(path, cand, seed=seed, progress=progress, overrides=overrides, **(check_kwargs or {}))
         doc = report.to_json() if hasattr(report, "to_json") else {}
         f = report.first_failure
         res.verdict = {"accepted": f is None, "reason": None if f is None else f.code,
