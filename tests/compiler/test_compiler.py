@@ -221,6 +221,7 @@ def test_explain_prints_the_ir_and_the_kernels(tmp_path):
     res = solve(HERE / "swish_chain.py", None, verify=False)
     text = res.explain()
     assert "pointwise sigmoid(%x)" in text and "_ws_fused_0: pointwise over [3, 5, 7]" in text
+    assert "def _ws_fused_0(" in text and "tl.sigmoid(in0)" in text
 
 
 def test_fusion_merges_siblings_and_row_shaped_producers():

@@ -46,6 +46,8 @@ class SolveResult:
                            f"writes {', '.join(n.name for n in k.outputs)}")
             for n in self.program.library_calls:
                 out.append(f"library {n.op} ({n.name}): {n.attrs}")
+            out.append("## generated kernel source")
+            out += [k.source for k in self.program.kernels] or ["(none)"]
             out.append("## ATen fallbacks")
             out += [f"{n.name}: {n.target} {n.line}".rstrip() for n in self.program.fallbacks] or ["(none)"]
         return "\n".join(out)
