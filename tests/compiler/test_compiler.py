@@ -31,7 +31,8 @@ EXPECTED = {
     "half_gelu_logsumexp": (1, ["matmul"], []),
     "bf16_standardize": (2, [], []),  # the sigmoid of the (24,) gate is its own kernel (no recompute yet)
     "colnorm": (4, [], []),
-    "vector_rows": (1, [], []),  # everything, 0-d values included, in one 1-D row kernel  # views (permute, unsqueeze) are fusion barriers for now
+    "vector_rows": (1, [], []),
+    "long_rows": (3, [], ["sum", "sum"]),  # rows of 20000 and of 1: ATen, called with their own arguments  # everything, 0-d values included, in one 1-D row kernel  # views (permute, unsqueeze) are fusion barriers for now
     "mlp_blocks": (3, ["layer_norm", "matmul", "matmul", "layer_norm", "matmul", "matmul", "matmul", "softmax"], []),
 }
 

@@ -57,12 +57,13 @@ def _render(a: Any) -> str:
 
 
 def _aten_call(n: Node) -> str:
+    args, kwargs = n.aten_args or [], n.aten_kwargs or {}
     if n.target is operator.getitem:
-        return f"{_render(n.args[0])}[{n.args[1]!r}]"
+        return f"{_render(args[0])}[{args[1]!r}]"
     name = str(n.target)
     if not name.startswith("aten."):
         raise InvalidInputError("program", "ATen ops only", f"{name} at {n.name}")
-    parts = [_render(a) for a in n.args] + [f"{k}={_render(v)}" for k, v in n.kwargs.items()]
+    parts = [_render(a) for a in args] + [f"{k}={_render(v)}" for k, v in kwargs.items()]
     return f"torch.ops.{name}({', '.join(parts)})"
 
 

@@ -36,6 +36,16 @@ class Node:
     target: Any = None  # the ATen overload (view/aten nodes) or operator.getitem
     kwargs: dict[str, Any] = field(default_factory=dict)
     line: str = ""  # the user's source line, when known
+    # the ATen call as captured (args may be rewritten into a canonical form; an unfused node is
+    # emitted from these)
+    aten_args: list[Value] | None = None
+    aten_kwargs: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.aten_args is None:
+            self.aten_args = list(self.args)
+        if self.aten_kwargs is None:
+            self.aten_kwargs = dict(self.kwargs)
 
     def operands(self) -> list["Node"]:
         return [a for a in _flatten(self.args) + _flatten(list(self.kwargs.values())) if isinstance(a, Node)]

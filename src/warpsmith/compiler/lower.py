@@ -43,10 +43,17 @@ def _float_same(*xs: Node | None) -> bool:
 def _replace(g: Graph, old: Node, new: Node) -> None:
     """Put ``new`` where ``old`` was and redirect every use of ``old``."""
     g.nodes[g.nodes.index(old)] = new
+    _redirect(g, old, new)
+    g.outputs = [new if o is old else o for o in g.outputs]
+
+
+def _redirect(g: Graph, old: Node, new: Node) -> None:
+    """Every use of ``old`` (canonical and captured arguments) becomes a use of ``new``."""
     for n in g.nodes:
         n.args = _sub(n.args, old, new)
         n.kwargs = {k: _sub(v, old, new) for k, v in n.kwargs.items()}
-    g.outputs = [new if o is old else o for o in g.outputs]
+        n.aten_args = _sub(n.aten_args or [], old, new)
+        n.aten_kwargs = {k: _sub(v, old, new) for k, v in (n.aten_kwargs or {}).items()}
 
 
 def _sub(v, old, new):
@@ -202,9 +209,7 @@ def _identity(g: Graph, n: Node) -> str | None:
     x, p, train = n.args[:3]
     if not isinstance(x, Node) or not (p == 0 or train is False) or n in g.outputs:
         return None
-    for m in g.nodes:
-        m.args = _sub(m.args, n, x)
-        m.kwargs = {k: _sub(v, n, x) for k, v in m.kwargs.items()}
+    _redirect(g, n, x)
     g.nodes.remove(n)
     return f"{n.name}: {n.op} with p={p}, train={train} is the identity"
 
@@ -228,7 +233,9 @@ def _reduce_other_dim(g: Graph, n: Node) -> str | None:
         return None
     rank = len(x.shape)
     d = dims[0] % rank
-    if d == rank - 1:
+    from .fuse import MAX_ROW
+
+    if d == rank - 1 or not 2 <= x.shape[d] <= MAX_ROW:  # no row kernel would take it: keep the ATen op
         return None
     perm = [i for i in range(rank) if i != d] + [d]
     pshape = tuple(x.shape[i] for i in perm)
@@ -247,6 +254,10 @@ def _reduce_other_dim(g: Graph, n: Node) -> str | None:
     i = g.nodes.index(n)
     if keep:  # reduce without keepdim, then put the size-1 dim back where it was
         red.attrs["keepdim"] = False
+        if "keepdim" in (red.aten_kwargs or {}):
+            red.aten_kwargs["keepdim"] = False
+        else:
+            red.aten_args[3 if n.op == "var" else 2] = False
         red.shape = pshape[:-1]
         red.name = f"{n.name}_rows"
         back = Node(n.name, "view", "unsqueeze", [red, d], n.shape, n.dtype, target=torch.ops.aten.unsqueeze.default,
