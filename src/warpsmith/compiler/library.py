@@ -122,7 +122,11 @@ def _is_jit(obj: Any) -> bool:
     """A ``@triton.jit`` function, compiled (JITFunction) or under the interpreter (InterpretedFunction)."""
     import triton
 
-    return isinstance(obj, triton.runtime.jit.KernelInterface) and inspect.isfunction(getattr(obj, "fn", None))
+    if not inspect.isfunction(getattr(obj, "fn", None)):
+        return False
+    # InterpretedFunction subclasses KernelInterface in Triton 3.9 but not in every 3.x: match by name too
+    return isinstance(obj, triton.runtime.jit.KernelInterface) or \
+        type(obj).__name__ in ("JITFunction", "InterpretedFunction")
 
 
 def jit_source(kernels: list[Any]) -> str:

@@ -80,6 +80,10 @@ def compile_problem(path: str | Path, seed: int = 0,
     bad = problems(g, part)
     if bad:
         raise ValueError(f"{getattr(partitioner, '__name__', partitioner)} gave an unusable partition: " + "; ".join(bad))
+    grouped = part.group_of()
+    for n in g.nodes:  # what no group took runs as ATen: say so in the IR too
+        if n.kind in ("pointwise", "reduction") and n.name not in grouped:
+            n.kind = "aten"
     shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
     values = [None if hasattr(x, "shape") else x for x in problem.inputs]
     prog = emit(g, part, problem.source, Path(path).name, shapes, values)
