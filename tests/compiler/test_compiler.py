@@ -16,7 +16,6 @@ from click.testing import CliRunner
 
 from warpsmith.cli.main import cli
 from warpsmith.compiler import compile_problem, solve
-from warpsmith.core.errors import InvalidInputError
 
 HERE = Path(__file__).parent / "problems"
 

@@ -275,12 +275,11 @@ def generate(group: Group, index: int, users: dict[str, list[Node]], outputs: li
     params = ([f"in{i}_ptr" for i in range(len(k.slots))] + [f"out{j}_ptr" for j in range(len(k.outputs))] +
               (["M", "N"] if rows else ["NUMEL"]) + sizes + strides +
               (["BLOCK_N: tl.constexpr"] if rows else ["BLOCK: tl.constexpr"]) + ["EMULATE: tl.constexpr"])
-    head = [f"@triton.jit", f"def {k.name}({', '.join(params)}):",
+    head = ["@triton.jit", f"def {k.name}({', '.join(params)}):",
             f'    """{group.kind} over {"x".join(map(str, group.domain)) or "()"}: {k.describe()}"""']
     if rows:
         head += ["    row = tl.program_id(0).to(tl.int64)", "    cols = tl.arange(0, BLOCK_N)", "    cmask = cols < N",
                  "    r = row"]
-        lin = "r"
     else:
         head += ["    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)", "    mask = offs < NUMEL",
                  "    r = offs"]
