@@ -1,0 +1,62 @@
+"""``warpsmith solve PROBLEM.py``: compile a KernelBench problem into a verified ``ModelNew`` file.
+
+Exit codes: 0 the program was verified by ``warpsmith check`` (and written to ``-o``); 1 it was
+rejected by the check, or ``--strict`` refused its ATen fallbacks (nothing written to ``-o``);
+2 unusable input (the file does not import, lacks Model/get_inputs/get_init_inputs, its model or
+inputs cannot be built, or its forward cannot be captured); nothing written.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .common import handle_errors, quiet_interpreter
+
+
+@click.command()
+@click.argument("problem", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the verified ModelNew file here (only if the check accepts it).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the report (kernels, what each fuses, library calls, fallbacks, check verdict).")
+@click.option("--explain", is_flag=True, help="Print the graph IR, the lowering and the kernels.")
+@click.option("--strict", is_flag=True, help="Refuse (exit 1) a program that needs any ATen fallback.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the model's weights and the check's draws.")
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
+              help="Rewrite a top-level size constant of PROBLEM before it runs (repeatable); the program "
+                   "is compiled and checked at those sizes.")
+@handle_errors
+def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
+          sets: tuple[str, ...]) -> None:
+    """Compile PROBLEM (KernelBench: Model, get_inputs, get_init_inputs) into a ModelNew file.
+
+    The program is verified with `warpsmith check` before anything is written to -o.
+    """
+    from ..compiler import solve as run_solve, write_report
+
+    if json_out is not None and json_out.exists():
+        json_out.unlink()
+    with quiet_interpreter():
+        res = run_solve(problem, out, strict=strict, seed=seed, overrides=list(sets) or None,
+                        progress=lambda s: click.echo(s, err=True))
+    if explain:
+        click.echo(res.explain())
+    if json_out is not None:
+        write_report(res, json_out)
+    p = res.program
+    assert p is not None
+    click.echo(f"{len(p.kernels)} generated kernel(s), {len(p.library_calls)} library call(s), "
+               f"{len(p.fallbacks)} ATen fallback(s)")
+    for n in p.fallbacks:
+        click.echo(f"  fallback {n.name}: {n.target} {n.line}".rstrip())
+    if res.status == "refused":
+        click.echo(f"refused (--strict): {len(p.fallbacks)} op(s) have no lowering or codegen: "
+                   + ", ".join(str(n.target) for n in p.fallbacks), err=True)
+        raise click.exceptions.Exit(1)
+    if res.status == "rejected":
+        click.echo(f"verdict: rejected ({res.verdict['reason']}: {res.verdict['message']}); nothing written", err=True)
+        raise click.exceptions.Exit(1)
+    click.echo(f"verdict: accepted ({res.verdict.get('coverage', '')})")
+    if res.written:
+        click.echo(f"wrote {res.written}")

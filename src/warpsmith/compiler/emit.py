@@ -1,0 +1,185 @@
+"""Emit: the lowered, partitioned graph -> one self-contained KernelBench ``ModelNew`` file.
+
+The file imports only ``os``, ``torch`` and ``triton``. It holds, in order: the problem's own
+source (so that ``ModelNew(*get_init_inputs())`` builds ``Model`` to take over its parameters,
+buffers and submodules under the same names and in the same order: seeded alike, the weights
+are the same; ``Model.forward`` is never called), the library kernels used (their
+``@triton.jit`` text, copied), the generated kernels and their launchers, and ``ModelNew`` whose
+``forward`` runs the steps in program order: generated kernels, library calls, views (ATen, no
+compute) and ATen fallbacks (``torch.ops.aten...``, listed in the file's docstring).
+
+The program is specialized to the captured shapes; ``forward`` raises on others.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..core.errors import InvalidInputError
+from . import library
+from .codegen import HELPERS, Kernel, generate
+from .fuse import Partition
+from .ir import Graph, Node
+
+
+@dataclass
+class Program:
+    text: str
+    kernels: list[Kernel] = field(default_factory=list)
+    library_calls: list[Node] = field(default_factory=list)
+    fallbacks: list[Node] = field(default_factory=list)
+    views: list[Node] = field(default_factory=list)
+
+
+def _render(a: Any) -> str:
+    if isinstance(a, Node):
+        return f"v_{a.name}"
+    if isinstance(a, (list, tuple)):
+        inner = ", ".join(_render(x) for x in a)
+        return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
+    if isinstance(a, torch.device):
+        return "_dev"
+    if isinstance(a, (torch.dtype, torch.layout, torch.memory_format)):
+        return str(a)
+    if isinstance(a, float):
+        if math.isnan(a):
+            return 'float("nan")'
+        if math.isinf(a):
+            return f'float("{"-" if a < 0 else ""}inf")'
+        return repr(a)
+    if a is None or isinstance(a, (bool, int, str)):
+        return repr(a)
+    raise InvalidInputError("program", "ATen arguments the emitter can write", f"{type(a).__name__}: {a!r}")
+
+
+def _aten_call(n: Node) -> str:
+    args, kwargs = n.aten_args or [], n.aten_kwargs or {}
+    if n.target is operator.getitem:
+        return f"{_render(args[0])}[{args[1]!r}]"
+    name = str(n.target)
+    if not name.startswith("aten."):
+        raise InvalidInputError("program", "ATen ops only", f"{name} at {n.name}")
+    parts = [_render(a) for a in args] + [f"{k}={_render(v)}" for k, v in kwargs.items()]
+    return f"torch.ops.{name}({', '.join(parts)})"
+
+
+def _steps(g: Graph, part: Partition) -> list[tuple[str, Any]]:
+    """Groups and single nodes in a topological order that keeps program order where it can."""
+    where = part.group_of()
+    order = {n.name: i for i, n in enumerate(g.nodes)}
+    key = lambda n: f"g{where[n.name]}" if n.name in where else n.name  # noqa: E731
+    items: dict[str, tuple[str, Any]] = {}
+    deps: dict[str, set[str]] = {}
+    first: dict[str, int] = {}
+    for n in g.nodes:
+        if n.kind in ("input", "param"):
+            continue
+        k = key(n)
+        items.setdefault(k, ("group", part.groups[where[n.name]]) if n.name in where else ("node", n))
+        first[k] = min(first.get(k, 1 << 30), order[n.name])
+        for a in n.operands():
+            if a.kind not in ("input", "param") and key(a) != k:
+                deps.setdefault(k, set()).add(key(a))
+    out, done = [], set()
+    while len(out) < len(items):
+        ready = [k for k in items if k not in done and deps.get(k, set()) <= done]
+        k = min(ready, key=lambda x: first[x])
+        done.add(k)
+        out.append(items[k])
+    return out
+
+
+def emit(g: Graph, part: Partition, problem_source: str, problem_name: str,
+         shapes: list[tuple[int, ...] | None], values: list[Any] | None = None) -> Program:
+    users = g.users()
+    prog = Program("")
+    jit: list[Any] = []
+    launchers: list[str] = []
+    body: list[str] = []
+    for kind, item in _steps(g, part):
+        if kind == "group":
+            k = generate(item, len(prog.kernels), users, g.outputs)
+            prog.kernels.append(k)
+            outs = ", ".join(f"v_{n.name}" for n in k.outputs) + ("," if len(k.outputs) == 1 else "")
+            args = ", ".join(f"v_{s.node.name}" for s in k.slots)
+            body.append(f"        {outs} = {k.launcher_name}({args})")
+            continue
+        n = item
+        if n.kind == "library":
+            kernels, launcher = library.needs(n)
+            jit += [x for x in kernels if x not in jit]
+            if launcher not in launchers:
+                launchers.append(launcher)
+            prog.library_calls.append(n)
+            body.append(f"        v_{n.name} = {library.call(n, _render)}  # library {n.op}")
+        else:
+            (prog.views if n.kind == "view" else prog.fallbacks).append(n)
+            tag = "view" if n.kind == "view" else "ATen fallback"
+            body.append(f"        v_{n.name} = {_aten_call(n)}  # {tag}")
+    if prog.kernels:
+        from ..ops.shared.kernel import to_output
+
+        jit.append(to_output)
+    # a `from __future__` import must open the file: lifted out of the problem's source
+    future = [ln for ln in problem_source.splitlines() if ln.startswith("from __future__ import")]
+    problem_source = "\n".join(ln for ln in problem_source.splitlines() if ln not in future)
+    head = [f'"""ModelNew for {problem_name}, written by `warpsmith solve` (warpsmith compiler, first slice).',
+            "",
+            f"Generated kernels: {len(prog.kernels)}; library calls: "
+            f"{', '.join(n.op for n in prog.library_calls) or 'none'}.",
+            "ATen fallbacks: " + (", ".join(f"{n.op} ({n.name})" for n in prog.fallbacks) or "none") + ".",
+            "Views run by ATen: " + (", ".join(n.op for n in prog.views) or "none") + ".",
+            "Specialized to the input shapes " + ", ".join(str(s) for s in shapes) + '."""',
+            *future, "import os", "", "import torch", "import torch.nn as nn", "import triton", "import triton.language as tl",
+            "", '_EMULATE = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")  # Triton\'s CPU interpreter',
+            "", "# " + "-" * 96, f"# the problem's own source ({problem_name}): ModelNew builds Model to take over its",
+            "# parameters, buffers and submodules (same names, same order, same RNG draws); Model.forward is never called",
+            "# " + "-" * 96]
+    text = "\n".join(head) + "\n" + problem_source.rstrip() + "\n\n\n"
+    text += "# " + "-" * 96 + "\n# kernels: the warpsmith library's (copied) and the generated ones\n# " + "-" * 96 + "\n"
+    if jit:
+        text += library.jit_source(jit) + "\n\n"
+    if prog.kernels:
+        text += HELPERS + "\n\n" + "\n\n".join(k.source for k in prog.kernels) + "\n\n"
+    text += "\n\n".join(launchers + [k.launcher for k in prog.kernels]) + "\n\n"
+    text += _model_new(g, shapes, body, values)
+    prog.text = text
+    return prog
+
+
+def _model_new(g: Graph, shapes: list[tuple[int, ...] | None], body: list[str],
+               values: list[Any] | None = None) -> str:
+    args = [f"v_{n.name}" for n in g.inputs]
+    lines = ["class ModelNew(nn.Module):",
+             "    def __init__(self, *args, **kwargs):",
+             "        super().__init__()",
+             "        ref = Model(*args, **kwargs)",
+             "        for name, p in ref._parameters.items():",
+             "            self.register_parameter(name, p)",
+             "        for name, b in ref._buffers.items():",
+             "            self.register_buffer(name, b, persistent=name not in ref._non_persistent_buffers_set)",
+             "        for name, m in ref._modules.items():",
+             "            self.add_module(name, m)",
+             "",
+             f"    def forward(self, {', '.join(args)}):"]
+    checks = [f"tuple({a}.shape) != {s!r}" for a, s in zip(args, shapes) if s is not None]
+    if checks:
+        lines += [f"        if {' or '.join(checks)}:",
+                  f"            raise ValueError('this ModelNew is specialized to input shapes {shapes}')"]
+    for a, s, v in zip(args, shapes, values or [None] * len(args)):
+        if s is None and isinstance(v, (bool, int, float, str, type(None))):  # captured as a constant
+            lines += [f"        if {a} != {v!r}:",
+                      f"            raise ValueError('this ModelNew is specialized to {a[2:]} == {v!r}')"]
+    tensor_inputs = [a for a, s in zip(args, shapes) if s is not None]
+    lines.append(f"        _dev = {tensor_inputs[0]}.device" if tensor_inputs else "        _dev = torch.device('cpu')")
+    for name, (key, is_buffer) in g.state.items():
+        if any(name == n.name for n in g.nodes):
+            lines.append(f"        v_{name} = self.get_{'buffer' if is_buffer else 'parameter'}({key!r})")
+    lines += body
+    outs = [f"v_{o.name}" for o in g.outputs]
+    lines.append(f"        return {outs[0]}" if g.single_output else f"        return ({', '.join(outs)},)")
+    return "\n".join(lines) + "\n"

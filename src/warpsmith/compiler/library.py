@@ -1,0 +1,159 @@
+"""The library ops the compiler calls, as text for a self-contained program.
+
+For each ``library`` node this gives the ``@triton.jit`` kernels it needs (the library's own
+functions, copied by :func:`jit_source`) and a minimal launcher (source text below): fixed, safe
+tile sizes, no tuning-database lookup. Shapes are static in an emitted program, so the kernel
+variant (whole rows or looped) is chosen here, once.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from typing import Any
+
+from .ir import Node
+
+MAX_WHOLE_ROW = 8192  # softmax / norms hold a row in registers up to this length, else loop
+
+MATMUL = '''
+def _ws_matmul(a, b, bias, activation):
+    """a (M, K) or (B, M, K) @ b (K, N) or (B, K, N) [+ bias (N,)], then the activation; any strides."""
+    batched = a.dim() == 3
+    a3 = a if batched else a.unsqueeze(0)
+    b3 = b if batched else b.unsqueeze(0)
+    nb, m, k = a3.shape
+    n = b3.shape[2]
+    c = torch.empty((nb, m, n), dtype=a.dtype, device=a.device)
+    bm, bn, bk = (16, 16, 16) if _EMULATE else (64, 64, 32)
+    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), nb)
+    bias1 = bias.reshape(-1) if bias is not None else None
+    matmul_tiled_kernel[grid](
+        a3, b3, c, bias1 if bias1 is not None else c, m, n, k,
+        a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2),
+        c.stride(0), c.stride(1), c.stride(2), bias1.stride(0) if bias1 is not None else 0,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, EVEN_K=k % bk == 0, HAS_BIAS=bias1 is not None,
+        ACTIVATION=activation, IS_FP32=a.dtype == torch.float32, PRECISION="ieee", EMULATE=_EMULATE)
+    return c if batched else c[0]
+
+
+def _ws_matmul_nd(x, b, bias, activation):
+    """x (..., K) @ b (K, N) [+ bias]: the leading dims of x flattened into rows."""
+    y = _ws_matmul(x.reshape(-1, x.shape[-1]), b, bias, activation)
+    return y.view(*x.shape[:-1], b.shape[1])
+
+
+def _ws_linear(x, w, bias, activation):
+    """x (..., K) @ w (N, K)^T [+ bias]: w is read transposed through its strides, never copied."""
+    return _ws_matmul_nd(x, w.t(), bias, activation)
+'''
+
+SOFTMAX = '''
+def _ws_softmax(x, log):
+    """softmax or log_softmax over the last dim."""
+    n = x.shape[-1]
+    x2 = x.reshape(-1, n)
+    m = x2.shape[0]
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    if {whole}:
+        softmax_single_pass_kernel[(m,)](x2, y, m, n, x2.stride(0), x2.stride(1), y.stride(0),
+                                         BLOCK_N=triton.next_power_of_2(n), ROWS=1, LOG=log, EMULATE=_EMULATE)
+    else:
+        softmax_online_kernel[(m,)](x2, y, m, n, x2.stride(0), x2.stride(1), y.stride(0),
+                                    BLOCK_N=1024, LOG=log, EMULATE=_EMULATE)
+    return y.view(x.shape)
+'''
+
+NORM = '''
+def _ws_norm(x, w, b, eps, is_rms):
+    """RMSNorm (is_rms) or LayerNorm over the last dim, statistics in fp32."""
+    n = x.shape[-1]
+    x2 = x.reshape(-1, n).contiguous()
+    m = x2.shape[0]
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    mean = torch.empty((m,), dtype=torch.float32, device=x.device)
+    rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
+    wp = w if w is not None else x2
+    bp = b if b is not None else x2
+    if {whole}:
+        norm_fwd_row_kernel[(m,)](x2, x2, wp, bp, y, y, mean, rstd, m, n, eps,
+                                  x2.stride(0), x2.stride(0), y.stride(0), y.stride(0),
+                                  ROWS=1, BLOCK_N=triton.next_power_of_2(n), IS_RMS=is_rms, HAS_W=w is not None,
+                                  HAS_B=b is not None, HAS_RES=False, EMULATE=_EMULATE)
+    else:
+        norm_fwd_looped_kernel[(m,)](x2, x2, wp, bp, y, y, mean, rstd, m, n, eps,
+                                     x2.stride(0), x2.stride(0), y.stride(0), y.stride(0),
+                                     BLOCK_N=1024, IS_RMS=is_rms, HAS_W=w is not None, HAS_B=b is not None,
+                                     HAS_RES=False, EMULATE=_EMULATE)
+    return y.view(x.shape)
+'''
+
+
+def needs(n: Node) -> tuple[list[Any], str]:
+    """The jit kernels and the launcher text of one library node."""
+    if n.op == "matmul":
+        from ..ops.matmul.kernel import matmul_tiled_kernel
+
+        return [matmul_tiled_kernel], MATMUL
+    whole = n.shape[-1] <= MAX_WHOLE_ROW
+    if n.op == "softmax":
+        from ..ops.softmax import kernel as sk
+
+        return [sk.softmax_single_pass_kernel if whole else sk.softmax_online_kernel], SOFTMAX.replace("{whole}", str(whole))
+    if n.op in ("rms_norm", "layer_norm"):
+        from ..ops.norm import kernel as nk
+
+        return [nk.norm_fwd_row_kernel if whole else nk.norm_fwd_looped_kernel], NORM.replace("{whole}", str(whole))
+    raise KeyError(n.op)
+
+
+def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
+    """The emitted expression computing library node ``n``."""
+    a = n.args
+    if n.op == "matmul":
+        fn = {"linear": "_ws_linear", "nd": "_ws_matmul_nd"}.get(n.attrs["form"], "_ws_matmul")
+        return f"{fn}({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['activation']!r})"
+    if n.op == "softmax":
+        return f"_ws_softmax({v(a[0])}, {n.attrs['log']})"
+    return f"_ws_norm({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['eps']!r}, {n.op == 'rms_norm'})"
+
+
+def _is_jit(obj: Any) -> bool:
+    """A ``@triton.jit`` function, compiled (JITFunction) or under the interpreter (InterpretedFunction)."""
+    import triton
+
+    if not inspect.isfunction(getattr(obj, "fn", None)):
+        return False
+    # InterpretedFunction subclasses KernelInterface in Triton 3.9 but not in every 3.x: match by name too
+    return isinstance(obj, triton.runtime.jit.KernelInterface) or \
+        type(obj).__name__ in ("JITFunction", "InterpretedFunction")
+
+
+def jit_source(kernels: list[Any]) -> str:
+    """The source text of ``kernels`` and every ``@triton.jit`` function and ``tl.constexpr``
+    global they use, dependencies first, each once."""
+    import triton.language as tl
+
+    done: dict[str, str] = {}
+    consts: dict[str, str] = {}
+
+    def visit(k: Any) -> None:
+        fn = k.fn
+        if fn.__name__ in done:
+            return
+        src = textwrap.dedent(inspect.getsource(fn))
+        done[fn.__name__] = ""  # mark before recursing
+        g = fn.__globals__
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.Name) and node.id in g and node.id != fn.__name__:
+                obj = g[node.id]
+                if _is_jit(obj):
+                    visit(obj)
+                elif isinstance(obj, tl.constexpr):
+                    consts[node.id] = f"{node.id} = tl.constexpr({obj.value!r})"
+        done.pop(fn.__name__)
+        done[fn.__name__] = src
+
+    for k in kernels:
+        visit(k)
+    return "\n".join(consts.values()) + "\n\n\n" + "\n\n".join(done.values())

@@ -1,0 +1,142 @@
+"""The pipeline: capture -> IR -> lower -> partition -> codegen/emit -> verify -> write.
+
+:func:`solve` never writes an unverified program to ``out``: the program is written to a
+temporary folder, checked there against the problem with :func:`warpsmith.check.check` (the
+isolated harness), and moved to ``out`` only when accepted.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .capture import capture, load_problem
+from .emit import Program, emit
+from .fuse import Partition, partition, problems
+from .ir import Graph, build
+from .lower import lower
+
+
+@dataclass
+class SolveResult:
+    """What ``warpsmith solve`` did; ``status`` is ``accepted``, ``rejected``, ``refused`` (--strict)
+    or ``unverified`` (verification skipped)."""
+
+    problem: str
+    status: str
+    program: Program | None = None
+    graph: Graph | None = None
+    notes: list[str] = field(default_factory=list)
+    verdict: dict[str, Any] = field(default_factory=dict)
+    written: str | None = None
+
+    def explain(self) -> str:
+        out = [f"# {self.problem}"]
+        if self.graph is not None:
+            out += ["## graph IR (after lowering)", self.graph.format()]
+        out += ["## lowering"] + (self.notes or ["(nothing lowered to library ops)"])
+        if self.program is not None:
+            out.append("## kernels")
+            for k in self.program.kernels:
+                out.append(f"{k.name}: {k.group.kind} over {list(k.group.domain)}; fuses {k.describe()}; "
+                           f"writes {', '.join(n.name for n in k.outputs)}")
+            for n in self.program.library_calls:
+                out.append(f"library {n.op} ({n.name}): {n.attrs}")
+            out.append("## generated kernel source")
+            out += [k.source for k in self.program.kernels] or ["(none)"]
+            out.append("## ATen fallbacks")
+            out += [f"{n.name}: {n.target} {n.line}".rstrip() for n in self.program.fallbacks] or ["(none)"]
+        return "\n".join(out)
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.program
+        return {
+            "problem": self.problem, "status": self.status, "written": self.written,
+            "kernels": [{"name": k.name, "kind": k.group.kind, "domain": list(k.group.domain),
+                         "fuses": [{"node": n.name, "op": n.op, "line": n.line} for n in k.group.nodes],
+                         "outputs": [n.name for n in k.outputs]} for k in (p.kernels if p else [])],
+            "library_calls": [{"node": n.name, "op": n.op, "attrs": {k: v for k, v in n.attrs.items()},
+                               "line": n.line} for n in (p.library_calls if p else [])],
+            "fallbacks": [{"node": n.name, "op": str(n.target), "line": n.line} for n in (p.fallbacks if p else [])],
+            "views": [{"node": n.name, "op": str(n.target)} for n in (p.views if p else [])],
+            "lowering": self.notes, "check": self.verdict,
+        }
+
+
+def compile_problem(path: str | Path, seed: int = 0,
+                    partitioner: Callable[[Graph], Partition] = partition,
+                    overrides: Any = None) -> tuple[Graph, list[str], Program]:
+    """Capture, lower, partition (with ``partitioner``) and emit (no verification); ``overrides``
+    are ``--set`` items (size constants rewritten before the problem runs)."""
+    problem = load_problem(path, seed=seed, overrides=overrides)
+    cap = capture(problem)
+    g = build(cap)
+    notes = lower(g)
+    part = partitioner(g)
+    bad = problems(g, part)
+    if bad:
+        raise ValueError(f"{getattr(partitioner, '__name__', partitioner)} gave an unusable partition: " + "; ".join(bad))
+    grouped = part.group_of()
+    for n in g.nodes:  # what no group took runs as ATen: say so in the IR too
+        if n.kind in ("pointwise", "reduction") and n.name not in grouped:
+            n.kind = "aten"
+    shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
+    values = [None if hasattr(x, "shape") else x for x in problem.inputs]
+    prog = emit(g, part, problem.source, Path(path).name, shapes, values)
+    return g, notes, prog
+
+
+def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = False, verify: bool = True,
+          seed: int = 0, check_kwargs: dict[str, Any] | None = None,
+          partitioner: Callable[[Graph], Partition] = partition, overrides: Any = None,
+          progress: Callable[[str], None] | None = None) -> SolveResult:
+    """Compile a KernelBench problem into a verified ``ModelNew`` file.
+
+    Raises:
+        InvalidInputError: the problem file is unusable (exit 2); nothing is written.
+    """
+    g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides)
+    res = SolveResult(str(path), "unverified", prog, g, notes)
+    if strict and prog.fallbacks:
+        res.status = "refused"
+        return res
+    if not verify:
+        if out is not None:
+            _write_atomic(prog.text, Path(out))
+            res.written = str(out)
+        return res
+    from ..check import check
+
+    with tempfile.TemporaryDirectory(prefix="warpsmith-solve-") as tmp:
+        cand = Path(tmp) / (Path(out).name if out is not None else "model_new.py")
+        cand.write_text(prog.text)
+        report = check(path, cand, seed=seed, progress=progress, overrides=overrides, **(check_kwargs or {}))
+        doc = report.to_json() if hasattr(report, "to_json") else {}
+        f = report.first_failure
+        res.verdict = {"accepted": f is None, "reason": None if f is None else f.code,
+                       "message": None if f is None else f.message, "coverage": report.coverage_line,
+                       "report": doc}
+        res.status = "accepted" if f is None else "rejected"
+        if f is None and out is not None:
+            dest = Path(out)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp_dest = dest.with_name(f".{dest.name}.tmp")
+            shutil.copyfile(cand, tmp_dest)
+            os.replace(tmp_dest, dest)
+            res.written = str(dest)
+    return res
+
+
+def _write_atomic(text: str, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, dest)
+
+
+def write_report(res: SolveResult, dest: Path) -> None:
+    _write_atomic(json.dumps(res.to_json(), indent=2, default=str), dest)
