@@ -101,14 +101,17 @@ class SplitKV(Variant):
         lo, hi = self._bh_range(p)
         rows = self.rows(p)
         bh = 32 if rows > 64 else lo  # 32 rows x 512 fp32 accumulators per program fit 8 warps' registers
-        block_n = 32 if self.mla else 64
+        # fp32 (correctness only on GPUs): 32-key tiles over 8 warps (about 62 registers at D = 128);
+        # 4 warps shrunk to 16-key tiles spill under Triton 3.6 (72 registers, no cap: an allocation quirk)
+        fp32 = p.dtype == torch.float32
+        block_n = 32 if self.mla or fp32 else 64
         programs = p.shape["B"] * hk * triton.cdiv(rows, bh)
         want = max(1, -(-2 * target.sms // programs))  # about two programs per SM
         blocks = max(1, triton.cdiv(p.shape["S"], block_n))
         splits = 1
         while splits * 2 <= min(want, blocks, SPLITS[-1]):
             splits *= 2
-        warps = 8 if self.mla or dv >= 256 else 4
+        warps = 8 if self.mla or dv >= 256 or fp32 else 4
         c = {"BLOCK_N": block_n, "NUM_SPLITS": splits, "BLOCK_H": bh, "num_warps": warps, "num_stages": 2}
         # smaller tiles, then more warps, until the config fits the target (fp32 operands take twice the registers)
         for _ in range(8):

@@ -119,7 +119,7 @@ class _Flash(Variant):
         score tiles, the operand tiles a thread holds (q in the forward and the dQ kernel; k and v in
         the dK/dV kernel) and the products' fragments unless Hopper's warpgroup MMA reads them from
         shared memory (4k warps, an M side of at least 64, not fp32). fp32 products run as FMAs with
-        both operands in registers (x1.5 forward, x2 backward), softcap keeps tanh (one more score
+        both operands in registers (x1.5 forward, x2 backward beyond 16x16 tiles), softcap keeps tanh (one more score
         tile). Fitted to ptxas's counts (sm_90, Triton 3.9) over the 300 configs of ``warpsmith
         gpucheck --ops attention,attention_backward``: 2 spilling samples accepted, no default."""
         bd, bdv = head_blocks(p)
@@ -139,7 +139,9 @@ class _Flash(Variant):
         h = min(e, 2) / 4  # operand tiles: fp32 ones counted like half ones, the x2 below covers FMA products
         dkdv = bn * (bd + bdv) + tiles + (0 if wgmma(bn) else (bn + bm) * (bd + bdv) * h)
         dq = bm * bd + tiles + bm * (bd + bdv) * h + (0 if wgmma(bm) else bn * (bd + bdv) * h)
-        return int(max(dkdv, dq) / threads * (2.0 if fp32 else 1.0)) + _REG_OVERHEAD + (bd + bdv) // 8
+        # fp32 FMA products double the tiles' registers, except for 16x16 tiles: one fragment per thread
+        f32 = 2.0 if bm * bn > 256 else 1.0
+        return int(max(dkdv, dq) / threads * (f32 if fp32 else 1.0)) + _REG_OVERHEAD + (bd + bdv) // 8
 
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
         d = ATTENTION.dims(p)
@@ -169,8 +171,15 @@ class _Flash(Variant):
         d = ATTENTION.dims(p)
         seq = d["Sq"] if not p.attrs["varlen"] else max(1, d["Sq"] // d["B"])
         cap = max(16, next_pow2(seq))
-        if self.backward and p.dtype == torch.float32:  # ptxas held 4-warp fp32 backward kernels to 168 registers
-            prefs = [(16, 64, 8, 1), (16, 16, 8, 1), (16, 16, 4, 1)]
+        if self.backward and p.dtype == torch.float32:
+            # Triton 3.6's ptxas spills the 8-warp 16x16 dK/dV kernel at head dims 192-256 with 80
+            # registers (no cap: an allocation quirk); 4 warps hold it in 168 under 3.6 and 3.9
+            prefs = [(16, 64, 8, 1), (16, 16, 4, 1), (16, 16, 8, 1)]
+        elif p.dtype == torch.float32:
+            # fp32 forward (FMA products, correctness only on GPUs): a 32x32 tile at 8 warps takes
+            # 200+ registers at head dim 128 and spills with varlen's addressing under Triton 3.6;
+            # 16x32 takes about 60
+            prefs = [(16, 32, 8, 1), (16, 16, 8, 1), (16, 16, 4, 1), (16, 16, 2, 1)]
         elif self.backward:
             prefs = [(32, 64, 4, 2), (32, 32, 4, 2), (16, 32, 4, 1), (32, 16, 4, 1), (16, 16, 4, 1), (16, 32, 8, 1),
                      (16, 16, 8, 1), (16, 16, 2, 1)]
