@@ -36,6 +36,9 @@ from .tracer import Access, Trace
 from .values import lane
 
 
+RLIMIT_PER_MS = 1500  # z3 resource units per millisecond of budget (about that, solving these problems)
+
+
 class WitnessError(Exception):
     """The witness does not fit the traced kernel (arity of program ids, iterations, lanes or index)."""
 
@@ -97,30 +100,38 @@ class Decider:
     each division replaced by a fresh integer bounded by what division guarantees (weaker, so unsat
     still means proved). A model is only taken from a solve with every assumption and nothing
     abstracted (of the rewritten problem, whose models are models of ``context, not claim``).
-    A side condition is first tried on the contract's bounded shapes, where a model refuting it is
-    quick to find (and is a model of the context: the side condition is then not accepted)."""
+    A side condition is first tried at concrete sizes (:func:`probe_shapes`), where a model refuting
+    it is quick to find (the side condition is then not accepted); what is left unproved after a
+    rewriting with short side-condition budgets is tried again after one with longer ones."""
+
+    SIDE_BUDGETS = (1000, 4000)  # ms per side condition: a second rewriting, with more, for what is left
 
     def __init__(self, prover: Any, context: list[Any]) -> None:
         self.prover, self.context = prover, list(context)
-        self.ways: dict[bool, Rewriter] = {}
-        self.shapes = [sh for sh in prover.c.bounded_shapes if prover._admits(sh)][:2]
+        self.ways: dict[tuple[bool, int], Rewriter] = {}
+        self.shapes = probe_shapes(prover)
 
-    def _rewriter(self, name_remainders: bool) -> Rewriter:
-        if name_remainders not in self.ways:
-            self.ways[name_remainders] = Rewriter(self.context, prove=self._side, name_remainders=name_remainders)
-        return self.ways[name_remainders]
+    def _rewriter(self, name_remainders: bool, level: int = 0) -> Rewriter:
+        key = (name_remainders, level)
+        if key not in self.ways:
+            budget = self.SIDE_BUDGETS[level]
+            self.ways[key] = Rewriter(self.context, prove=lambda facts, c: self._side(facts, c, budget),
+                                      name_remainders=name_remainders)
+        return self.ways[key]
 
-    def _side(self, facts: list[Any], claim: Any) -> bool:
+    def _side(self, facts: list[Any], claim: Any, budget: int) -> bool:
         """A side condition of the rewriting: True only when it follows from the facts."""
         problem = _relevant(self.prover, [*facts, z3.Not(claim)])
-        for shape in self.shapes:  # a model at a named shape refutes it quickly
-            fixed = [s == shape[str(s)] for s in self.prover.c.size_symbols() if str(s) in shape]
+        whole = z3.And(*problem)
+        for shape in self.shapes:  # a model at concrete sizes refutes it quickly (sizes substituted: linear)
+            fixed = [(x, z3.IntVal(shape[str(x)])) for x in self.prover.c.size_symbols() if str(x) in shape]
             solver = z3.Solver()
-            solver.set("timeout", 100)
-            solver.add(*problem, *fixed)
+            solver.set("rlimit", 100 * RLIMIT_PER_MS)
+            solver.set("timeout", 2000)
+            solver.add(z3.simplify(z3.substitute(whole, *fixed)))
             if solver.check() == z3.sat:
                 return False
-        return _attempts(problem, 1000, quick=True) == "unsat"
+        return _attempts(problem, budget, quick=True) == "unsat"
 
     def _rewritten(self, name_remainders: bool, claim: Any) -> tuple[list[Any], Any]:
         """(facts, claim) rewritten one way; the facts include every side condition accepted so far."""
@@ -131,24 +142,58 @@ class Decider:
     def decide(self, claim: Any, timeout_ms: int | None = None) -> tuple[str, Any]:
         budget = timeout_ms or self.prover.timeout_ms
         pending, proved = _conjuncts(claim), []
-        while pending:  # again while a pass proves something: later conjuncts may help earlier ones
-            done = [any(self._proves(part, proved, way, budget) for way in (False, True)) for part in pending]
-            if not any(done):
-                break
-            proved += [part for part, ok in zip(pending, done) if ok]
-            pending = [part for part, ok in zip(pending, done) if not ok]
+        for level in range(len(self.SIDE_BUDGETS)):
+            first = True
+            while pending:  # again while a pass proves something: later conjuncts may help earlier ones
+                each = max(500, budget // 3) if first else budget  # a short first pass, the others in full
+                done = [any(self._proves(part, proved, way, each, level) for way in (False, True)) for part in pending]
+                if not any(done) and not first:
+                    break
+                first = False
+                proved += [part for part, ok in zip(pending, done) if ok]
+                pending = [part for part, ok in zip(pending, done) if not ok]
         if not pending:
             return "unsat", None
         facts, goal = self._rewritten(False, claim)
         return self.prover._solve([*facts, z3.Not(goal)], timeout_ms=budget)
 
-    def _proves(self, part: Any, proved: list[Any], name_remainders: bool, budget: int) -> bool:
-        rw = self._rewriter(name_remainders)
+    def _proves(self, part: Any, proved: list[Any], name_remainders: bool, budget: int, level: int) -> bool:
+        rw = self._rewriter(name_remainders, level)
         goal = rw(part)
         known = [rw(c) for c in proved]  # conjuncts proved already: facts under the context
         facts = [*self.context, *[rw(c) for c in self.context], *rw.sides, *known]
         return all(_attempts(_relevant(self.prover, [*facts, z3.Not(sub)]), budget) == "unsat"
                    for sub in _conjuncts(goal))
+
+
+def probe_shapes(prover: Any) -> list[dict[str, int]]:
+    """Concrete sizes in the contract's domain, to refute side conditions quickly: the first two
+    bounded shapes, and for each size that is a tensor extent or grid extent, a model of the
+    domain where that size is at least 1000 (a tile order shows its groups only on large sizes)."""
+    cached = getattr(prover, "_probe_shapes", None)
+    if cached is not None:
+        return cached
+    out = [sh for sh in prover.c.bounded_shapes if prover._admits(sh)][:2]
+    syms = prover.c.size_symbols()
+    extents = [x for t in prover.tensors.values() for x in t.shape] + list(prover.grid)
+    big = {str(v) for e in extents if isinstance(e, z3.ExprRef) for v in _names_of(e)}
+    for x in syms:
+        if str(x) not in big:
+            continue
+        solver = z3.Solver()
+        solver.set("timeout", 500)
+        solver.add(*prover.assume, x >= 1000)
+        if solver.check() == z3.sat:
+            m = solver.model()
+            out.append({str(y): m.eval(y, model_completion=True).as_long() for y in syms})
+    prover._probe_shapes = out
+    return out
+
+
+def _names_of(e: Any) -> list[Any]:
+    from .contract import _symbols
+
+    return _symbols(e)
 
 
 def decide(prover: Any, context: list[Any], claim: Any, timeout_ms: int | None = None) -> tuple[str, Any]:
@@ -163,22 +208,26 @@ def _conjuncts(e: Any) -> list[Any]:
 
 def _relevant(prover: Any, problem: list[Any]) -> list[Any]:
     """``problem`` with the contract assumptions (and value preconditions) over its own symbols."""
-    names = _names(problem)
-    few = [a for a in prover.assume if _names([a]) <= names]
+    names = set().union(*(_names_cached(prover, e) for e in problem)) if problem else set()
+    few = [a for a in prover.assume if _names_cached(prover, a) <= names]
     return [*few, *problem, *prover._value_preconditions(problem)]
 
 
 def _attempts(problem: list[Any], budget_ms: int, quick: bool = False) -> str:
     """unsat if one short attempt shows ``problem`` (or a weakening of it) unsatisfiable; sat if one
-    finds a model of a weakening (not a counterexample: the caller re-solves); else unknown."""
+    finds a model of a weakening (not a counterexample: the caller re-solves); else unknown. The
+    budget is counted in z3's resource units, not time: the answer does not depend on the load."""
     tries = 2 if quick else 4
     each = max(150, budget_ms // tries)
-    weak = _abstract_divisions(problem)
-    for fs, seed in ((problem, 0), (weak, 0), (problem, 1), (weak, 1))[:tries]:
+    weak: list[Any] = []
+    for k, seed in ((0, 0), (1, 0), (0, 1), (1, 1))[:tries]:
+        if k and not weak:
+            weak = _abstract_divisions(problem)  # only when the problem itself was not decided
         s = z3.Solver()
-        s.set("timeout", each)
+        s.set("rlimit", each * RLIMIT_PER_MS)  # z3's deterministic work count, so that a loaded machine
+        s.set("timeout", each * 20)  # proves what an idle one does; the wall clock only as a backstop
         s.set("random_seed", seed)
-        s.add(*fs)
+        s.add(*(weak if k else problem))
         r = s.check()
         if r == z3.unsat:
             return "unsat"
@@ -214,6 +263,15 @@ def _abstract_divisions(fs: list[Any]) -> list[Any]:
         a, b = done[len(fs) + 2 * k], done[len(fs) + 2 * k + 1]
         out.append(z3.Implies(b > 0, z3.And(b * v <= a, a < b * v + b)))
     return out
+
+
+def _names_cached(prover: Any, e: Any) -> frozenset[str]:
+    """:func:`_names` of one expression, cached on the prover (keyed by AST id, the term kept alive)."""
+    cache = prover.__dict__.setdefault("_names_cache", {})
+    hit = cache.get(e.get_id())
+    if hit is None:
+        hit = cache[e.get_id()] = (e, frozenset(_names([e])))
+    return hit[1]
 
 
 def _names(es: list[Any]) -> set[str]:
