@@ -282,11 +282,11 @@ def test_symbolic_contracts_prove_or_bound_every_obligation():
         for r in prove(c):
             for o in r.obligations:
                 assert o.status == "proved" or o.status.startswith("bounded("), (c.name, o.to_json())
-            assert all(o.status == "proved" for o in r.obligations if o.name in ("in_bounds", "race_free"))
+            assert all(o.status == "proved" for o in r.obligations if o.name in ("in_bounds", "race_free", "coverage"))
     p = get_op("fused_linear_cross_entropy_backward").problem({"M": 8, "H": 8, "V": 40}, "float16",
                                                               {"reduction": "mean"})
     names = [c.name for c in for_config(get_variant(p.op, "chunked"), p, FUSED)]
     assert names == ["xent_fwd_kernel[looped,SG]", "xent_bwd_kernel[scalar scale, column slice]", "xent_scale_kernel"]
     for c in for_config(get_variant(p.op, "chunked"), p, FUSED)[1:2]:  # the column-slice backward proves too
         for r in prove(c):
-            assert all(o.status == "proved" for o in r.obligations if o.name in ("in_bounds", "race_free"))
+            assert all(o.status == "proved" for o in r.obligations if o.name in ("in_bounds", "race_free", "coverage"))

@@ -259,6 +259,9 @@ def test_symbolic_contracts_prove_memory_safety():
         obs = [o for r in prove(c) for o in r.obligations]
         assert obs and not any(o.status == "failed" for o in obs), [(o.name, o.status) for o in obs]
         assert all(o.status == "proved" for o in obs if o.name in ("in_bounds", "int32_no_overflow"))
+        # race freedom and coverage through the writer witnesses (bounded without them)
+        assert all(o.status == "proved" for o in obs if o.name in ("race_free", "coverage")), \
+            [(o.name, o.subject, o.status) for o in obs]
     p = get_op("layer_norm_backward").problem({"M": 5, "N": 40}, "float16")
     v, cfg = config("layer_norm_backward", "looped", p)
     names = [c.name for c in v.contracts(p, cfg)]

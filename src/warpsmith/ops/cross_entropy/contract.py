@@ -11,12 +11,17 @@ Sizes: 1 <= M <= 2^31 - 2048, 1 <= V <= 2^31 - 2 MAX_BLOCK_V. The single-pass fo
 (its validity: BLOCK_V = next_power_of_2(V)). ``CONTRACTS`` covers every kernel; :func:`for_config`
 the exact constexprs of one tuned config (the GPU form: no interpreter emulation). The GEMMs of the
 fused linear cross-entropy are matmul's, covered by ops/matmul/contract.py.
+
+Writer witnesses (verify/symbolic/contract.py) prove ``race_free`` and ``coverage`` of the row
+losses, the statistics and the gradient for every shape: row m is lane ``m % ROWS`` of program
+``m // ROWS``; statistic j of a row is written by store statement j; gradient column n is lane n
+(single pass) or lane ``n % BLOCK_V`` at iteration ``n // BLOCK_V`` of the loop that stores it.
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...verify.symbolic import KernelContract, Tensor, cdiv, sizes
+from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, sizes
 from . import kernel as K_
 from .variant import INDEX_LIMIT, MAX_BLOCK_V, REDUCE_BLOCK
 
@@ -46,6 +51,24 @@ def _common() -> dict[str, Any]:
             "M": M, "V": V, "ignore_index": IGNORE, "eps": 0, "stride_xm": sxm, "stride_xv": sxv, "stride_t": st}
 
 
+def _row_witnesses(c: Mapping[str, Any], chunked: bool) -> dict[str, Witness]:
+    """Who writes the losses, the statistics and the gradient: ROWS rows per program; the gradient's
+    columns in chunks of BLOCK_V (one loop around its store) when ``chunked``, else lanes."""
+    r, bv = c["ROWS"], c["BLOCK_V"]
+    grad = (Witness(writer=lambda m, n: Writer(pid=(m / r,), iters=(n / bv,), lanes=(m % r, n % bv)),
+                    element=lambda store, pid, iters, lanes: (pid[0] * r + lanes[0], iters[0] * bv + lanes[1]))
+            if chunked else
+            Witness(writer=lambda m, n: Writer(pid=(m / r,), lanes=(m % r, n)),
+                    element=lambda store, pid, iters, lanes: (pid[0] * r + lanes[0], lanes[1])))
+    return {
+        "loss_ptr": Witness(writer=lambda m: Writer(pid=(m / r,), lanes=(m % r,)),
+                            element=lambda store, pid, iters, lanes: (pid[0] * r + lanes[0],)),
+        "st_ptr": Witness(writer=lambda m, j: Writer(pid=(m / r,), lanes=(m % r,), store=j),
+                          element=lambda store, pid, iters, lanes: (pid[0] * r + lanes[0], store)),
+        "dx_ptr": grad,
+    }
+
+
 def forward(constexprs: list[dict]) -> KernelContract:
     """``xent_fwd_kernel``; pass constexprs sharing BLOCK_V, SINGLE and the WRITE_* flags."""
     c0 = constexprs[0]
@@ -61,7 +84,7 @@ def forward(constexprs: list[dict]) -> KernelContract:
     return KernelContract(
         kernel=K_.xent_fwd_kernel, name=f"xent_fwd_kernel[{'single' if single else 'looped'},{flags}]", args=args,
         constexprs=constexprs, grid=lambda c: (cdiv(M, c["ROWS"]),), domain=_domain(bv, single),
-        bounded_shapes=_bounded(bv, single))
+        bounded_shapes=_bounded(bv, single), witnesses=_row_witnesses(c0, chunked=not single))
 
 
 def backward(constexprs: list[dict], sliced: bool = False) -> KernelContract:
@@ -81,7 +104,7 @@ def backward(constexprs: list[dict], sliced: bool = False) -> KernelContract:
     return KernelContract(
         kernel=K_.xent_bwd_kernel, name=f"xent_bwd_kernel[{scale_name} scale{', column slice' if sliced else ''}]",
         args=args, constexprs=constexprs, grid=lambda c: (cdiv(M, c["ROWS"]),), domain=domain,
-        bounded_shapes=shapes)
+        bounded_shapes=shapes, witnesses=_row_witnesses(c0, chunked=True))
 
 
 def reduce(constexprs: list[dict]) -> KernelContract:

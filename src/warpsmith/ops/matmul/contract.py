@@ -8,12 +8,23 @@ larger operands). ``CONTRACTS`` (what ``warpsmith prove`` and the
 tests prove) covers each kernel with and without the EVEN_K specialization, which is proved
 under its guard K % BLOCK_K == 0; :func:`for_config` builds the contracts of one tuned config
 (the verifier proves a winner's exact constexprs).
+
+Writer witnesses (see verify/symbolic/contract.py) make ``race_free`` and ``coverage`` of C
+provable for every shape: element (b, m, n) is written by lane (m % BLOCK_M, n % BLOCK_N) of the
+program owning tile (m // BLOCK_M, n // BLOCK_N), numbered in the grouped order (:func:`tile_of`,
+the inverse of the kernel's ``tile_coords``); the persistent kernel's program ``g % PROGRAMS``
+writes global tile ``g = b * tiles + tile`` at iteration ``g // PROGRAMS`` of its grid-stride
+loop. The split-K workspace (one writer per (batch, split, m, n)) and the reduction's C (flat
+index ``m * N + n`` in blocks of BLOCK) have witnesses too; the atomic split-K form has several
+writers per element and none.
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...verify.symbolic import KernelContract, Split, Tensor, cdiv, sizes
+import z3
+
+from ...verify.symbolic import KernelContract, Split, Tensor, Witness, Writer, cdiv, sizes
 from . import kernel as K_
 from .variant import INDEX_LIMIT, MAX_BLOCK
 
@@ -50,17 +61,84 @@ def _tiles(c: Mapping[str, Any]) -> Any:
     return cdiv(M, c["BLOCK_M"]) * cdiv(N, c["BLOCK_N"])
 
 
+def _min(a: Any, b: Any) -> Any:
+    return z3.If(a < b, a, b)
+
+
+def tile_coords(tile: Any, c: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The kernel's ``tile_coords``: tile number (grouped order) -> (row tile, column tile)."""
+    gm, num_m, num_n = c["GROUP_M"], cdiv(M, c["BLOCK_M"]), cdiv(N, c["BLOCK_N"])
+    per_group = gm * num_n
+    first_m = (tile / per_group) * gm
+    size_m = _min(num_m - first_m, gm)
+    return first_m + (tile % per_group) % size_m, (tile % per_group) / size_m
+
+
+def tile_of(pid_m: Any, pid_n: Any, c: Mapping[str, Any]) -> Any:
+    """Its inverse: the number, in the grouped order, of tile (pid_m, pid_n)."""
+    gm, num_m, num_n = c["GROUP_M"], cdiv(M, c["BLOCK_M"]), cdiv(N, c["BLOCK_N"])
+    first_m = (pid_m / gm) * gm
+    size_m = _min(num_m - first_m, gm)
+    return first_m * num_n + pid_n * size_m + (pid_m - first_m)
+
+
+def _c_witness(c: Mapping[str, Any], persistent: bool = False) -> Witness:
+    """Who writes C[b, m, n]: see the module docstring."""
+    bm, bn = c["BLOCK_M"], c["BLOCK_N"]
+
+    def writer(b, m, n):
+        tile = tile_of(m / bm, n / bn, c)
+        lanes = (m % bm, n % bn)
+        if persistent:
+            g = b * _tiles(c) + tile
+            return Writer(pid=(g % P,), iters=(g / P,), lanes=lanes)
+        return Writer(pid=(tile, b), lanes=lanes)
+
+    def element(store, pid, iters, lanes):
+        if persistent:
+            g = pid[0] + iters[0] * P
+            b, tile = g / _tiles(c), g % _tiles(c)
+        else:
+            b, tile = pid[1], pid[0]
+        pm, pn = tile_coords(tile, c)
+        return b, pm * bm + lanes[0], pn * bn + lanes[1]
+
+    return Witness(writer=writer, element=element)
+
+
+def _workspace_witness(c: Mapping[str, Any]) -> Witness:
+    """Split-K's partial products p[b, s, m, n]: tile (m // BLOCK_M, n // BLOCK_N), split s, batch b."""
+    bm, bn = c["BLOCK_M"], c["BLOCK_N"]
+
+    def element(store, pid, iters, lanes):
+        pm, pn = tile_coords(pid[0], c)
+        return pid[2], pid[1], pm * bm + lanes[0], pn * bn + lanes[1]
+
+    return Witness(writer=lambda b, s, m, n: Writer(pid=(tile_of(m / bm, n / bn, c), s, b), lanes=(m % bm, n % bn)),
+                   element=element)
+
+
+def _reduce_witness(c: Mapping[str, Any]) -> Witness:
+    """The reduction's C[b, m, n]: flat index m * N + n, in blocks of BLOCK per program, batch b."""
+    blk = c["BLOCK"]
+    return Witness(writer=lambda b, m, n: Writer(pid=((m * N + n) / blk, b), lanes=((m * N + n) % blk,)),
+                   element=lambda store, pid, iters, lanes: (pid[1], (pid[0] * blk + lanes[0]) / N,
+                                                             (pid[0] * blk + lanes[0]) % N))
+
+
 def tiled(constexprs: list[dict]) -> KernelContract:
     return KernelContract(
         kernel=K_.matmul_tiled_kernel, name="matmul_tiled_kernel", args={**_OPERANDS, **_OUTPUT},
-        constexprs=constexprs, grid=lambda c: (_tiles(c), B), domain=DOMAIN, bounded_shapes=BOUNDED, guards=_EVEN_K)
+        constexprs=constexprs, grid=lambda c: (_tiles(c), B), domain=DOMAIN, bounded_shapes=BOUNDED, guards=_EVEN_K,
+        witnesses={"c_ptr": _c_witness})
 
 
 def persistent(constexprs: list[dict]) -> KernelContract:
     return KernelContract(
         kernel=K_.matmul_persistent_kernel, name="matmul_persistent_kernel", args={**_OPERANDS, **_OUTPUT, "BATCH": B},
         constexprs=constexprs, grid=(P,), domain=DOMAIN + [P <= 264],
-        bounded_shapes=[{**s, "PROGRAMS": 3} for s in BOUNDED], guards=_EVEN_K)
+        bounded_shapes=[{**s, "PROGRAMS": 3} for s in BOUNDED], guards=_EVEN_K,
+        witnesses={"c_ptr": lambda c: _c_witness(c, persistent=True)})
 
 
 def splitk(constexprs: list[dict]) -> KernelContract:
@@ -76,7 +154,8 @@ def splitk(constexprs: list[dict]) -> KernelContract:
         domain=DOMAIN + [S >= 1, S <= 16, (S - 1) * (cdiv(cdiv(K, S), bk) * bk) < K],
         bounded_shapes=[{**s, "SPLIT_K": sk} for s in BOUNDED for sk in (1, 2, 3)
                         if (sk - 1) * (-(-(-(-s["K"] // sk)) // bk) * bk) < s["K"]],
-        split=Split("a_ptr", dim=2, axis=1), guards=_EVEN_K)
+        split=Split("a_ptr", dim=2, axis=1), guards=_EVEN_K,
+        witnesses={} if atomic else {"p_ptr": _workspace_witness})
 
 
 def reduce(constexprs: list[dict]) -> KernelContract:
@@ -84,7 +163,8 @@ def reduce(constexprs: list[dict]) -> KernelContract:
         kernel=K_.matmul_splitk_reduce_kernel, name="matmul_splitk_reduce_kernel",
         args={"p_ptr": Tensor((B, S, M, N), (S * M * N, M * N, N, 1)), **_OUTPUT, "M": M, "N": N, "SPLIT_K": S},
         constexprs=constexprs, grid=lambda c: (cdiv(M * N, c["BLOCK"]), B),
-        domain=DOMAIN + [S >= 1, S <= 16], bounded_shapes=[{**s, "SPLIT_K": 2} for s in BOUNDED])
+        domain=DOMAIN + [S >= 1, S <= 16], bounded_shapes=[{**s, "SPLIT_K": 2} for s in BOUNDED],
+        witnesses={"c_ptr": _reduce_witness})
 
 
 def _meta(bm: int, bn: int, bk: int, even_k: bool, group_m: int = 4, precision: str = "ieee", **extra: Any) -> dict:

@@ -8,10 +8,14 @@ kernels hold whole rows (N <= BLOCK_N, their validity). Rows are indexed in int6
 kernels, so row strides need no bound.
 
 What is proved (z3, every shape in the domain): in-bounds accesses and no int32 overflow for
-every kernel; race freedom for the row and looped kernels and the workspace reduction. Coverage
-of the outputs (and race freedom of the persistent kernels' strided rows) needs z3 to invert
-``row * N + col``, which it does not reach in time: those obligations are checked exhaustively
-on the bounded shapes and reported ``bounded``.
+every kernel; race freedom and coverage of every output through writer witnesses
+(verify/symbolic/contract.py), which say who writes each element, so that z3 never has to invert
+``row * N + col``: row m is lane ``m % ROWS`` of row block ``m // ROWS``, owned by program
+``block`` (row kernels) or by program ``block % PROGRAMS`` at iteration ``block // PROGRAMS`` of
+its grid-stride loop (persistent kernels); in the looped kernels column n is lane
+``n % BLOCK_N`` at iteration ``n // BLOCK_N`` of the loop that stores it; a workspace row is its
+program's (``p[slot, k, n]``: statement k, dw then db). The atomic workspace has several writers
+per element and no witness.
 :func:`for_config` builds the contracts of exactly the kernels and constexprs one config launches
 (the verifier proves a tuned winner's); ``CONTRACTS`` covers each kernel for the tests.
 """
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...verify.symbolic import KernelContract, Tensor, cdiv, sizes
+from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, sizes
 from . import kernel as K_
 
 M, N, P = sizes("M N PROGRAMS")
@@ -43,6 +47,48 @@ def _bounded(max_n: int = 2**24) -> list[dict]:
     return out
 
 
+def _rows(kernel: str, c: Mapping[str, Any], columns: bool) -> Witness:
+    """Who writes row m (and column n when ``columns``) of a row-indexed output of ``kernel``."""
+    if kernel == "looped" and "ROWS" not in c:  # forward looped: one row per program, grid M
+        if not columns:
+            return Witness(writer=lambda m: Writer(pid=(m,)), element=lambda store, pid, iters, lanes: (pid[0],))
+        bn = c["BLOCK_N"]
+        return Witness(writer=lambda m, n: Writer(pid=(m,), iters=(n / bn,), lanes=(n % bn,)),
+                       element=lambda store, pid, iters, lanes: (pid[0], iters[0] * bn + lanes[0]))
+    rows = c["ROWS"]
+    if kernel == "persistent":  # blocks of ROWS rows, PROGRAMS programs striding over them
+        def who(m):
+            return ((m / rows) % P,), ((m / rows) / P,)
+
+        def row(pid, iters, lane):
+            return (pid[0] + iters[0] * P) * rows + lane
+    else:  # one block of ROWS rows per program
+        def who(m):
+            return (m / rows,), ()
+
+        def row(pid, iters, lane):
+            return pid[0] * rows + lane
+    if not columns:
+        return Witness(writer=lambda m: Writer(pid=who(m)[0], iters=who(m)[1], lanes=(m % rows,)),
+                       element=lambda store, pid, iters, lanes: (row(pid, iters, lanes[0]),))
+    if kernel == "looped":  # backward looped: ROWS rows per program, columns in chunks (second loop)
+        bn = c["BLOCK_N"]
+        return Witness(writer=lambda m, n: Writer(pid=who(m)[0], iters=(n / bn,), lanes=(m % rows, n % bn)),
+                       element=lambda store, pid, iters, lanes: (row(pid, (), lanes[0]), iters[0] * bn + lanes[1]))
+    return Witness(writer=lambda m, n: Writer(pid=who(m)[0], iters=who(m)[1], lanes=(m % rows, n)),
+                   element=lambda store, pid, iters, lanes: (row(pid, iters, lanes[0]), lanes[1]))
+
+
+def _workspace(kernel: str, c: Mapping[str, Any]) -> Witness:
+    """p[slot, k, n] is program ``slot``'s: statement k (dw, then db), column n (chunked when looped)."""
+    if kernel == "looped":
+        bn = c["BLOCK_N"]
+        return Witness(writer=lambda slot, k, n: Writer(pid=(slot,), iters=(n / bn,), lanes=(n % bn,), store=k),
+                       element=lambda store, pid, iters, lanes: (pid[0], store, iters[0] * bn + lanes[0]))
+    return Witness(writer=lambda slot, k, n: Writer(pid=(slot,), lanes=(n,), store=k),
+                   element=lambda store, pid, iters, lanes: (pid[0], store, lanes[0]))
+
+
 def forward(kernel: str, consts: list[dict], *, rms: bool, has_res: bool) -> KernelContract:
     """``kernel``: "row", "persistent" or "looped"."""
     fn = {"row": K_.norm_fwd_row_kernel, "persistent": K_.norm_fwd_persistent_kernel,
@@ -64,7 +110,10 @@ def forward(kernel: str, consts: list[dict], *, rms: bool, has_res: bool) -> Ker
                           f"[{'rms' if rms else 'layer'}{', residual' if has_res else ''}]",
                           args=args, constexprs=consts, grid=grid,
                           domain=DOMAIN + [P <= MAX_PROGRAMS] + _whole_rows(kernel, consts),
-                          bounded_shapes=_bounded(consts[0]["BLOCK_N"] if kernel != "looped" else 2**24))
+                          bounded_shapes=_bounded(consts[0]["BLOCK_N"] if kernel != "looped" else 2**24),
+                          witnesses={"y_ptr": lambda c: _rows(kernel, c, True), "s_ptr": lambda c: _rows(kernel, c, True),
+                                     "mean_ptr": lambda c: _rows(kernel, c, False),
+                                     "rstd_ptr": lambda c: _rows(kernel, c, False)})
 
 
 def backward(kernel: str, consts: list[dict], *, k: int, atomic: bool) -> KernelContract:
@@ -89,7 +138,9 @@ def backward(kernel: str, consts: list[dict], *, k: int, atomic: bool) -> Kernel
     return KernelContract(kernel=fn, name=f"norm_bwd_{kernel}_kernel[k={k}{', atomic' if atomic else ''}]",
                           args=args, constexprs=consts, grid=grid,
                           domain=DOMAIN + [P <= MAX_PROGRAMS] + _whole_rows(kernel, consts),
-                          bounded_shapes=_bounded(consts[0]["BLOCK_N"] if kernel != "looped" else 2**24))
+                          bounded_shapes=_bounded(consts[0]["BLOCK_N"] if kernel != "looped" else 2**24),
+                          witnesses={"dx_ptr": lambda c: _rows(kernel, c, True),
+                                     **({} if atomic else {"p_ptr": lambda c: _workspace(kernel, c)})})
 
 
 def reduce(consts: list[dict]) -> KernelContract:
@@ -98,9 +149,12 @@ def reduce(consts: list[dict]) -> KernelContract:
     args = {"p_ptr": Tensor((P, kk, N), (kk * N, N, 1)),
             "dw_ptr": Tensor((N,), (1,), output=c["HAS_W"]), "db_ptr": Tensor((N,), (1,), output=c["HAS_B"]),
             "P": P, "N": N}
+    cols = Witness(writer=lambda n: Writer(pid=(n / c["BLOCK_N"],), lanes=(n % c["BLOCK_N"],)),
+                   element=lambda store, pid, iters, lanes: (pid[0] * c["BLOCK_N"] + lanes[0],))
     return KernelContract(kernel=K_.norm_partials_reduce_kernel, name=f"norm_partials_reduce_kernel[K={kk}]",
                           args=args, constexprs=consts, grid=lambda cc: (cdiv(N, cc["BLOCK_N"]),),
-                          domain=[N <= 2**24, P <= 2**30], bounded_shapes=_bounded())
+                          domain=[N <= 2**24, P <= 2**30], bounded_shapes=_bounded(),
+                          witnesses={"dw_ptr": cols, "db_ptr": cols})
 
 
 def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[KernelContract]:

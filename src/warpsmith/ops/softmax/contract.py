@@ -11,12 +11,18 @@ online kernels' first row loop bound ``cdiv(M - pid, M)`` wrapping int32 for M >
 now ``(M - 1 - pid) // nprog + 1``.
 ``CONTRACTS`` covers each kernel in forward/backward and softmax/log-softmax form;
 :func:`for_config` builds the contracts of one tuned config.
+
+Writer witnesses (verify/symbolic/contract.py) prove ``race_free`` and ``coverage`` of the output
+for every shape: in the single-pass kernels element (m, n) is lane (m % ROWS, n) of row block
+``m // ROWS``, which program ``block % G`` handles at iteration ``block // G`` of its grid-stride
+loop over G programs; in the online kernels it is lane ``n % BLOCK_N`` of program m, at
+iteration 0 of its row loop and ``n // BLOCK_N`` of its second column loop.
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...verify.symbolic import KernelContract, Tensor, cdiv, sizes
+from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, sizes
 from . import kernel as K_
 from .variant import INDEX_LIMIT
 
@@ -49,6 +55,24 @@ def _args(backward: bool) -> dict[str, Any]:
             "stride_xm": sxm, "stride_xn": sxn, "stride_ym": N}
 
 
+def _out(backward: bool) -> str:
+    return "dx_ptr" if backward else "y_ptr"
+
+
+def row_blocks(rows: int, programs: Any) -> Witness:
+    """Rows in blocks of ``rows``, ``programs`` programs striding over the blocks (one loop)."""
+    return Witness(
+        writer=lambda m, n: Writer(pid=((m / rows) % programs,), iters=((m / rows) / programs,), lanes=(m % rows, n)),
+        element=lambda store, pid, iters, lanes: ((pid[0] + iters[0] * programs) * rows + lanes[0], lanes[1]))
+
+
+def rows_in_chunks(block_n: int) -> Witness:
+    """One row per program (grid M), its columns in chunks of ``block_n`` (the second column loop)."""
+    return Witness(
+        writer=lambda m, n: Writer(pid=(m,), iters=(0, n / block_n), lanes=(n % block_n,)),
+        element=lambda store, pid, iters, lanes: (pid[0] + iters[0] * M, iters[1] * block_n + lanes[0]))
+
+
 def single_pass(constexprs: list[dict], backward: bool, persistent: bool = False) -> KernelContract:
     """One contract per BLOCK_N (pass constexprs sharing it)."""
     bn = constexprs[0]["BLOCK_N"]
@@ -57,7 +81,8 @@ def single_pass(constexprs: list[dict], backward: bool, persistent: bool = False
     return KernelContract(
         kernel=kernel, name=kernel.fn.__name__ + ("[persistent]" if persistent else ""), args=_args(backward),
         constexprs=constexprs, grid=grid, domain=_domain(bn, True) + ([P <= 8 * 264] if persistent else []),
-        bounded_shapes=_bounded(bn, True))
+        bounded_shapes=_bounded(bn, True),
+        witnesses={_out(backward): lambda c: row_blocks(c["ROWS"], P if persistent else cdiv(M, c["ROWS"]))})
 
 
 def online(constexprs: list[dict], backward: bool) -> KernelContract:
@@ -65,7 +90,8 @@ def online(constexprs: list[dict], backward: bool) -> KernelContract:
     kernel = K_.softmax_backward_online_kernel if backward else K_.softmax_online_kernel
     return KernelContract(
         kernel=kernel, name=kernel.fn.__name__, args=_args(backward), constexprs=constexprs, grid=(M,),
-        domain=_domain(bn, False), bounded_shapes=_bounded(bn, False))
+        domain=_domain(bn, False), bounded_shapes=_bounded(bn, False),
+        witnesses={_out(backward): lambda c: rows_in_chunks(c["BLOCK_N"])})
 
 
 def for_config(variant: Any, config: Mapping[str, Any]) -> list[KernelContract]:

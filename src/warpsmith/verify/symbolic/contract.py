@@ -27,6 +27,42 @@ split-coverage obligation; ``guards`` names constexpr knobs that are specializat
 domain constraint each needs, as a constraint or a function of the constexprs
 (``guards={"EVEN_K": lambda c: K % c["BLOCK_K"] == 0}``): those combinations are proved under
 that extra assumption, which is how a guard is shown to suffice.
+
+**Writer witnesses** (``witnesses={"y_ptr": ...}``) let ``race_free`` and ``coverage`` of an
+output be *proved* where z3 cannot invert the kernel's index arithmetic (a grouped tile order,
+``row * N + col``, a grid-stride loop). A :class:`Witness` states who writes each element, in
+both directions, as z3 expressions (``/`` and ``%`` are z3's, floor division for a positive
+divisor; write them with the sizes and the constexprs)::
+
+    def rows_witness(c):                           # one program per ROWS rows, lanes (row, col)
+        R = c["ROWS"]
+        return Witness(
+            # element (m, n) -> the store instance that writes it
+            writer=lambda m, n: Writer(pid=(m / R,), lanes=(m % R, n)),
+            # store instance -> the element it writes (store: which store statement of the tensor,
+            # in trace order; pid: one per grid axis; iters: the iteration count 0, 1, ... of each
+            # loop around that store, outermost first; lanes: one per dimension of its block)
+            element=lambda store, pid, iters, lanes: (pid[0] * R + lanes[0], lanes[1]))
+
+    KernelContract(..., witnesses={"y_ptr": rows_witness})   # a Witness, or a function of the constexprs
+
+``Writer(pid, lanes=(), iters=(), store=0)``: ``store`` may be an expression of the index (the
+statistics of a row stored by two statements, ``store=col``). Nothing is trusted: with ``e`` an
+arbitrary in-range index and ``x`` an arbitrary executing (masked-in) store instance, the prover
+shows, each as one quantifier-free solve over the whole domain,
+
+- coverage: ``writer(e)`` is an instance that executes (program in the grid, iteration in its
+  loop's range, lane in its block, mask and early exits true) and its address is ``e``'s;
+- race freedom: ``element(x)`` is in range and is the element ``x``'s address holds, and
+  ``writer(element(x)) == x`` (same statement, program, iterations and lanes); with the output's
+  layout injective (strides that nest: each exceeds the span of the dimensions inside it, which
+  is proved too) no two distinct instances then store to one address.
+
+A witness that does not hold proves nothing: the obligation falls back to the check without a
+witness (bounded, or failed with a counterexample when the kernel is wrong), and its detail says
+which part of the witness was refuted. A witness is for outputs written by plain stores, one
+writer per element; an output with atomic writes (split-K, atomic reductions) is not one-writer
+and keeps the check without a witness.
 """
 from __future__ import annotations
 
@@ -65,6 +101,27 @@ class Split:
     axis: int
 
 
+@dataclass(frozen=True)
+class Writer:
+    """The store instance that writes one element: program ids (one per grid axis), the iteration
+    count of each loop around the store (outermost first), lanes (one per block dimension), and
+    which store statement of the tensor (trace order; an int or an expression)."""
+
+    pid: tuple[Any, ...]
+    lanes: tuple[Any, ...] = ()
+    iters: tuple[Any, ...] = ()
+    store: Any = 0
+
+
+@dataclass(frozen=True)
+class Witness:
+    """Who writes each element of one output: ``writer(*index) -> Writer`` and its left inverse
+    ``element(store, pid, iters, lanes) -> index`` (see the module docstring)."""
+
+    writer: Callable[..., Writer]
+    element: Callable[..., tuple]
+
+
 @dataclass
 class KernelContract:
     kernel: Any
@@ -76,6 +133,7 @@ class KernelContract:
     split: Split | None = None
     guards: Mapping[str, Any] = field(default_factory=dict)
     name: str = ""
+    witnesses: Mapping[str, Any] = field(default_factory=dict)  # output name -> Witness or f(constexprs)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -98,6 +156,12 @@ class KernelContract:
 
     def grid_for(self, consts: Mapping[str, Any]) -> tuple:
         return tuple(self.grid(consts) if callable(self.grid) else self.grid)
+
+    def witness_for(self, base: str, consts: Mapping[str, Any]) -> Witness | None:
+        w = self.witnesses.get(base)
+        if w is None or isinstance(w, Witness):
+            return w
+        return w(consts)
 
     def assumptions(self, consts: Mapping[str, Any]) -> list[Any]:
         base = [s >= 1 for s in self.size_symbols()] + list(self.domain)

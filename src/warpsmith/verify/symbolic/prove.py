@@ -16,6 +16,11 @@ grid, every lane and every loop iteration:
    or not: Triton's int32 arithmetic wraps before any mask applies), since a wrapped index would
    make every other proof, done over unbounded integers, meaningless.
 
+An output with a writer witness in its contract (contract.py) gets ``race_free`` and
+``coverage`` from the witness (witness.py) when every part of the witness is proved; otherwise
+(a witness refuted or not proved, an output with atomic writes) the checks above run as without
+one, and the detail says why the witness did not prove the obligation.
+
 Statuses: ``proved`` (z3 found no counterexample in the whole domain), ``failed`` with a
 concrete counterexample (sizes, program ids, lanes, address), ``bounded(N shapes)`` (no proof
 was reached in time; checked exhaustively for N named shapes — never reported as proved), or
@@ -31,6 +36,7 @@ from typing import Any, Mapping
 import numpy as np
 import z3
 
+from . import witness
 from .contract import KernelContract, Tensor
 from .evaluate import evaluate, instances
 from .lang import SymbolicError
@@ -127,10 +133,13 @@ class Prover:
         return tracer.trace
 
     # ---- solving -------------------------------------------------------------------------------
-    def _solve(self, facts: list[Any], extra_assume: list[Any] = (), timeout_ms: int | None = None) -> tuple[str, Any]:
+    def _solve(self, facts: list[Any], extra_assume: list[Any] = (), timeout_ms: int | None = None,
+               assume: list[Any] | None = None) -> tuple[str, Any]:
         """sat (with a model) / unsat / unknown (with the reason), trying a small portfolio of z3 set-ups:
-        equation solving first (it eliminates the many defined terms a trace produces), then the default."""
-        goal = [*self.assume, *extra_assume, *facts]
+        equation solving first (it eliminates the many defined terms a trace produces), then the default.
+        ``assume`` replaces the contract's assumptions (a subset: an unsat answer stays sound, a model
+        need not satisfy the ones left out)."""
+        goal = [*(self.assume if assume is None else assume), *extra_assume, *facts]
         goal += self._value_preconditions(goal)
         reason = ""
         for make in (lambda: z3.Then("simplify", "propagate-values", "solve-eqs", "smt").solver(), z3.Solver):
@@ -260,7 +269,33 @@ class Prover:
         why = "depends on a havocked loop value" if a.havoc else f"solver: {m}"
         return Obligation("in_bounds", subject, st, f"{detail} (no proof: {why})", cex, time.perf_counter() - t0)
 
+    # ---- writer witnesses ------------------------------------------------------------------------
+    def _by_witness(self, name: str, tr: Trace, base: str) -> tuple[Obligation | None, str]:
+        """``race_free`` or ``coverage`` of ``base`` from its declared writer witness: the obligation when
+        the witness proves it (or shows a race through its own writer), else None and a note why not."""
+        w = self.c.witness_for(base, self.consts)
+        if w is None:
+            return None, ""
+        t0 = time.perf_counter()
+        writes = [a for a in tr.accesses if a.base == base and a.kind in ("store", "atomic")]
+        if any(a.kind == "atomic" for a in writes):
+            return None, "witness not used: the output has atomic writes (not one writer per element)"
+        stores = [a for a in writes if a.kind == "store"]
+        try:
+            res = (witness.race_free if name == "race_free" else witness.coverage)(self, tr, stores, base, w)
+        except witness.WitnessError as exc:
+            return None, f"witness not used: it does not fit the kernel: {exc}"
+        if res.status in ("proved", "failed"):
+            return Obligation(name, base, res.status, res.detail, res.counterexample, time.perf_counter() - t0), ""
+        return None, f"{res.detail} [{time.perf_counter() - t0:.1f} s on the witness]"
+
     def race_free(self, tr: Trace, stores: list[tuple[int, Access]], base: str) -> Obligation:
+        done, note = self._by_witness("race_free", tr, base)
+        if done is not None:
+            return done
+        return _noted(self._race_free(tr, stores, base), note)
+
+    def _race_free(self, tr: Trace, stores: list[tuple[int, Access]], base: str) -> Obligation:
         t0 = time.perf_counter()
         for (i, a), (j, b) in itertools.combinations_with_replacement(stores, 2):
             x, y = _Instance(a, tr.pids, "x"), _Instance(b, tr.pids, "y")
@@ -365,6 +400,12 @@ class Prover:
                 "writers": [f"program {names[int(r[1])]} lane {int(r[3])}" for r in who[:4]]}
 
     def coverage(self, tr: Trace, stores: list[Access], base: str) -> Obligation:
+        done, note = self._by_witness("coverage", tr, base)
+        if done is not None:
+            return done
+        return _noted(self._coverage(tr, stores, base), note)
+
+    def _coverage(self, tr: Trace, stores: list[Access], base: str) -> Obligation:
         t0 = time.perf_counter()
         t = self.tensors[base]
         idx = [z3.Int(f"idx{r}") for r in range(len(t.shape))]
@@ -585,6 +626,13 @@ class Prover:
 def prove(contract: KernelContract, timeout_ms: int = 3_000) -> list[ProofReport]:
     """Prove every constexpr combination of ``contract``."""
     return [Prover(contract, consts, timeout_ms).run() for consts in contract.constexprs]
+
+
+def _noted(o: Obligation, note: str) -> Obligation:
+    """``o`` with why a declared witness did not prove it."""
+    if note:
+        o.detail = f"{o.detail}; {note}" if o.detail else note
+    return o
 
 
 def _plain(x: Any) -> Any:
