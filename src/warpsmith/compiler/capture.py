@@ -23,7 +23,7 @@ from ..core.errors import InvalidInputError
 
 
 @dataclass
-class Problem:
+class LoadedProblem:
     """A loaded KernelBench problem: its module, the built model and one input draw."""
 
     path: Path
@@ -38,17 +38,17 @@ class Problem:
 class Captured:
     """The exported program of a problem, and what emit needs to rebuild its interface."""
 
-    problem: Problem
+    problem: LoadedProblem
     program: Any  # torch.export.ExportedProgram
     user_inputs: list[str] = field(default_factory=list)  # placeholder names, in call order
     state: dict[str, tuple[str, bool]] = field(default_factory=dict)  # placeholder -> (state_dict key, is_buffer)
 
 
-def load_problem(path: str | Path, seed: int = 0, overrides: Any = None) -> Problem:
+def load_problem(path: str | Path, seed: int = 0, overrides: Any = None) -> LoadedProblem:
     """Import a KernelBench problem file and build its model and inputs.
 
     ``overrides`` (``["batch_size=8", ...]`` or a mapping, as ``warpsmith check --set``) rewrite
-    top-level int/float constants of the source before it runs; :attr:`Problem.source` is then
+    top-level int/float constants of the source before it runs; :attr:`LoadedProblem.source` is then
     the rewritten source (regenerated from the syntax tree: comments are dropped).
 
     Raises:
@@ -95,7 +95,7 @@ def load_problem(path: str | Path, seed: int = 0, overrides: Any = None) -> Prob
                                 f"{p}: {type(e).__name__}: {e}{_where(e, p)}") from None
     if not isinstance(model, torch.nn.Module):
         raise InvalidInputError("PROBLEM", "Model(*get_init_inputs()) to be an nn.Module", type(model).__name__)
-    return Problem(p, source, module, model, inputs, init)
+    return LoadedProblem(p, source, module, model, inputs, init)
 
 
 def _where(e: BaseException, path: Path) -> str:
@@ -107,7 +107,7 @@ def _where(e: BaseException, path: Path) -> str:
     return f" (at {path.name}:{f.lineno}: {(f.line or '').strip()})"
 
 
-def capture(problem: Problem) -> Captured:
+def capture(problem: LoadedProblem) -> Captured:
     """``torch.export`` the problem's model on its inputs.
 
     Raises:
