@@ -116,12 +116,14 @@ def main(argv: list[str]) -> None:
         lazy = hasattr(type(o), "__torch_function__")
         return f"object:{type(o).__qualname__}" + (":lazy" if lazy else "")
 
+    def on_device(args: list[Any]) -> list[Any]:
+        return [a.to(device) if isinstance(a, _Tensor) else a for a in args]
+
     def plain(outs: tuple[Any, ...]) -> list[Any]:
         return [snapshot(o).cpu() if type(o) is _Tensor and not o.is_meta else None for o in outs]
 
     def call(req: dict[str, Any]) -> dict[str, Any]:
-        fresh = _load(os.path.join(exchange, req["inputs"]), weights_only=True)
-        fresh = [a.to(device) if isinstance(a, _Tensor) else a for a in fresh]
+        fresh = on_device(_load(os.path.join(exchange, req["inputs"]), weights_only=True))
         if req.get("refill") and last.get("args") is not None:
             args = last["args"]
             for i, (a, b) in enumerate(zip(args, fresh)):
@@ -217,8 +219,7 @@ def main(argv: list[str]) -> None:
     def timed(req: dict[str, Any]) -> dict[str, Any]:
         from .speed import time_in_child
 
-        sets = _load(os.path.join(exchange, req["inputs"]), weights_only=True)
-        sets = [[a.to(device) if isinstance(a, _Tensor) else a for a in s] for s in sets]
+        sets = [on_device(s) for s in _load(os.path.join(exchange, req["inputs"]), weights_only=True)]
         try:
             doc, last_out, rerun = time_in_child(cand, sets, req.get("destinations"), device)
         except BaseException as e:

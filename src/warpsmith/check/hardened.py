@@ -86,6 +86,11 @@ class ReferenceUnusable(InvalidInputError):
         self.reason = reason
 
 
+def _raised(w: Workload, e: Exception) -> ReferenceUnusable:
+    return ReferenceUnusable("reference_error", "to run on its own inputs",
+                             f"it raised {type(e).__name__}: {e} (workload {w.label})")
+
+
 class _Stop(Exception):
     """A failure after which no further observation means anything."""
 
@@ -154,8 +159,7 @@ class _Session:
         except InvalidInputError:
             raise
         except Exception as e:
-            raise ReferenceUnusable("reference_error", "to run on its own inputs",
-                                    f"it raised {type(e).__name__}: {e} (workload {w.label})") from None
+            raise _raised(w, e) from None
         if not all(isinstance(r, _Tensor) for r in (*ref, *oracle)) or len(ref) != len(oracle):
             raise InvalidInputError("reference outputs", "tensors", [describe(r) for r in ref])
         if self.problem.allocate_outputs is not None and w.label not in self.signatures:
@@ -174,8 +178,7 @@ class _Session:
                 try:
                     outs.append(self.problem.run_reference([snapshot(a) for a in args]))
                 except Exception as e:
-                    raise ReferenceUnusable("reference_error", "to run on its own inputs",
-                                            f"it raised {type(e).__name__}: {e} (workload {w.label})") from None
+                    raise _raised(w, e) from None
         if not all(bitwise_equal(a, b) for a, b in zip(*outs)):
             raise ReferenceUnusable(
                 "reference_nondeterministic", "the same output for the same inputs",
@@ -225,15 +228,29 @@ class _Session:
     def start(self, setup: dict[str, Any], load_timeout_s: float) -> None:
         self.child = spawn(self.exchange)
         reply = self._ask(setup, "loading the candidate", load_timeout_s)
-        if not reply.get("ok"):
-            if reply.get("kind") == "invalid_input":
-                raise InvalidInputError("CANDIDATE", "a loadable candidate", reply.get("error"))
-            self._patches(reply, "while loading the candidate")
-            self.ledger.fail("runs", str(reply.get("error")))
-            raise _Stop("candidate_error")
-        self._patches(reply, "after loading the candidate")
+        if not reply.get("ok") and reply.get("kind") == "invalid_input":
+            raise InvalidInputError("CANDIDATE", "a loadable candidate", reply.get("error"))
+        self._outcome(reply, "while loading the candidate", "after loading the candidate")
         self.nondeterministic = reply.get("nondeterministic") is True
         self.destination_passing = reply.get("destination_passing") is True
+
+    def _destinations(self, w: Workload) -> list[list[Any]] | None:
+        """Shapes and dtypes of the destination buffers the child allocates (destination-passing only)."""
+        if not self.destination_passing:
+            return None
+        if self.problem.allocate_outputs is None:
+            raise InvalidInputError("candidate", "value-returning for this format", "destination-passing")
+        return [[list(t.shape), str(t.dtype).replace("torch.", "")]
+                for t in self.problem.allocate_outputs(w, torch.device("meta"))]
+
+    def _outcome(self, reply: dict[str, Any], raised: str, returned: str) -> None:
+        """A reply that says the candidate raised is ``candidate_error`` (unless it also patched something,
+        which comes first); any reply is checked for patches."""
+        if not reply.get("ok"):
+            self._patches(reply, raised)
+            self.ledger.fail("runs", str(reply.get("error")))
+            raise _Stop("candidate_error")
+        self._patches(reply, returned)
 
     def invoke(self, w: Workload, args: list[Any], ref: tuple[Any, ...], *, refill: bool = False,
                plain: bool = False, settle_s: float | None = None,
@@ -241,21 +258,12 @@ class _Session:
         self.calls += 1
         self.plain_calls += bool(plain)
         n = self.calls
-        dests = None
-        if self.destination_passing:
-            if self.problem.allocate_outputs is None:
-                raise InvalidInputError("candidate", "value-returning for this format", "destination-passing")
-            dests = [[list(t.shape), str(t.dtype).replace("torch.", "")]
-                     for t in self.problem.allocate_outputs(w, torch.device("meta"))]
+        dests = self._destinations(w)
         name = self._save(f"in_{n}.pt", [a.cpu() if isinstance(a, _Tensor) else a for a in args])
         reply = self._ask({"op": "call", "id": n, "inputs": name, "refill": refill, "plain": plain,
                            "destinations": dests, "sizes": _nbytes(ref), "same_as": same_as,
                            "settle_s": self.settle_s if settle_s is None else settle_s}, f"call {n}")
-        if not reply.get("ok"):
-            self._patches(reply, "during a call that raised")
-            self.ledger.fail("runs", str(reply.get("error")))
-            raise _Stop("candidate_error")
-        self._patches(reply, "after a call")
+        self._outcome(reply, "during a call that raised", "after a call")
         self.ledger.ok("runs")
         outs = list(self._load(reply["outputs"]))
         self.returned.append(outs)
@@ -450,18 +458,11 @@ class _Session:
 
         w = self.problem.workloads[0]
         sets = [self.draw(w, self.problem.distributions[0], gen) for _ in range(INPUT_SETS)]
-        dests = None
-        if self.destination_passing and self.problem.allocate_outputs is not None:
-            dests = [[list(t.shape), str(t.dtype).replace("torch.", "")]
-                     for t in self.problem.allocate_outputs(w, torch.device("meta"))]
+        dests = self._destinations(w)
         name = self._save("timing_inputs.pt", [[a.cpu() if isinstance(a, _Tensor) else a for a in s] for s in sets])
         reply = self._ask({"op": "time", "id": self.calls, "inputs": name, "destinations": dests},
                           "timing the candidate", 4 * self.timeout_s)
-        if not reply.get("ok"):
-            self._patches(reply, "while timing")
-            self.ledger.fail("runs", str(reply.get("error")))
-            raise _Stop("candidate_error")
-        self._patches(reply, "after timing")
+        self._outcome(reply, "while timing", "after timing")
         last, rerun = self._load(reply["outputs"])
         judged = sets[int((reply.get("timing") or {}).get("judged_set", 0)) % len(sets)]
         ref, oracle, perturbed = self.reference(w, judged)
