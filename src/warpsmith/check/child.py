@@ -20,11 +20,10 @@ import json
 import os
 import resource
 import sys
-import threading
 import time
 from typing import Any
 
-_perf_counter, _sleep, _dumps, _loads = time.perf_counter, time.sleep, json.dumps, json.loads
+_sleep, _dumps, _loads = time.sleep, json.dumps, json.loads
 _write, _read, _exit = os.write, os.read, os._exit
 
 
