@@ -37,6 +37,7 @@ import numpy as np
 import z3
 
 from . import witness
+from .budget import budgeted
 from .contract import KernelContract, Tensor
 from .evaluate import evaluate, instances
 from .lang import SymbolicError
@@ -143,8 +144,7 @@ class Prover:
         goal += self._value_preconditions(goal)
         reason = ""
         for make in (lambda: z3.Then("simplify", "propagate-values", "solve-eqs", "smt").solver(), z3.Solver):
-            s = make()
-            s.set("timeout", max(1, (timeout_ms or self.timeout_ms) // 2))  # the budget is shared by both
+            s = budgeted(make(), (timeout_ms or self.timeout_ms) // 2)  # the budget is shared by both
             s.add(*goal)
             r = s.check()
             if r == z3.sat:

@@ -33,6 +33,8 @@ from typing import Any, Callable
 
 import z3
 
+from .budget import budgeted
+
 _MAX_TERMS = 256
 
 
@@ -153,8 +155,7 @@ class Rewriter:
         self.remainders: list[Any] = []  # remainders written a - d (a // d), to be recognized in sums
 
     def _prove(self, facts: list[Any], claim: Any) -> bool:
-        s = z3.Solver()
-        s.set("timeout", self.timeout_ms)
+        s = budgeted(z3.Solver(), self.timeout_ms)
         s.add(*facts, z3.Not(claim))
         return s.check() == z3.unsat
 

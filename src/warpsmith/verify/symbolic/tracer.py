@@ -32,6 +32,7 @@ from typing import Any, Mapping
 
 import z3
 
+from .budget import budgeted
 from .lang import BlockPtr, SymbolicError, as_sym, fake_triton, make_tl
 from .values import DATA, SymTensor, lane
 
@@ -304,8 +305,7 @@ class Tracer:
 
     def implied(self, fact: Any) -> bool:
         """Whether the contract's assumptions imply ``fact`` (a quick solve; False when unsure)."""
-        s = z3.Solver()
-        s.set("timeout", 500)
+        s = budgeted(z3.Solver(), 500)
         s.add(*self.assume, z3.Not(fact))
         return s.check() == z3.unsat
 

@@ -30,13 +30,11 @@ from typing import Any, Mapping
 
 import z3
 
+from .budget import budgeted
 from .contract import Tensor, Witness, Writer
 from .rewrite import Rewriter
 from .tracer import Access, Trace
 from .values import lane
-
-
-RLIMIT_PER_MS = 1500  # z3 resource units per millisecond of budget (about that, solving these problems)
 
 
 class WitnessError(Exception):
@@ -125,9 +123,7 @@ class Decider:
         whole = z3.And(*problem)
         for shape in self.shapes:  # a model at concrete sizes refutes it quickly (sizes substituted: linear)
             fixed = [(x, z3.IntVal(shape[str(x)])) for x in self.prover.c.size_symbols() if str(x) in shape]
-            solver = z3.Solver()
-            solver.set("rlimit", 100 * RLIMIT_PER_MS)
-            solver.set("timeout", 2000)
+            solver = budgeted(z3.Solver(), 100)
             solver.add(z3.simplify(z3.substitute(whole, *fixed)))
             if solver.check() == z3.sat:
                 return False
@@ -180,8 +176,7 @@ def probe_shapes(prover: Any) -> list[dict[str, int]]:
     for x in syms:
         if str(x) not in big:
             continue
-        solver = z3.Solver()
-        solver.set("timeout", 500)
+        solver = budgeted(z3.Solver(), 500)
         solver.add(*prover.assume, x >= 1000)
         if solver.check() == z3.sat:
             m = solver.model()
@@ -223,9 +218,7 @@ def _attempts(problem: list[Any], budget_ms: int, quick: bool = False) -> str:
     for k, seed in ((0, 0), (1, 0), (0, 1), (1, 1))[:tries]:
         if k and not weak:
             weak = _abstract_divisions(problem)  # only when the problem itself was not decided
-        s = z3.Solver()
-        s.set("rlimit", each * RLIMIT_PER_MS)  # z3's deterministic work count, so that a loaded machine
-        s.set("timeout", each * 20)  # proves what an idle one does; the wall clock only as a backstop
+        s = budgeted(z3.Solver(), each)  # z3's work count (see budget.py): the load does not decide
         s.set("random_seed", seed)
         s.add(*(weak if k else problem))
         r = s.check()
