@@ -31,4 +31,13 @@ def patch(model, **options):
     return _patch(model, **options)
 
 
-__all__ = ["__version__", "ops", "nn", "patch"]
+def compile(fn_or_module, example_inputs=None, **options):  # noqa: A001 - torch.compile's name
+    """Compile a module or function into verified warpsmith kernels (see
+    :func:`warpsmith.compiler.backend.compile`); ``torch.compile(m, backend="warpsmith")`` is the same
+    backend."""
+    from .compiler.backend import compile as _compile
+
+    return _compile(fn_or_module, example_inputs, **options)
+
+
+__all__ = ["__version__", "ops", "nn", "patch", "compile"]

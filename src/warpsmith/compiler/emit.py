@@ -93,8 +93,9 @@ def _steps(g: Graph, part: Partition) -> list[tuple[str, Any]]:
     return out
 
 
-def emit(g: Graph, part: Partition, problem_source: str, problem_name: str,
-         shapes: list[tuple[int, ...] | None], values: list[Any] | None = None) -> Program:
+def _program(g: Graph, part: Partition) -> tuple[Program, str, list[str]]:
+    """The kernels (generated and library), their launchers as source text, and the body lines
+    (8 spaces deep) computing every node of ``g`` as ``v_<name>``."""
     users = g.users()
     prog = Program("")
     jit: list[Any] = []
@@ -124,30 +125,58 @@ def emit(g: Graph, part: Partition, problem_source: str, problem_name: str,
         from ..ops.shared.kernel import to_output
 
         jit.append(to_output)
+    code = "# " + "-" * 96 + "\n# kernels: the warpsmith library's (copied) and the generated ones\n# " + "-" * 96 + "\n"
+    if jit:
+        code += library.jit_source(jit) + "\n\n"
+    if prog.kernels:
+        code += HELPERS + "\n\n" + "\n\n".join(k.source for k in prog.kernels) + "\n\n"
+    code += "\n\n".join(launchers + [k.launcher for k in prog.kernels]) + "\n\n"
+    return prog, code, body
+
+
+def _summary(prog: Program) -> list[str]:
+    return [f"Generated kernels: {len(prog.kernels)}; library calls: "
+            f"{', '.join(n.op for n in prog.library_calls) or 'none'}.",
+            "ATen fallbacks: " + (", ".join(f"{n.op} ({n.name})" for n in prog.fallbacks) or "none") + ".",
+            "Views run by ATen: " + (", ".join(n.op for n in prog.views) or "none") + "."]
+
+
+_IMPORTS = ["import os", "", "import torch", "import torch.nn as nn", "import triton", "import triton.language as tl",
+            "", '_EMULATE = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")  # Triton\'s CPU interpreter']
+
+
+def emit(g: Graph, part: Partition, problem_source: str, problem_name: str,
+         shapes: list[tuple[int, ...] | None], values: list[Any] | None = None) -> Program:
+    prog, code, body = _program(g, part)
     # a `from __future__` import must open the file: lifted out of the problem's source
     future = [ln for ln in problem_source.splitlines() if ln.startswith("from __future__ import")]
     problem_source = "\n".join(ln for ln in problem_source.splitlines() if ln not in future)
     head = [f'"""ModelNew for {problem_name}, written by `warpsmith solve` (warpsmith compiler, first slice).',
-            "",
-            f"Generated kernels: {len(prog.kernels)}; library calls: "
-            f"{', '.join(n.op for n in prog.library_calls) or 'none'}.",
-            "ATen fallbacks: " + (", ".join(f"{n.op} ({n.name})" for n in prog.fallbacks) or "none") + ".",
-            "Views run by ATen: " + (", ".join(n.op for n in prog.views) or "none") + ".",
+            "", *_summary(prog),
             "Specialized to the input shapes " + ", ".join(str(s) for s in shapes) + '."""',
-            *future, "import os", "", "import torch", "import torch.nn as nn", "import triton", "import triton.language as tl",
-            "", '_EMULATE = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")  # Triton\'s CPU interpreter',
+            *future, *_IMPORTS,
             "", "# " + "-" * 96, f"# the problem's own source ({problem_name}): ModelNew builds Model to take over its",
             "# parameters, buffers and submodules (same names, same order, same RNG draws); Model.forward is never called",
             "# " + "-" * 96]
-    text = "\n".join(head) + "\n" + problem_source.rstrip() + "\n\n\n"
-    text += "# " + "-" * 96 + "\n# kernels: the warpsmith library's (copied) and the generated ones\n# " + "-" * 96 + "\n"
-    if jit:
-        text += library.jit_source(jit) + "\n\n"
-    if prog.kernels:
-        text += HELPERS + "\n\n" + "\n\n".join(k.source for k in prog.kernels) + "\n\n"
-    text += "\n\n".join(launchers + [k.launcher for k in prog.kernels]) + "\n\n"
+    text = "\n".join(head) + "\n" + problem_source.rstrip() + "\n\n\n" + code
     text += _model_new(g, shapes, body, values)
     prog.text = text
+    return prog
+
+
+def emit_function(g: Graph, part: Partition, name: str, shapes: list[tuple[int, ...] | None]) -> Program:
+    """A module defining ``run(*inputs)``: the graph ``g`` (every placeholder an input, in order),
+    returning the tuple of its outputs; what the torch.compile backend loads."""
+    prog, code, body = _program(g, part)
+    args = [f"v_{n.name}" for n in g.inputs]
+    tensors = [a for a, s in zip(args, shapes) if s is not None]
+    head = [f'"""{name}, compiled by warpsmith (the torch.compile backend).', "", *_summary(prog),
+            "Specialized to the input shapes " + ", ".join(str(s) for s in shapes) + '."""', *_IMPORTS, "", ""]
+    lines = [f"def run({', '.join(args)}):",
+             f"    _dev = {tensors[0]}.device" if tensors else "    _dev = torch.device('cpu')"]
+    lines += [ln[4:] for ln in body]
+    lines.append(f"    return ({''.join(f'v_{o.name}, ' for o in g.outputs)})")
+    prog.text = "\n".join(head) + code + "\n".join(lines) + "\n"
     return prog
 
 

@@ -147,7 +147,16 @@ def _line(fx_node: Any, path: str) -> str:
 def build(captured: Any) -> Graph:
     """The IR of a :class:`~.capture.Captured` program."""
     ep = captured.program
-    path = str(captured.problem.path.name)
+    g = build_fx(ep.graph, captured.user_inputs, str(captured.problem.path.name))
+    g.state = dict(captured.state)
+    g.single_output = g.single_output or len(g.outputs) == 1 and _single_leaf(ep)
+    return g
+
+
+def build_fx(graph: Any, user_inputs: list[str] | None = None, path: str = "") -> Graph:
+    """The IR of an ATen-level ``torch.fx`` graph. Placeholders named in ``user_inputs`` are inputs,
+    the others parameters (every placeholder is an input when ``user_inputs`` is None); ``path`` is
+    the user's file, whose lines the nodes' stack traces name."""
     env: dict[Any, Node] = {}
     nodes: list[Node] = []
     outputs: list[Node] = []
@@ -161,16 +170,16 @@ def build(captured: Any) -> Graph:
             return type(a)(conv(x) for x in a)
         return a
 
-    for fx in ep.graph.nodes:
+    for fx in graph.nodes:
         shape, dtype = _meta(fx)
         if fx.op == "placeholder":
-            kind = "input" if fx.name in captured.user_inputs else "param"
+            kind = "input" if user_inputs is None or fx.name in user_inputs else "param"
             n = Node(fx.name, kind, kind, [], shape, dtype)
             if kind == "input":
                 inputs.append(n)
         elif fx.op == "output":
             res = fx.args[0]
-            single = not isinstance(res, (list, tuple)) or len(res) == 1 and _single_leaf(ep)
+            single = not isinstance(res, (list, tuple))
             for r in (res if isinstance(res, (list, tuple)) else [res]):
                 if not isinstance(r, torch.fx.Node):
                     from ..core.errors import InvalidInputError
@@ -180,10 +189,10 @@ def build(captured: Any) -> Graph:
             continue
         else:
             n = _classify(fx, conv, shape, dtype)
-            n.line = _line(fx, path)
+            n.line = _line(fx, path) if path else ""
         env[fx] = n
         nodes.append(n)
-    return Graph(nodes, outputs, inputs, dict(captured.state), single)
+    return Graph(nodes, outputs, inputs, {}, single)
 
 
 def _single_leaf(ep: Any) -> bool:

@@ -1,0 +1,331 @@
+"""The ``torch.compile`` backend and :func:`warpsmith.compile`: any module or function, inference and training.
+
+``torch.compile(model, backend="warpsmith")`` (registered when warpsmith is installed, through the
+``torch_dynamo_backends`` entry point, and again on import of this module) hands every graph dynamo
+captures to AOTAutograd, which gives ATen graphs: one for inference, or a forward and a backward for
+training. Each graph goes through the compiler's own stages, as ``warpsmith solve`` takes a problem:
+:func:`~.ir.build_fx` (the IR), :func:`~.lower.lower` (library ops), a partitioner (codegen groups),
+:func:`~.emit.emit_function` (a self-contained module defining ``run``), loaded from a file (Triton
+reads its kernels' source).
+
+**Verified before use.** A compiled graph runs only after it matched the original graph on two
+fresh draws of its inputs (same shapes and dtypes; floating inputs standard normal, integer ones
+zero, booleans random): every floating output within the error criterion the verifier and
+``warpsmith check`` use (:func:`warpsmith.core.contract.within_reference`: at most 4x the eager
+graph's own error against the graph run in float64, plus two ulps of the output's scale), NaNs in the
+same places, other outputs equal. A graph that fails, cannot be compiled (symbolic shapes, an op the
+emitter cannot write) or has no float64 oracle runs as the original ATen graph, and the report says
+why. Nothing unverified runs silently.
+
+Every graph's report (:class:`GraphReport`: the IR, the lowering notes, kernels, library calls,
+fallbacks, the verification) is kept by the backend instance; ``warpsmith.compile`` returns it with
+the compiled callable.
+"""
+from __future__ import annotations
+
+import importlib.util
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from ..core.contract import within_reference
+from .emit import emit_function
+from .fuse import partition, problems
+from .ir import build_fx
+from .lower import lower
+
+_UNIT = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8, torch.float32: 2.0 ** -24, torch.float64: 2.0 ** -53}
+
+
+@dataclass
+class GraphReport:
+    """What happened to one ATen graph: ``status`` is ``compiled`` (verified, runs warpsmith's
+    program) or ``eager`` (runs the original graph; ``reason`` says why)."""
+
+    kind: str  # inference, forward, backward
+    status: str = "eager"
+    reason: str = ""
+    ir: str = ""
+    notes: list[str] = field(default_factory=list)
+    kernels: int = 0
+    library_calls: list[str] = field(default_factory=list)
+    fallbacks: list[str] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)  # one line per verified output and draw
+    source: str = ""  # the emitted module, when one was written
+
+    def summary(self) -> str:
+        what = (f"{self.kernels} generated kernel(s), library {', '.join(self.library_calls) or 'none'}, "
+                f"ATen fallbacks {', '.join(self.fallbacks) or 'none'}")
+        return f"{self.kind}: {self.status}" + (f" ({self.reason})" if self.reason else "") + f"; {what}"
+
+
+class Backend:
+    """A ``torch.compile`` backend (``torch.compile(m, backend=Backend())``) that keeps its reports."""
+
+    def __init__(self, partitioner: Callable[..., Any] = partition, verify: bool = True, draws: int = 2) -> None:
+        self.partitioner, self.verify, self.draws = partitioner, verify, draws
+        self.reports: list[GraphReport] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        from torch._dynamo.backends.common import aot_autograd
+
+        return aot_autograd(fw_compiler=self._compiler("forward"), bw_compiler=self._compiler("backward"),
+                            inference_compiler=self._compiler("inference"),
+                            decompositions=_decompositions())(gm, example_inputs)
+
+    def _compiler(self, kind: str) -> Callable[..., Any]:
+        def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+            fn, report = compile_graph_module(gm, example_inputs, kind, self.partitioner, self.verify, self.draws)
+            self.reports.append(report)
+            return fn
+        return compile_graph
+
+
+def compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind: str = "inference",
+                         partitioner: Callable[..., Any] = partition, verify: bool = True,
+                         draws: int = 2) -> tuple[Callable[..., Any], GraphReport]:
+    """One ATen graph -> (the callable to run, its report). The callable is the original graph
+    (boxed like it) unless a verified program was built."""
+    report = GraphReport(kind)
+    eager = _boxed(gm)
+    try:
+        metas = [_meta(x) for x in example_inputs]
+        if any(m is None for m in metas):
+            report.reason = "an input that is not a tensor of static shape (dynamic shapes are not compiled yet)"
+            return eager, report
+        kept, positions = _without_none_outputs(gm)
+        g = build_fx(kept.graph)
+        report.notes = lower(g)
+        part = partitioner(g)
+        bad = problems(g, part)
+        if bad:
+            raise ValueError("unusable partition: " + "; ".join(bad))
+        grouped = part.group_of()
+        for n in g.nodes:
+            if n.kind in ("pointwise", "reduction") and n.name not in grouped:
+                n.kind = "aten"
+        report.ir = g.format()
+        prog = emit_function(g, part, f"{kind} graph", [tuple(m[0]) for m in metas])
+        report.source = prog.text
+        report.kernels = len(prog.kernels)
+        report.library_calls = [n.op for n in prog.library_calls]
+        report.fallbacks = [str(n.target).replace("aten.", "") for n in prog.fallbacks]
+        run = _load(prog.text, kind)
+    except Exception as e:  # noqa: BLE001 - any failure leaves the original graph in place, said in the report
+        report.reason = f"not compiled: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
+        return eager, report
+
+    def compiled(*args: Any) -> list[Any]:
+        out = list(run(*args))
+        for pos in positions:
+            out.insert(pos, None)
+        return out
+
+    if verify:
+        failure = _verify(gm, compiled, metas, draws, report)
+        if failure:
+            report.reason = failure
+            return eager, report
+    report.status = "compiled"
+    return _boxed(compiled), report
+
+
+def _decompositions() -> dict[Any, Any]:
+    """The backward ops AOTAutograd leaves whole, decomposed into the pointwise ops and last-dim
+    reductions codegen fuses (``sigmoid_backward`` becomes ``grad * y * (1 - y)``, ...)."""
+    from torch._decomp import get_decompositions
+
+    aten = torch.ops.aten
+    return get_decompositions([aten.sigmoid_backward, aten.tanh_backward, aten.threshold_backward,
+                               aten.gelu_backward, aten.silu_backward, aten.hardtanh_backward,
+                               aten.leaky_relu_backward, aten.elu_backward, aten.softplus_backward,
+                               aten._softmax_backward_data, aten._log_softmax_backward_data])
+
+
+# ---- pieces ----------------------------------------------------------------------------------------
+def _meta(x: Any) -> tuple[tuple[int, ...], torch.dtype, torch.device] | None:
+    if not isinstance(x, torch.Tensor):
+        return None
+    try:
+        shape = tuple(int(s) for s in x.shape)
+    except (TypeError, RuntimeError):
+        return None
+    if any(not isinstance(s, int) for s in x.shape):
+        return None
+    return shape, x.dtype, x.device
+
+
+def _without_none_outputs(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, list[int]]:
+    """A copy of ``gm`` returning only its tensor outputs, and where the ``None`` ones go back (a
+    backward graph returns None for inputs that need no gradient)."""
+    import copy
+
+    g2 = copy.deepcopy(gm)
+    out = next(n for n in g2.graph.nodes if n.op == "output")
+    res = out.args[0]
+    items = list(res) if isinstance(res, (list, tuple)) else [res]
+    positions = [i for i, r in enumerate(items) if r is None]
+    out.args = (tuple(r for r in items if r is not None),)
+    g2.recompile()
+    return g2, positions
+
+
+def _load(text: str, kind: str) -> Callable[..., Any]:
+    """Import the emitted module from a file of its own (Triton reads kernel source from files)."""
+    where = Path(tempfile.mkdtemp(prefix="warpsmith-compiled-"))
+    name = f"warpsmith_compiled_{kind}_{uuid.uuid4().hex[:12]}"
+    path = where / f"{name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.run
+
+
+def _boxed(fn: Any) -> Callable[..., Any]:
+    """AOTAutograd's calling convention: one list of arguments, cleared by the callee."""
+    def call(args: list[Any]) -> Any:
+        xs = list(args)
+        args.clear()
+        return fn(*xs)
+    call._boxed_call = True  # type: ignore[attr-defined]
+    return call
+
+
+def _draw(meta: tuple[tuple[int, ...], torch.dtype, torch.device], gen: torch.Generator) -> torch.Tensor:
+    shape, dtype, device = meta
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype=dtype, device=device)
+    if dtype == torch.bool:
+        return (torch.rand(shape, generator=gen) < 0.5).to(device)
+    return torch.zeros(shape, dtype=dtype, device=device)
+
+
+def _verify(gm: torch.fx.GraphModule, compiled: Callable[..., Any], metas: list[Any], draws: int,
+            report: GraphReport) -> str:
+    """'' when the compiled graph matches the original on ``draws`` fresh input draws, else why not."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily(), torch.no_grad():
+        for seed in range(draws):
+            gen = torch.Generator().manual_seed(0x5EED + seed)
+            inputs = [_draw(m, gen) for m in metas]
+            try:
+                expected = _as_list(gm(*inputs))
+                oracle = _as_list(gm(*[x.double() if x.is_floating_point() else x for x in inputs]))
+            except Exception as e:  # noqa: BLE001
+                return f"no float64 oracle for this graph ({type(e).__name__}: {' '.join(str(e).split())[:200]})"
+            try:
+                got = _as_list(compiled(*[x.clone() for x in inputs]))
+            except Exception as e:  # noqa: BLE001
+                return f"rejected: the compiled graph raised {type(e).__name__}: {' '.join(str(e).split())[:200]}"
+            if len(got) != len(expected):
+                return f"rejected: {len(got)} outputs, the graph has {len(expected)}"
+            for i, (y, ref, ora) in enumerate(zip(got, expected, oracle)):
+                why = _judge(y, ref, ora)
+                if why.startswith("rejected"):
+                    return f"{why} (output {i}, draw {seed})"
+                report.checks.append(f"output {i}, draw {seed}: {why}")
+    return ""
+
+
+def _judge(y: Any, ref: Any, ora: Any) -> str:
+    if not isinstance(ref, torch.Tensor):
+        return "ok (not a tensor)" if y is None and ref is None or y == ref else f"rejected: {y!r} != {ref!r}"
+    if not isinstance(y, torch.Tensor) or y.shape != ref.shape or y.dtype != ref.dtype:
+        return (f"rejected: got {getattr(y, 'dtype', type(y).__name__)}{tuple(getattr(y, 'shape', ()))}, "
+                f"expected {ref.dtype}{tuple(ref.shape)}")
+    if not ref.is_floating_point():
+        return "ok (exact)" if torch.equal(y, ref) else "rejected: a non-float output differs"
+    o = ora.to(torch.float64)
+    if not torch.equal(torch.isnan(y), torch.isnan(o)):
+        return "rejected: NaN where the float64 graph has none, or the reverse"
+    finite = torch.isfinite(o)
+    if not torch.equal(y[~finite].double().nan_to_num(), o[~finite].nan_to_num()):
+        return "rejected: infinities differ"
+    yf, rf, of = y[finite].double(), ref[finite].double(), o[finite]
+    if of.numel() == 0:
+        return "ok (no finite element)"
+    err = float((yf - of).abs().max())
+    ref_err = float((rf - of).abs().max())
+    largest = float(of.abs().max())
+    ok, allowed = within_reference(err, ref_err, largest, _UNIT.get(ref.dtype, 2.0 ** -24))
+    return (f"{'ok' if ok else 'rejected'}: max error {err:.3g} vs float64, eager {ref_err:.3g}, "
+            f"allowed {allowed:.3g}")
+
+
+def _as_list(x: Any) -> list[Any]:
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+# ---- warpsmith.compile -------------------------------------------------------------------------------
+@dataclass
+class Compiled:
+    """The result of :func:`compile`: call it like the original; ``reports`` lists every graph."""
+
+    fn: Callable[..., Any]
+    backend: Backend
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    @property
+    def reports(self) -> list[GraphReport]:
+        return self.backend.reports
+
+    def explain(self) -> str:
+        out = []
+        for r in self.reports:
+            out += [r.summary(), *(f"  {n}" for n in r.notes), *(f"  {ln}" for ln in r.ir.splitlines()),
+                    *(f"  verified {c}" for c in r.checks)]
+        return "\n".join(out)
+
+
+def compile(fn_or_module: Callable[..., Any], example_inputs: Sequence[Any] | None = None, *,
+            fullgraph: bool = False, verify: bool = True) -> Compiled:  # noqa: A001 - torch.compile's name
+    """Compile a module or function with warpsmith (through ``torch.compile``'s capture).
+
+    Args:
+        fn_or_module: an ``nn.Module`` or a function of tensors.
+        example_inputs: if given, the program is compiled (and verified) now, on these inputs;
+            otherwise on its first call.
+        fullgraph: refuse graph breaks (as ``torch.compile``).
+        verify: check each compiled graph against the original before using it (see the module
+            docstring); False only for experiments: an unverified graph is then used as compiled.
+
+    Returns:
+        A :class:`Compiled` callable; its ``reports`` say what ran where, and ``explain()`` prints them.
+    """
+    backend = Backend(verify=verify)
+    fn = torch.compile(fn_or_module, backend=backend, fullgraph=fullgraph, dynamic=False)
+    compiled = Compiled(fn, backend)
+    if example_inputs is not None:
+        compiled(*example_inputs)
+    return compiled
+
+
+BACKEND = Backend()  # the instance registered as "warpsmith"; its reports accumulate in BACKEND.reports
+
+
+def warpsmith_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    """The backend ``torch.compile(..., backend="warpsmith")`` uses."""
+    return BACKEND(gm, example_inputs)
+
+
+def register() -> None:
+    """Register ``"warpsmith"`` with dynamo, unless an installed entry point does it (dynamo then loads
+    this module and registers the entry point's function itself: registering here too would clash)."""
+    from importlib.metadata import entry_points
+
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+
+    installed = any(e.name == "warpsmith" for e in entry_points(group="torch_dynamo_backends"))
+    if "warpsmith" not in _COMPILER_FNS and not installed:
+        register_backend(warpsmith_backend, name="warpsmith")
+
+
+register()
