@@ -26,9 +26,11 @@ from .common import handle_errors, quiet_interpreter
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
               help="Rewrite a top-level size constant of PROBLEM before it runs (repeatable); the program "
                    "is compiled and checked at those sizes.")
+@click.option("--greedy", is_flag=True, help="Greedy fusion, no search (the baseline the search reports its gain over).")
+@click.option("--target", default="h100", show_default=True, help="The GPU model the search's cost model ranks for.")
 @handle_errors
 def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
-          sets: tuple[str, ...]) -> None:
+          sets: tuple[str, ...], greedy: bool, target: str) -> None:
     """Compile PROBLEM (KernelBench: Model, get_inputs, get_init_inputs) into a ModelNew file.
 
     The program is verified with `warpsmith check` before anything is written to -o.
@@ -38,8 +40,11 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
     if json_out is not None and json_out.exists():
         json_out.unlink()
     with quiet_interpreter():
+        from ..compiler.fuse import partition
+
         res = run_solve(problem, out, strict=strict, seed=seed, overrides=list(sets) or None,
-                        progress=lambda s: click.echo(s, err=True))
+                        progress=lambda s: click.echo(s, err=True), partitioner=partition if greedy else None,
+                        target=target)
     if explain:
         click.echo(res.explain())
     if json_out is not None:
@@ -50,6 +55,8 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
                f"{len(p.fallbacks)} ATen fallback(s)")
     for n in p.fallbacks:
         click.echo(f"  fallback {n.name}: {n.target} {n.line}".rstrip())
+    if p.search is not None:
+        click.echo(p.search.lines()[0])
     if res.status == "refused":
         click.echo(f"refused (--strict): {len(p.fallbacks)} op(s) have no lowering or codegen: "
                    + ", ".join(str(n.target) for n in p.fallbacks), err=True)

@@ -1,10 +1,12 @@
-"""The compiler, first slice: a KernelBench problem -> a verified, self-contained ``ModelNew``.
+"""The compiler: a KernelBench problem -> a verified, self-contained ``ModelNew``; any module or
+function -> verified kernels through ``torch.compile(..., backend="warpsmith")``.
 
 Stages, one module each: ``capture`` (torch.export), ``ir`` (the graph IR), ``lower`` (patterns
--> library ops), ``fuse`` (greedy partition of pointwise/reduction nodes), ``codegen`` (one Triton
-kernel per group), ``emit`` (the ModelNew file), ``solve`` (the pipeline and verification with
-``warpsmith.check``). Not yet: a search over partitions and rewrites, a torch.compile backend,
-SOL-ExecBench emission.
+-> library ops), ``fuse`` (partitions of pointwise/reduction nodes: greedy, unfused), ``search``
+(rewrites and a partition search ranked by the cost model), ``codegen`` (one Triton kernel per
+group), ``emit`` (the ModelNew file, or a module for the backend), ``solve`` (the pipeline and
+verification with ``warpsmith.check``), ``backend`` (the torch.compile backend, each graph verified
+before use). Not yet: SOL-ExecBench emission, generated launch contracts.
 """
 from .solve import SolveResult, compile_problem, solve, write_report
 

@@ -33,6 +33,7 @@ class Program:
     library_calls: list[Node] = field(default_factory=list)
     fallbacks: list[Node] = field(default_factory=list)
     views: list[Node] = field(default_factory=list)
+    search: Any = None  # the search's record (compiler.search.SearchResult), when a search chose
 
 
 def _render(a: Any) -> str:

@@ -5,7 +5,7 @@ node joins the group of one of its producers when the group can take it (below) 
 stay acyclic; otherwise it starts a group. A :class:`Partition` is plain data (groups of nodes),
 and any function ``Graph -> Partition`` whose result :func:`problems` accepts can replace
 :func:`partition` (``compile_problem(..., partitioner=...)``; :func:`unfused` is the one-kernel-
-per-op example), so a search over partitions can come next; no such search exists yet.
+per-op example); :mod:`.search` searches over partitions from these two.
 
 A group has a *domain*, the shape its kernel iterates over:
 

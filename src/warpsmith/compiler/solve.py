@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..targets import get_target
 from .capture import capture, load_problem
 from .emit import Program, emit
 from .fuse import Partition, partition, problems
 from .ir import Graph, build
 from .lower import lower
+from .search import predict_ms, reassociate, search as run_search
+
 
 
 @dataclass
@@ -48,6 +51,9 @@ class SolveResult:
                 out.append(f"library {n.op} ({n.name}): {n.attrs}")
             out.append("## generated kernel source")
             out += [k.source for k in self.program.kernels] or ["(none)"]
+            if getattr(self.program, "search", None) is not None:
+                out.append("## search")
+                out += self.program.search.lines()
             out.append("## ATen fallbacks")
             out += [f"{n.name}: {n.target} {n.line}".rstrip() for n in self.program.fallbacks] or ["(none)"]
         return "\n".join(out)
@@ -64,19 +70,33 @@ class SolveResult:
             "fallbacks": [{"node": n.name, "op": str(n.target), "line": n.line} for n in (p.fallbacks if p else [])],
             "views": [{"node": n.name, "op": str(n.target)} for n in (p.views if p else [])],
             "lowering": self.notes, "check": self.verdict,
+            "search": p.search.to_json() if p is not None and p.search is not None else None,
         }
 
 
 def compile_problem(path: str | Path, seed: int = 0,
-                    partitioner: Callable[[Graph], Partition] = partition,
-                    overrides: Any = None) -> tuple[Graph, list[str], Program]:
-    """Capture, lower, partition (with ``partitioner``) and emit (no verification); ``overrides``
-    are ``--set`` items (size constants rewritten before the problem runs)."""
+                    partitioner: Callable[[Graph], Partition] | None = None,
+                    overrides: Any = None, target: str = "h100") -> tuple[Graph, list[str], Program]:
+    """Capture, lower, partition and emit (no verification); ``overrides`` are ``--set`` items (size
+    constants rewritten before the problem runs). With no ``partitioner``, the search
+    (:mod:`.search`: rewrites, then partitions ranked by the cost model for ``target``) chooses, and
+    its record is ``Program.search``; a given ``partitioner`` (e.g. ``fuse.partition``, greedy) is used as it is."""
     problem = load_problem(path, seed=seed, overrides=overrides)
     cap = capture(problem)
     g = build(cap)
     notes = lower(g)
-    part = partitioner(g)
+    found = None
+    if partitioner is None:
+        tgt = get_target(target)
+        greedy_ms = predict_ms(g, partition(g), tgt)  # the baseline: this graph, greedy fusion, no rewrite
+        rewrites = reassociate(g, tgt)
+        notes += [f"{r['at']}: matmul chain reassociated to A @ (B @ C) (predicted {r['left_ms'] * 1e3:.2f} -> "
+                  f"{r['right_ms'] * 1e3:.2f} us on {target})" for r in rewrites if r["taken"]]
+        found = run_search(g, tgt)
+        found.greedy_ms, found.rewrites = greedy_ms, rewrites
+        part = found.best
+    else:
+        part = partitioner(g)
     bad = problems(g, part)
     if bad:
         raise ValueError(f"{getattr(partitioner, '__name__', partitioner)} gave an unusable partition: " + "; ".join(bad))
@@ -87,19 +107,20 @@ def compile_problem(path: str | Path, seed: int = 0,
     shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
     values = [None if hasattr(x, "shape") else x for x in problem.inputs]
     prog = emit(g, part, problem.source, Path(path).name, shapes, values)
+    prog.search = found
     return g, notes, prog
 
 
 def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = False, verify: bool = True,
           seed: int = 0, check_kwargs: dict[str, Any] | None = None,
-          partitioner: Callable[[Graph], Partition] = partition, overrides: Any = None,
-          progress: Callable[[str], None] | None = None) -> SolveResult:
+          partitioner: Callable[[Graph], Partition] | None = None, overrides: Any = None,
+          progress: Callable[[str], None] | None = None, target: str = "h100") -> SolveResult:
     """Compile a KernelBench problem into a verified ``ModelNew`` file.
 
     Raises:
         InvalidInputError: the problem file is unusable (exit 2); nothing is written.
     """
-    g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides)
+    g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides, target=target)
     res = SolveResult(str(path), "unverified", prog, g, notes)
     if strict and prog.fallbacks:
         res.status = "refused"
