@@ -6,7 +6,10 @@ is therefore the launcher, not the harness: a candidate that kills ``os.getppid(
 launcher, and the harness sees it. Every process of the session carries a random token in its
 environment; at the end (and on any failure) the whole process group is SIGKILLed and any process
 still carrying the token (one that left the group with ``setsid``) is found in ``/proc`` and killed
-too, before the parent writes anything.
+too, before the parent writes anything. Launcher and child also ask Linux to SIGKILL them when their
+parent ends (``PR_SET_PDEATHSIG``), so a harness that is itself killed (a time limit around
+``warpsmith check`` or ``solve``) leaves no orphan computing (Linux ties this to the thread that
+started the launcher: ``check`` runs it from the calling thread, which outlives the check).
 
 A request that gets no reply within its deadline is a ``timeout`` (SIGKILL, not SIGTERM, so a
 candidate that ignores SIGTERM is still stopped). A reply channel that closes is ``exited`` (the
@@ -30,11 +33,19 @@ from typing import Any
 TOKEN_VAR = "WARPSMITH_CHECK_SESSION"
 
 _LAUNCHER = """
-import os, subprocess, sys
+import ctypes, os, signal, subprocess, sys
+def die_with_parent():  # Linux: SIGKILL when the parent ends, even by SIGKILL (no orphan keeps computing)
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (AttributeError, OSError):
+        pass
+die_with_parent()
+if os.getppid() != int(sys.argv[4]):
+    sys.exit(1)  # the harness ended before the line above took effect
 fds = (int(sys.argv[1]), int(sys.argv[2]))
 log = open(os.path.join(sys.argv[3], "child.log"), "wb")
-p = subprocess.Popen([sys.executable, "-m", "warpsmith.check.child", *sys.argv[1:]], pass_fds=fds,
-                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+p = subprocess.Popen([sys.executable, "-m", "warpsmith.check.child", *sys.argv[1:4]], pass_fds=fds,
+                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
 for fd in fds:
     os.close(fd)
 sys.stdout.write(str(p.wait()) + "\\n")
@@ -193,7 +204,7 @@ def spawn(exchange: str, env_extra: dict[str, str] | None = None) -> Child:
     os.makedirs(tmp, exist_ok=True)
     env["TMPDIR"] = tmp
     env.update(env_extra or {})
-    launcher = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(ctrl_r), str(reply_w), exchange],
+    launcher = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(ctrl_r), str(reply_w), exchange, str(os.getpid())],
                                 pass_fds=(ctrl_r, reply_w), env=env, stdout=subprocess.PIPE,
                                 start_new_session=True, cwd=exchange)
     os.close(ctrl_r)
