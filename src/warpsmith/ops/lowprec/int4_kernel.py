@@ -17,7 +17,7 @@ FLOPs: 2 M N K.
   that ``int4_matmul_reduce_kernel`` sums in a fixed order (deterministic).
 """
 from ...core._triton import tl, triton
-from ..shared import kernel as common
+from ..shared.kernel import dot_acc, round_to_bf16, to_output
 
 
 @triton.jit
@@ -85,12 +85,12 @@ def int4_matmul_gemm_kernel(
         w = weight_tile(qw_ptr, qz_ptr, s_ptr, gidx_ptr, offs_k, offs_n, mask_k, mask_n, N, num_groups,
                         FORMAT, GROUP, ACT_ORDER)
         if EMULATE:  # bf16 under the interpreter, which truncates fp32 -> bf16: round by hand
-            acc = common.dot_acc(x, common.round_to_bf16(w), acc, False, "ieee", EMULATE)
+            acc = dot_acc(x, round_to_bf16(w), acc, False, "ieee", EMULATE)
         else:
-            acc = common.dot_acc(x, w.to(x_ptr.dtype.element_ty), acc, False, "ieee", EMULATE)
+            acc = dot_acc(x, w.to(x_ptr.dtype.element_ty), acc, False, "ieee", EMULATE)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
-    tl.store(y_ptr + offs_m[:, None] * N + offs_n[None, :], common.to_output(acc, y_ptr, EMULATE),
+    tl.store(y_ptr + offs_m[:, None] * N + offs_n[None, :], to_output(acc, y_ptr, EMULATE),
              mask=mask_m[:, None] & mask_n[None, :])
 
 
@@ -114,14 +114,14 @@ def int4_matmul_gemv_kernel(
         w = weight_tile(qw_ptr, qz_ptr, s_ptr, gidx_ptr, offs_k, offs_n, mask_k, mask_n, N, num_groups,
                         FORMAT, GROUP, ACT_ORDER)
         if EMULATE:  # bf16 under the interpreter, which truncates fp32 -> bf16: round by hand
-            w = common.round_to_bf16(w)
+            w = round_to_bf16(w)
         else:  # the weight rounded once to x's dtype, as the GEMM path feeds tl.dot
             w = w.to(x_ptr.dtype.element_ty).to(tl.float32)
         acc += tl.sum(x[:, None] * w, axis=0)
     if SPLIT_K == 1:
         if HAS_BIAS:
             acc += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
-        tl.store(y_ptr + m * N + offs_n, common.to_output(acc, y_ptr, EMULATE), mask=mask_n)
+        tl.store(y_ptr + m * N + offs_n, to_output(acc, y_ptr, EMULATE), mask=mask_n)
     else:
         tl.store(p_ptr + (m * SPLIT_K + pid_s) * N + offs_n, acc, mask=mask_n)
 
@@ -139,4 +139,4 @@ def int4_matmul_reduce_kernel(p_ptr, bias_ptr, y_ptr, N, SPLIT_K: tl.constexpr, 
         acc += tl.load(p_ptr + (m * SPLIT_K + s) * N + offs, mask=mask, other=0.0)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + m * N + offs, common.to_output(acc, y_ptr, EMULATE), mask=mask)
+    tl.store(y_ptr + m * N + offs, to_output(acc, y_ptr, EMULATE), mask=mask)

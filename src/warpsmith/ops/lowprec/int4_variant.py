@@ -237,6 +237,9 @@ class Int4Gemv(_Int4):
         M, N, Kd = problem.shape["M"], problem.shape["N"], problem.shape["K"]
         split = config["SPLIT_K"]
         meta = self._meta(problem)
+        if M * split * N >= INDEX_LIMIT:
+            raise InvalidInputError("size of the split-K workspace", "M * SPLIT_K * N below 2^31 (32-bit indexing)",
+                                    f"{M} * {split} * {N}")
         partial = scratch((M, split, N), torch.float32, x.device) if split > 1 else y
         grid = (triton.cdiv(N, config["BLOCK_N"]), split, M)
         K.int4_matmul_gemv_kernel[grid](
