@@ -31,4 +31,13 @@ def patch(model, **options):
     return _patch(model, **options)
 
 
+def quantize(model, scheme: str = "int4-awq", **options):
+    """Replace a model's ``nn.Linear`` layers by low-precision modules (see
+    :func:`warpsmith.quantization.quantize`)."""
+    from .quantization import quantize as _quantize
+
+    return _quantize(model, scheme, **options)
+
+
 __all__ = ["__version__", "ops", "nn", "patch"]
+__all__ += ["quantize"]
