@@ -34,9 +34,9 @@ def test_numerics_table_is_sane_and_files_are_written(tmp_path):
         assert rn(a)["snr_db"] > rn(b)["snr_db"] and rn(a)["calc_diff"] < rn(b)["calc_diff"], (a, b)
     # fp16's relative error is about its unit roundoff (2^-11), e4m3's about 2^-4 / sqrt(3)-ish
     assert 1e-5 < rn("fp16")["rel"] < 2e-3 and 5e-3 < rn("fp8-e4m3-tensor")["rel"] < 0.1
-    # a fixed-point format loses to outliers (its step is set by the row's max), a float format hardly
+    # a fixed-point format loses to outliers (its step is set by the row's max), a float format does not
     assert rn("int8-token-channel", "outliers")["snr_db"] < rn("int8-token-channel")["snr_db"] - 5
-    assert abs(rn("fp8-e4m3-tensor", "outliers")["snr_db"] - rn("fp8-e4m3-tensor")["snr_db"]) < 5
+    assert rn("fp8-e4m3-tensor", "outliers")["snr_db"] > rn("fp8-e4m3-tensor")["snr_db"] - 3
     for r in rows:
         assert r["max_abs"] > 0 and 0 < r["rel"] < 1 and 0 < r["calc_diff"] < 1
     with open(tmp_path / "numerics.csv") as f:
