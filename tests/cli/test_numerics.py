@@ -62,11 +62,11 @@ def test_without_matplotlib_the_table_is_written_and_the_plot_is_explained(tmp_p
 
 def test_stochastic_rounding_is_unbiased_and_lands_on_neighbours():
     gen = torch.Generator().manual_seed(0)
-    v = torch.full((20000,), 1.0 + 3 / 32, dtype=torch.float64)  # between e4m3's 1.0625 and 1.125
+    v = torch.full((20000,), 1.0 + 3 / 32, dtype=torch.float64)  # between e4m3 neighbours 1.0 and 1.125 (step 1/8)
     r = round_float(v, "e4m3", True, gen)
-    assert set(r.unique().tolist()) == {1.0625, 1.125}
+    assert set(r.unique().tolist()) == {1.0, 1.125}
     assert abs(float(r.mean()) - (1 + 3 / 32)) < 2e-3
-    assert round_float(v, "e4m3")[0] == 1.125  # nearest (ties to even: 1.09375 is the midpoint -> 1.125)
+    assert round_float(v, "e4m3")[0] == 1.125  # nearest
     i = round_int(torch.full((20000,), 2.25, dtype=torch.float64), -8, 7, True, gen)
     assert set(i.unique().tolist()) == {2.0, 3.0} and abs(float(i.mean()) - 2.25) < 0.02
 
