@@ -140,7 +140,9 @@ class Int4Gemm(_Int4):
             return f"about {regs} registers per thread > {cap} at {c['num_warps']} warps on {target.name} (would spill)"
         if c["BLOCK_M"] * c["BLOCK_N"] < 16 * 16 * c["num_warps"] // 2:
             return f"tile {c['BLOCK_M']}x{c['BLOCK_N']} too small for {c['num_warps']} warps"
-        smem = c["num_stages"] * (c["BLOCK_M"] * c["BLOCK_K"] * p.dtype.itemsize + c["BLOCK_K"] * c["BLOCK_N"] * 2)
+        # Triton pipelines the gathered loads of a stage through shared memory: the x tile, and per weight
+        # element its int32 word and zero word (fitted to ptxas's counts from `warpsmith gpucheck`, sm_90)
+        smem = c["num_stages"] * (c["BLOCK_M"] * c["BLOCK_K"] * p.dtype.itemsize + c["BLOCK_K"] * c["BLOCK_N"] * 8)
         if smem > target.smem_per_block:
             return f"shared memory about {smem} B > {target.smem_per_block} B on {target.name}"
         return None
