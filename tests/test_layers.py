@@ -34,9 +34,11 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("warpsmith.compiled_facts", 10),  # compiler facts for the search: the compile-only worker builds problems
     ("warpsmith.gpucheck", 10),  # compile every family's kernels for a GPU target
     ("warpsmith.tune", 10),
+    ("warpsmith.numerics", 10),  # the format study behind `warpsmith numerics`
     ("warpsmith.compiler", 11),  # capture -> IR -> lower -> fuse -> codegen -> emit -> verify (check)
     ("warpsmith.nn", 11),
     ("warpsmith.patching", 12),
+    ("warpsmith.quantization", 12),  # quantize(model, scheme): nn.Linear -> low-precision modules
     ("warpsmith.cli", 13),
     ("warpsmith", 14),  # the package itself: patch(), lazy ops and nn
 )

@@ -40,4 +40,12 @@ def compile(fn_or_module, example_inputs=None, **options):  # noqa: A001 - torch
     return _compile(fn_or_module, example_inputs, **options)
 
 
-__all__ = ["__version__", "ops", "nn", "patch", "compile"]
+def quantize(model, scheme: str = "int4-awq", **options):
+    """Replace a model's ``nn.Linear`` layers by low-precision modules (see
+    :func:`warpsmith.quantization.quantize`)."""
+    from .quantization import quantize as _quantize
+
+    return _quantize(model, scheme, **options)
+
+
+__all__ = ["__version__", "ops", "nn", "patch", "compile", "quantize"]

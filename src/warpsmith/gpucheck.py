@@ -67,6 +67,14 @@ _DECODE = [({"B": 8, "Hk": 8, "G": 4, "S": 4096, "D": 128}, {"cache": "paged", "
 _MLA = [({"B": 4, "H": 128, "S": 4096, "Dc": 512, "Dr": 64}, {"page_size": 64}),  # DeepSeek-V3, 128 heads
         ({"B": 16, "H": 16, "S": 1024, "Dc": 512, "Dr": 64}, {"page_size": 1, "table": "csr"}),
         ({"B": 8, "H": 16, "S": 2048, "Dc": 512, "Dr": 64, "T": 2}, {"page_size": 64})]
+# weight-only int4 (group 128): Llama-2-7B (hidden 4096, MLP 11008) and Llama-3-8B (k/v 1024, MLP 14336)
+# projections at decode (M = 1, 16) and prefill (64, 4096) sizes, both formats
+_AWQ, _GPTQ, _GPTQ_ACT = {"format": "awq"}, {"format": "gptq"}, {"format": "gptq", "act_order": True}
+_INT4 = [({"M": 1, "N": 4096, "K": 4096}, _AWQ), ({"M": 1, "N": 11008, "K": 4096}, _GPTQ_ACT),
+         ({"M": 1, "N": 1024, "K": 4096}, _GPTQ), ({"M": 16, "N": 14336, "K": 4096}, _AWQ),
+         ({"M": 16, "N": 4096, "K": 11008}, _GPTQ), ({"M": 64, "N": 4096, "K": 14336}, {**_AWQ, "bias": True}),
+         ({"M": 64, "N": 11008, "K": 4096}, _GPTQ_ACT), ({"M": 4096, "N": 4096, "K": 4096}, _AWQ),
+         ({"M": 4096, "N": 14336, "K": 4096}, _GPTQ), ({"M": 4096, "N": 4096, "K": 11008}, _GPTQ_ACT)]
 PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
     "matmul": [({"M": 4096, "N": 4096, "K": 4096}, {}), ({"M": 16, "N": 14336, "K": 4096}, {}),
                ({"M": 1, "N": 4096, "K": 4096}, {}),  # M == 1: a constant to Triton
@@ -81,6 +89,7 @@ PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
     "fused_linear_cross_entropy": _FUSED, "fused_linear_cross_entropy_backward": _FUSED,
     "attention": _ATTN, "attention_backward": _ATTN, "merge_attention_states": _MERGE,
     "attention_decode": _DECODE, "attention_decode_mla": _MLA,
+    "int4_matmul": _INT4,
 }
 
 

@@ -183,5 +183,66 @@ def from_torch(module: torch.nn.Module) -> torch.nn.Module:
     return new
 
 
+class Int4Linear(torch.nn.Module):
+    """Inference-only linear layer with an int4 weight packed by AutoAWQ (GEMM) or GPTQ (v1), run by
+    :func:`warpsmith.ops.int4_matmul` (formats: :mod:`warpsmith.ops.lowprec.int4_formats`).
+
+    Buffers ``qweight``, ``qzeros``, ``scales`` (and ``g_idx`` for GPTQ act-order, ``bias``) keep the
+    checkpoint's names and layouts. Activations in another dtype than the scales' (float16 or bfloat16)
+    are cast to it, and the output back. Build one from checkpoint tensors, from an
+    :class:`~warpsmith.ops.lowprec.int4_formats.Int4Weight`, or from an ``nn.Linear`` by RTN
+    quantization (:meth:`from_linear`).
+    """
+
+    def __init__(self, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, group_size: int,
+                 format: str = "awq", g_idx: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
+                 in_features: Optional[int] = None) -> None:
+        super().__init__()
+        from .ops.lowprec.int4_op import check_weight
+
+        K = in_features if in_features is not None else qweight.shape[0] * (8 if format == "gptq" else 1)
+        N = check_weight(format, qweight, qzeros, scales, group_size, K, g_idx)
+        if scales.dtype not in (torch.float16, torch.bfloat16):
+            raise InvalidInputError("dtype of scales", "float16 or bfloat16 (the compute dtype)", str(scales.dtype))
+        if g_idx is not None and torch.equal(g_idx.long().cpu(), torch.arange(K) // group_size):
+            g_idx = None  # the trivial assignment: no gather needed
+        self.in_features, self.out_features, self.group_size, self.format = K, N, group_size, format
+        self.register_buffer("qweight", qweight.contiguous())
+        self.register_buffer("qzeros", qzeros.contiguous())
+        self.register_buffer("scales", scales.contiguous())
+        self.register_buffer("g_idx", None if g_idx is None else g_idx.to(torch.int32).contiguous())
+        if bias is not None and (tuple(bias.shape) != (N,) or not bias.is_floating_point()):
+            raise InvalidInputError("bias", f"a floating ({N},) tensor", tuple(bias.shape))
+        self.register_buffer("bias", None if bias is None else bias.to(scales.dtype).contiguous())
+
+    @classmethod
+    def from_weight(cls, weight, bias: Optional[torch.Tensor] = None) -> "Int4Linear":
+        """From an :class:`~warpsmith.ops.lowprec.int4_formats.Int4Weight`."""
+        return cls(weight.qweight, weight.qzeros, weight.scales, weight.group_size, weight.format, weight.g_idx, bias)
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear, group_size: int = 128, format: str = "awq",
+                    dtype: torch.dtype = torch.float16) -> "Int4Linear":
+        """RTN-quantize an ``nn.Linear`` (see :func:`~warpsmith.ops.lowprec.int4_formats.quantize_int4`);
+        ``dtype`` is the scales' and compute dtype."""
+        from .ops.lowprec.int4_formats import quantize_int4
+
+        w = quantize_int4(linear.weight.detach().t(), group_size, format, scale_dtype=dtype)
+        return cls.from_weight(w, None if linear.bias is None else linear.bias.detach())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from .ops.lowprec.int4_op import int4_matmul_op
+
+        dt = self.scales.dtype
+        y = int4_matmul_op(x.to(dt), self.qweight, self.qzeros, self.scales, self.g_idx, self.bias,
+                           self.group_size, self.format)
+        return y.to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, format={self.format}, "
+                f"group_size={self.group_size}, act_order={self.g_idx is not None}, bias={self.bias is not None}")
+
+
 __all__ = ["RMSNorm", "LayerNorm", "Softmax", "LogSoftmax", "CrossEntropyLoss", "LinearCrossEntropyLoss",
            "SwiGLU", "GEGLU", "Attention", "from_torch"]
+__all__ += ["Int4Linear"]

@@ -13,6 +13,7 @@ from .check_cmd import check
 from .common import fail
 from .db_cmd import db
 from .gpucheck_cmd import gpucheck
+from .numerics_cmd import numerics
 from .prove_cmd import prove
 from .solve_cmd import solve
 from .tune_cmd import tune
@@ -27,6 +28,7 @@ def cli() -> None:
 cli.add_command(check)
 cli.add_command(db)
 cli.add_command(gpucheck)
+cli.add_command(numerics)
 cli.add_command(prove)
 cli.add_command(solve)
 cli.add_command(tune)

@@ -113,8 +113,11 @@ def _bitwise(a: SymTensor, b: SymTensor, kind: str, shape: tuple) -> SymTensor:
 
 
 def _shift_op(a: SymTensor, b: SymTensor, kind: str, shape: tuple) -> SymTensor:
-    """``x >> c`` is ``floor(x / 2**c)`` (arithmetic shift), ``x << c`` is ``x * 2**c`` (checked for int32)."""
+    """``x >> c`` is ``floor(x / 2**c)`` (arithmetic shift), ``x << c`` is ``x * 2**c`` (checked for int32); a
+    loaded value of no declared range shifted by a runtime amount is data (any value, as the load was)."""
     c = _const(b.expr)
+    if c is None and a.data and not _is_bool(a.expr):
+        return DATA  # a loaded value of no declared range (unpacking packed data): nothing to track
     if c is None or c < 0 or _is_bool(a.expr):
         raise SymbolicError(f"integer `{'<<' if kind == 'lshift' else '>>'}` by a runtime amount is not modelled")
     expr = a.expr / (2 ** c) if kind == "rshift" else a.expr * (2 ** c)
