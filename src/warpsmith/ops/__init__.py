@@ -19,9 +19,10 @@ from ..core.registry import Registry
 from . import matmul as _matmul, norm as _norm, activation as _activation, rope as _rope, softmax as _softmax
 from . import cross_entropy as _cross_entropy
 from . import attention as _attention
+from . import pool as _pool
 
 # the one list of families, in the order `warpsmith ops` lists them
-FAMILIES = (_matmul, _norm, _activation, _rope, _softmax, _cross_entropy, _attention)
+FAMILIES = (_matmul, _norm, _activation, _rope, _softmax, _cross_entropy, _attention, _pool)
 REGISTRY = Registry(FAMILIES)
 OPS = REGISTRY.ops
 get_op = REGISTRY.get_op
