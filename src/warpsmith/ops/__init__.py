@@ -39,6 +39,7 @@ from .softmax.op import log_softmax, softmax  # noqa: E402
 from .cross_entropy.op import cross_entropy, fused_linear_cross_entropy  # noqa: E402
 from .attention.op import attention, merge_attention_states, scaled_dot_product_attention  # noqa: E402
 from .attention.decode_op import attention_decode, mla_decode  # noqa: E402
+from .pool.op import adaptive_avg_pool, avg_pool, max_pool  # noqa: E402
 
 __all__ = ["matmul"]
 __all__ += ["rms_norm", "layer_norm"]
@@ -48,3 +49,4 @@ __all__ += ["rope", "rope_hf"]
 __all__ += ["cross_entropy", "fused_linear_cross_entropy"]
 __all__ += ["attention", "scaled_dot_product_attention", "merge_attention_states"]
 __all__ += ["attention_decode", "mla_decode"]
+__all__ += ["max_pool", "avg_pool", "adaptive_avg_pool"]
