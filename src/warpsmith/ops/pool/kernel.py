@@ -43,14 +43,14 @@ def _avg_divisor(od, oh, ow, D, H, W, KD, KH, KW, SD, SH, SW, PD, PH, PW, DIVISO
     h1 = tl.minimum(h0 + KH, H + PH)
     w1 = tl.minimum(w0 + KW, W + PW)
     if HAS_DIVISOR:
-        div = tl.zeros_like(od).to(tl.float32) + DIVISOR
+        div = (od * 0).to(tl.float32) + DIVISOR
     elif COUNT_PAD:
-        div = ((d1 - d0) * (h1 - h0) * (w1 - w0)).to(tl.float32)
+        div = (d1 - d0).to(tl.float32) * (h1 - h0).to(tl.float32) * (w1 - w0).to(tl.float32)
     else:
         dd = tl.minimum(d1, D) - tl.maximum(d0, 0)
         hh = tl.minimum(h1, H) - tl.maximum(h0, 0)
         ww = tl.minimum(w1, W) - tl.maximum(w0, 0)
-        div = (dd * hh * ww).to(tl.float32)
+        div = dd.to(tl.float32) * hh.to(tl.float32) * ww.to(tl.float32)
     return tl.maximum(div, 1.0)  # >= 1 at every real output; lanes past the end would divide by 0
 
 
@@ -86,11 +86,13 @@ def pool_fwd_kernel(
                 i_w = w0 + kw * DW
                 m = ok_h & (i_w >= 0) & (i_w < W)
                 v = tl.load(x_base + i_d.to(tl.int64) * stride_xd + i_h.to(tl.int64) * stride_xh
-                            + i_w.to(tl.int64) * stride_xw, mask=m, other=0.0).to(tl.float32)
+                            + i_w.to(tl.int64) * stride_xw, mask=m, other=float("-inf") if IS_MAX else 0.0)
+                v = v.to(tl.float32)
                 if IS_MAX:
-                    take = m & ((v > best) | (v != v) | (best_i < 0))
-                    best = tl.where(take, v, best)
-                    best_i = tl.where(take, (i_d.to(tl.int64) * H + i_h) * W + i_w, best_i)
+                    take = (m & ((v > best) | (v != v) | (best_i < 0))).to(tl.int64)
+                    # blend, not select: the index follows the value (NaN wins, else the first maximum)
+                    best_i = best_i + take * ((i_d.to(tl.int64) * H + i_h) * W + i_w - best_i)
+                    best = tl.maximum(best, v, propagate_nan=tl.PropagateNan.ALL)
                 else:
                     acc += v
     if IS_MAX:
@@ -158,8 +160,9 @@ def pool_bwd_kernel(
 
 @triton.jit
 def _window(o, L, O):
-    """Adaptive window [floor(o L / O), ceil((o + 1) L / O)) of output o."""
-    return (o * L) // O, ((o + 1) * L + O - 1) // O
+    """Adaptive window [floor(o L / O), ceil((o + 1) L / O)) of output o (products in int64)."""
+    o64 = o.to(tl.int64)
+    return ((o64 * L) // O).to(tl.int32), (((o64 + 1) * L + O - 1) // O).to(tl.int32)
 
 
 @triton.jit
@@ -192,7 +195,7 @@ def adaptive_fwd_kernel(
                 m = ok_h & (i_w < w1)
                 acc += tl.load(x_base + i_d.to(tl.int64) * stride_xd + i_h.to(tl.int64) * stride_xh
                                + i_w.to(tl.int64) * stride_xw, mask=m, other=0.0).to(tl.float32)
-    out = acc / ((d1 - d0) * (h1 - h0) * (w1 - w0)).to(tl.float32)
+    out = acc / ((d1 - d0).to(tl.float32) * (h1 - h0).to(tl.float32) * (w1 - w0).to(tl.float32))
     y_off = (n * stride_yn + c * stride_yc + od.to(tl.int64) * stride_yd + oh.to(tl.int64) * stride_yh
              + ow.to(tl.int64) * stride_yw)
     tl.store(y_ptr + y_off, to_output(out, y_ptr, EMULATE), mask=ok)
@@ -216,20 +219,20 @@ def adaptive_bwd_kernel(
     dy_base = n * stride_dyn + c * stride_dyc
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
     for jd in range(0, MD):
-        od = (i_d * OD) // D + jd
+        od = ((i_d.to(tl.int64) * OD) // D).to(tl.int32) + jd
         d0, d1 = _window(od, D, OD)
         ok_d = ok & (od < OD) & (d0 <= i_d) & (i_d < d1)
         for jh in range(0, MH):
-            oh = (i_h * OH) // H + jh
+            oh = ((i_h.to(tl.int64) * OH) // H).to(tl.int32) + jh
             h0, h1 = _window(oh, H, OH)
             ok_h = ok_d & (oh < OH) & (h0 <= i_h) & (i_h < h1)
             for jw in range(0, MW):
-                ow = (i_w * OW) // W + jw
+                ow = ((i_w.to(tl.int64) * OW) // W).to(tl.int32) + jw
                 w0, w1 = _window(ow, W, OW)
                 m = ok_h & (ow < OW) & (w0 <= i_w) & (i_w < w1)
                 g = tl.load(dy_ptr + dy_base + od.to(tl.int64) * stride_dyd + oh.to(tl.int64) * stride_dyh
                             + ow.to(tl.int64) * stride_dyw, mask=m, other=0.0).to(tl.float32)
-                acc += g / ((d1 - d0) * (h1 - h0) * (w1 - w0)).to(tl.float32)
+                acc += g / ((d1 - d0).to(tl.float32) * (h1 - h0).to(tl.float32) * (w1 - w0).to(tl.float32))
     x_off = (n * stride_xn + c * stride_xc + i_d.to(tl.int64) * stride_xd + i_h.to(tl.int64) * stride_xh
              + i_w.to(tl.int64) * stride_xw)
     tl.store(dx_ptr + x_off, to_output(acc, dx_ptr, EMULATE), mask=ok)
