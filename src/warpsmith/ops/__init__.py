@@ -40,6 +40,7 @@ from .cross_entropy.op import cross_entropy, fused_linear_cross_entropy  # noqa:
 from .attention.op import attention, merge_attention_states, scaled_dot_product_attention  # noqa: E402
 from .attention.decode_op import attention_decode, mla_decode  # noqa: E402
 from .pool.op import adaptive_avg_pool, avg_pool, max_pool  # noqa: E402
+from .norm.channel_op import batch_norm, group_norm, instance_norm  # noqa: E402
 
 __all__ = ["matmul"]
 __all__ += ["rms_norm", "layer_norm"]
@@ -50,3 +51,4 @@ __all__ += ["cross_entropy", "fused_linear_cross_entropy"]
 __all__ += ["attention", "scaled_dot_product_attention", "merge_attention_states"]
 __all__ += ["attention_decode", "mla_decode"]
 __all__ += ["max_pool", "avg_pool", "adaptive_avg_pool"]
+__all__ += ["batch_norm", "group_norm", "instance_norm"]
