@@ -172,15 +172,15 @@ adaptive_avg_pool_op.register_autograd(_adaptive_backward, setup_context=_adapti
 
 
 # ---- public functions -----------------------------------------------------------------------------
-def _input(x: object, op: str) -> tuple[Tensor, bool]:
-    """(x as (N, C, *spatial), whether a batch dimension was added: torch also takes (C, *spatial))."""
+def _input(x: object, op: str) -> Tensor:
+    """x checked: a tensor of a supported dtype and device, 2 to 5 dimensions, not empty."""
     x = check_tensor("x", x)
     check_dtype("x", x, _SPECS[op].dtypes)
     check_device("x", x)
     if not 2 <= x.dim() <= 5 or x.numel() == 0:
         raise InvalidInputError(f"x of {op}", "a non-empty (N, C, *spatial) or (C, *spatial) tensor, 1 to 3 "
                                 "spatial dimensions", f"shape {tuple(x.shape)}")
-    return x, False
+    return x
 
 
 def _tuple(name: str, v: object, dims: int, lo: int) -> list[int]:
@@ -189,10 +189,6 @@ def _tuple(name: str, v: object, dims: int, lo: int) -> list[int]:
             isinstance(a, bool) or not isinstance(a, int) or a < lo for a in t):
         raise InvalidInputError(name, f"an int >= {lo} or {dims} of them", v)
     return [int(a) for a in t] * (dims if len(t) == 1 else 1)
-
-
-def _batched(x: Tensor, dims: int, batched: bool) -> Tensor:
-    return x if batched else x.unsqueeze(0)
 
 
 def _spatial_dims(x: Tensor, dims: Optional[int]) -> tuple[Tensor, int, bool]:
@@ -231,7 +227,7 @@ def max_pool(x: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = 
     Raises:
         InvalidInputError: bad types, shapes, dtypes or window arguments (nothing is computed).
     """
-    x, _ = _input(x, "max_pool")
+    x = _input(x, "max_pool")
     x4, d, batched = _spatial_dims(x, dims)
     k = _tuple("kernel_size", kernel_size, d, 1)
     s = k if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0) else _tuple("stride", stride, d, 1)
@@ -250,7 +246,7 @@ def avg_pool(x: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = 
     divided by ``divisor_override``, else the window size clipped to the padded input
     (``count_include_pad``) or to the input. Arguments as :func:`max_pool`; ``divisor_override``
     (2-D and 3-D only, as in torch) a positive int. Differentiable in x."""
-    x, _ = _input(x, "avg_pool")
+    x = _input(x, "avg_pool")
     x4, d, batched = _spatial_dims(x, dims)
     k = _tuple("kernel_size", kernel_size, d, 1)
     s = k if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0) else _tuple("stride", stride, d, 1)
@@ -270,7 +266,7 @@ def adaptive_avg_pool(x: Tensor, output_size: IntOrTuple, dims: Optional[int] = 
     """Adaptive average pooling as ``torch.nn.functional.adaptive_avg_pool{1,2,3}d``: output o of a
     length-L dimension averages ``[floor(o L / O), ceil((o + 1) L / O))``. ``output_size``: an int
     or one per spatial dim (None entries keep the input's size). Differentiable in x."""
-    x, _ = _input(x, "adaptive_avg_pool")
+    x = _input(x, "adaptive_avg_pool")
     x4, d, batched = _spatial_dims(x, dims)
     if isinstance(output_size, (list, tuple)):
         output_size = [x4.shape[2 + i] if o is None else o for i, o in enumerate(output_size)]
