@@ -99,7 +99,7 @@ class Planar(Variant):
         return MemoryWork(bytes_moved=float(streams * N * C * S * e),
                           programs=N * C * (1 + triton.cdiv(S, c["BLOCK"])), num_warps=c["num_warps"],
                           block_bytes=float(c["BLOCK"] * e), steps=float(2 * triton.cdiv(S, c["BLOCK_S"])),
-                          regs_per_thread=40 + 4 * -(-max(c["BLOCK"], c["BLOCK_S"]) // (32 * c["num_warps"])),
+                          regs_per_thread=40 + 8 * -(-max(c["BLOCK"], c["BLOCK_S"]) // (32 * c["num_warps"])),
                           launches=2)
 
     def contracts(self, problem: Problem, config: Mapping[str, Any]) -> list[Any]:

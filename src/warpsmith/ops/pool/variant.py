@@ -126,7 +126,7 @@ class Gather(Variant):
         per_thread = -(-c["BLOCK"] // (32 * c["num_warps"]))
         return MemoryWork(bytes_moved=float(by), programs=self.programs(p, c), num_warps=c["num_warps"],
                           block_bytes=float(c["BLOCK"] * e), steps=float(self.volume(p)),
-                          regs_per_thread=40 + 6 * per_thread)
+                          regs_per_thread=32 + 16 * per_thread)  # fitted to gpucheck: ~16 live per position
 
     def contracts(self, problem: Problem, config: Mapping[str, Any]) -> list[Any]:
         from .contract import for_config
