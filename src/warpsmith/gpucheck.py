@@ -91,6 +91,25 @@ PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
     "attention_decode": _DECODE, "attention_decode_mla": _MLA,
     "int4_matmul": _INT4,
 }
+# pooling (ops/pool): ResNet stem max pool (bf16 channels-last), a 1-D dilated ceil pool, a 3-D avg pool
+_POOL_MAX = [({"N": 32, "C": 64, "D": 1, "H": 112, "W": 112},
+              {"kernel_h": 3, "kernel_w": 3, "stride_h": 2, "stride_w": 2, "padding_h": 1, "padding_w": 1,
+               "channels_last": True, "return_indices": True}),
+             ({"N": 4, "C": 7, "D": 1, "H": 1, "W": 301}, {"dims": 1, "kernel_w": 3, "dilation_w": 2, "ceil_mode": True})]
+_POOL_AVG = [({"N": 8, "C": 64, "D": 1, "H": 56, "W": 56},
+              {"kernel_h": 3, "kernel_w": 3, "stride_h": 2, "stride_w": 2, "padding_h": 1, "padding_w": 1,
+               "ceil_mode": True, "count_include_pad": False, "channels_last": True}),
+             ({"N": 2, "C": 16, "D": 8, "H": 16, "W": 16}, {"dims": 3, "kernel_d": 2, "kernel_h": 2, "kernel_w": 2,
+                                                          "divisor_override": 3})]
+_POOL_ADAPTIVE = [({"N": 32, "C": 2048, "D": 1, "H": 7, "W": 7}, {"out_h": 1, "out_w": 1, "channels_last": True}),
+                  ({"N": 2, "C": 64, "D": 1, "H": 37, "W": 50}, {"out_h": 5, "out_w": 7})]
+# channel norms (ops/norm/channel_*): ResNet/UNet activations, bf16 channels-last
+_BN = [({"N": 32, "C": 256, "S": 56 * 56}, {"channels_last": True}), ({"N": 16, "C": 64, "S": 7}, {"training": False})]
+_GN = [({"N": 4, "C": 320, "S": 64 * 64}, {"groups": 32, "channels_last": True}), ({"N": 3, "C": 6, "S": 33}, {"groups": 3})]
+PROBLEMS.update({"max_pool": _POOL_MAX, "max_pool_backward": [(sh, {k: v for k, v in a.items() if k != "return_indices"}) for sh, a in _POOL_MAX], "avg_pool": _POOL_AVG,
+                 "avg_pool_backward": _POOL_AVG, "adaptive_avg_pool": _POOL_ADAPTIVE,
+                 "adaptive_avg_pool_backward": _POOL_ADAPTIVE, "batch_norm": _BN, "batch_norm_backward": _BN,
+                 "group_norm": _GN, "group_norm_backward": _GN})
 
 
 @dataclass

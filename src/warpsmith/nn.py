@@ -246,3 +246,97 @@ class Int4Linear(torch.nn.Module):
 __all__ = ["RMSNorm", "LayerNorm", "Softmax", "LogSoftmax", "CrossEntropyLoss", "LinearCrossEntropyLoss",
            "SwiGLU", "GEGLU", "Attention", "from_torch"]
 __all__ += ["Int4Linear"]
+
+
+# ---- pooling and channel normalizations (ops/pool, ops/norm/channel_*) -------------------------------
+def _pool_classes():
+    """MaxPool{1,2,3}d, AvgPool{1,2,3}d, AdaptiveAvgPool{1,2,3}d: torch's modules, forward on warpsmith."""
+    out = {}
+    for d in (1, 2, 3):
+        def max_forward(self, x, _d=d):
+            return ops.max_pool(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                                self.return_indices, dims=_d)
+
+        def avg_forward(self, x, _d=d):
+            return ops.avg_pool(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
+                                getattr(self, "divisor_override", None), dims=_d)
+
+        def adaptive_forward(self, x, _d=d):
+            return ops.adaptive_avg_pool(x, self.output_size, dims=_d)
+
+        for name, fwd in ((f"MaxPool{d}d", max_forward), (f"AvgPool{d}d", avg_forward),
+                          (f"AdaptiveAvgPool{d}d", adaptive_forward)):
+            base = getattr(torch.nn, name)
+            out[name] = type(name, (base,), {"forward": fwd, "__module__": __name__,
+                                             "__doc__": f"``torch.nn.{name}`` on warpsmith's pooling kernels."})
+    return out
+
+
+globals().update(_pool_classes())
+
+
+class _BatchNormMixin:
+    """torch's _BatchNorm.forward (momentum None: cumulative average; eval: running statistics),
+    on :func:`warpsmith.ops.batch_norm`."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        self._check_input_dim(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+        bn_training = self.training or (self.running_mean is None and self.running_var is None)
+        use_running = not self.training or self.track_running_stats
+        return ops.batch_norm(input, self.running_mean if use_running else None,
+                              self.running_var if use_running else None, self.weight, self.bias, bn_training, factor,
+                              self.eps)
+
+
+class BatchNorm1d(_BatchNormMixin, torch.nn.BatchNorm1d):
+    """``torch.nn.BatchNorm1d`` on warpsmith's channel-norm kernels."""
+
+
+class BatchNorm2d(_BatchNormMixin, torch.nn.BatchNorm2d):
+    """``torch.nn.BatchNorm2d`` on warpsmith's channel-norm kernels."""
+
+
+class BatchNorm3d(_BatchNormMixin, torch.nn.BatchNorm3d):
+    """``torch.nn.BatchNorm3d`` on warpsmith's channel-norm kernels."""
+
+
+class _InstanceNormMixin:
+    """torch's _InstanceNorm.forward (unbatched input, optional running statistics) on
+    :func:`warpsmith.ops.instance_norm`."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        self._check_input_dim(input)
+        unbatched = input.dim() == self._get_no_batch_dim()
+        x = input.unsqueeze(0) if unbatched else input
+        y = ops.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                              self.training or not self.track_running_stats,
+                              self.momentum if self.momentum is not None else 0.0, self.eps)
+        return y.squeeze(0) if unbatched else y
+
+
+class InstanceNorm1d(_InstanceNormMixin, torch.nn.InstanceNorm1d):
+    """``torch.nn.InstanceNorm1d`` on warpsmith's channel-norm kernels."""
+
+
+class InstanceNorm2d(_InstanceNormMixin, torch.nn.InstanceNorm2d):
+    """``torch.nn.InstanceNorm2d`` on warpsmith's channel-norm kernels."""
+
+
+class InstanceNorm3d(_InstanceNormMixin, torch.nn.InstanceNorm3d):
+    """``torch.nn.InstanceNorm3d`` on warpsmith's channel-norm kernels."""
+
+
+class GroupNorm(torch.nn.GroupNorm):
+    """``torch.nn.GroupNorm`` on warpsmith's channel-norm kernels."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return ops.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+
+__all__ += ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
+            "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d",
+            "InstanceNorm2d", "InstanceNorm3d", "GroupNorm"]

@@ -20,9 +20,10 @@ from . import matmul as _matmul, norm as _norm, activation as _activation, rope 
 from . import cross_entropy as _cross_entropy
 from . import attention as _attention
 from . import lowprec as _lowprec
+from . import pool as _pool
 
 # the one list of families, in the order `warpsmith ops` lists them
-FAMILIES = (_matmul, _norm, _activation, _rope, _softmax, _cross_entropy, _attention, _lowprec)
+FAMILIES = (_matmul, _norm, _activation, _rope, _softmax, _cross_entropy, _attention, _pool, _lowprec)
 REGISTRY = Registry(FAMILIES)
 OPS = REGISTRY.ops
 get_op = REGISTRY.get_op
@@ -40,6 +41,8 @@ from .cross_entropy.op import cross_entropy, fused_linear_cross_entropy  # noqa:
 from .attention.op import attention, merge_attention_states, scaled_dot_product_attention  # noqa: E402
 from .attention.decode_op import attention_decode, mla_decode  # noqa: E402
 from .lowprec.int4_op import int4_matmul  # noqa: E402
+from .pool.op import adaptive_avg_pool, avg_pool, max_pool  # noqa: E402
+from .norm.channel_op import batch_norm, group_norm, instance_norm  # noqa: E402
 
 __all__ = ["matmul"]
 __all__ += ["rms_norm", "layer_norm"]
@@ -50,3 +53,5 @@ __all__ += ["cross_entropy", "fused_linear_cross_entropy"]
 __all__ += ["attention", "scaled_dot_product_attention", "merge_attention_states"]
 __all__ += ["attention_decode", "mla_decode"]
 __all__ += ["int4_matmul"]
+__all__ += ["max_pool", "avg_pool", "adaptive_avg_pool"]
+__all__ += ["batch_norm", "group_norm", "instance_norm"]
