@@ -27,6 +27,12 @@ def load_scales_block(sa_ptr, sb_ptr, rm, rn, k, M, N, stride_sam, stride_sak, s
 
 
 @triton.jit
+def accumulate(a, b, acc):
+    """``acc + a @ b``: fp32 accumulation for fp8, exact int32 accumulation for int8."""
+    return tl.dot(a, b, acc)
+
+
+@triton.jit
 def scaled_tile(a_ptr, b_ptr, sa_ptr, sb_ptr, rm, rn, k_lo, k_hi, M, N,
                 stride_am, stride_ak, stride_bk, stride_bn, stride_sam, stride_sak, stride_sbk, stride_sbn,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -51,7 +57,7 @@ def scaled_tile(a_ptr, b_ptr, sa_ptr, sb_ptr, rm, rn, k_lo, k_hi, M, N,
             part = tl.dot(a, b)
             out += part * sa[:, None] * sb[None, :]
         else:
-            acc = tl.dot(a, b, acc)
+            acc = accumulate(a, b, acc)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
     if SCALING == "tensor":
