@@ -40,6 +40,7 @@ from .cross_entropy.op import cross_entropy, fused_linear_cross_entropy  # noqa:
 from .attention.op import attention, merge_attention_states, scaled_dot_product_attention  # noqa: E402
 from .attention.decode_op import attention_decode, mla_decode  # noqa: E402
 from .lowprec.scaled_op import scaled_matmul  # noqa: E402
+from .lowprec.quant_op import dequantize, quantize, quantize_static, stochastic_round  # noqa: E402
 
 __all__ = ["matmul"]
 __all__ += ["rms_norm", "layer_norm"]
@@ -49,4 +50,4 @@ __all__ += ["rope", "rope_hf"]
 __all__ += ["cross_entropy", "fused_linear_cross_entropy"]
 __all__ += ["attention", "scaled_dot_product_attention", "merge_attention_states"]
 __all__ += ["attention_decode", "mla_decode"]
-__all__ += ["scaled_matmul"]
+__all__ += ["scaled_matmul", "quantize", "quantize_static", "dequantize", "stochastic_round"]

@@ -170,7 +170,7 @@ def stochastic_round(x: torch.Tensor, dtype: torch.dtype, seed: int) -> torch.Te
     y = torch.empty(x.shape, dtype=dtype, device=x.device)
     n = x.numel()
     if n:
-        blk = 1024
+        blk = 2**16 if INTERPRET else 1024  # the interpreter's cost is per program
         K.stochastic_round_kernel[(triton.cdiv(n, blk),)](
             x, y if dtype == torch.bfloat16 else y.view(torch.uint8), n, seed,
             FMT="bf16" if dtype == torch.bfloat16 else "e4m3", BLOCK=blk, EMULATE=INTERPRET, num_warps=4)
