@@ -67,6 +67,12 @@ _DECODE = [({"B": 8, "Hk": 8, "G": 4, "S": 4096, "D": 128}, {"cache": "paged", "
 _MLA = [({"B": 4, "H": 128, "S": 4096, "Dc": 512, "Dr": 64}, {"page_size": 64}),  # DeepSeek-V3, 128 heads
         ({"B": 16, "H": 16, "S": 1024, "Dc": 512, "Dr": 64}, {"page_size": 1, "table": "csr"}),
         ({"B": 8, "H": 16, "S": 2048, "Dc": 512, "Dr": 64, "T": 2}, {"page_size": 64})]
+# scaled GEMM: Llama-3-8B projections (K-major operands, the default layout nt), each format and scaling
+_SCALED = [({"M": 4096, "N": 4096, "K": 4096}, {"format": "e4m3", "scaling": "row"}),
+           ({"M": 16, "N": 14336, "K": 4096}, {"format": "e4m3", "scaling": "block"}),
+           ({"M": 1, "N": 4096, "K": 4096}, {"format": "e5m2", "scaling": "tensor"}),
+           ({"M": 128, "N": 4096, "K": 14336}, {"format": "int8", "scaling": "row"}),
+           ({"M": 257, "N": 129, "K": 300}, {"format": "e4m3", "scaling": "block", "bias": True, "activation": "gelu"})]
 PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
     "matmul": [({"M": 4096, "N": 4096, "K": 4096}, {}), ({"M": 16, "N": 14336, "K": 4096}, {}),
                ({"M": 1, "N": 4096, "K": 4096}, {}),  # M == 1: a constant to Triton
@@ -81,6 +87,7 @@ PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
     "fused_linear_cross_entropy": _FUSED, "fused_linear_cross_entropy_backward": _FUSED,
     "attention": _ATTN, "attention_backward": _ATTN, "merge_attention_states": _MERGE,
     "attention_decode": _DECODE, "attention_decode_mla": _MLA,
+    "scaled_matmul": _SCALED,
 }
 
 

@@ -16,12 +16,13 @@ from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, si
 from ..matmul.contract import _span, tile_coords, tile_of
 from ..matmul.variant import INDEX_LIMIT
 from . import scaled_kernel as K_
+from .quant_reference import BLOCK
 
 M, N, K = sizes("M N K")
 sam, sak, sbk, sbn, sbias = sizes("stride_am stride_ak stride_bk stride_bn stride_bias")
 ssam, ssak, ssbk, ssbn = sizes("stride_sam stride_sak stride_sbk stride_sbn")
 S = sizes("SPLIT_K")[0]
-KB, NB = cdiv(K, K_.SCALE_BLOCK), cdiv(N, K_.SCALE_BLOCK)
+KB, NB = cdiv(K, BLOCK), cdiv(N, BLOCK)
 
 DOMAIN = [M <= 2**20, N <= 2**20, K <= 2**20,
           _span(M, K, sam, sak) < INDEX_LIMIT, _span(K, N, sbk, sbn) < INDEX_LIMIT, _span(M, N, N, 1) < INDEX_LIMIT,

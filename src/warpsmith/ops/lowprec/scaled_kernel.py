@@ -14,7 +14,7 @@ FLOPs 2 M N K; bytes M K + K N (one byte each) + scales + M N x output size.
 from ...core._triton import tl, triton
 from ..matmul.kernel import store_tile, tile_coords
 
-SCALE_BLOCK = 128
+SCALE_BLOCK = tl.constexpr(128)  # quant_reference.BLOCK
 
 
 @triton.jit

@@ -30,6 +30,7 @@ from ..matmul.variant import INDEX_LIMIT, index_span
 from ..shared import kernel as common
 from ..shared.launch import emulated
 from . import scaled_kernel as K
+from .quant_reference import BLOCK
 
 _REG_OVERHEAD = 56
 
@@ -86,8 +87,8 @@ class _Scaled(Variant):
         return acc + frags + _REG_OVERHEAD
 
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
-        if p.attrs["scaling"] == "block" and c["BLOCK_K"] > K.SCALE_BLOCK:
-            return f"block scaling needs BLOCK_K <= {K.SCALE_BLOCK} (one scale block per K tile), got {c['BLOCK_K']}"
+        if p.attrs["scaling"] == "block" and c["BLOCK_K"] > BLOCK:
+            return f"block scaling needs BLOCK_K <= {BLOCK} (one scale block per K tile), got {c['BLOCK_K']}"
         if c["BLOCK_K"] < 32:
             return f"8-bit dots need BLOCK_K >= 32, got {c['BLOCK_K']}"
         if target.arch == "sm_90" and p.attrs["layout"] != "nt":
