@@ -14,15 +14,15 @@ FLOPs 2 M N K; bytes M K + K N (one byte each) + scales + M N x output size.
 from ...core._triton import tl, triton
 from ..matmul.kernel import store_tile, tile_coords
 
-SCALE_BLOCK = tl.constexpr(128)  # quant_reference.BLOCK
+
 
 
 @triton.jit
 def load_scales_block(sa_ptr, sb_ptr, rm, rn, k, M, N, stride_sam, stride_sak, stride_sbk, stride_sbn):
     """The scales of the K tile starting at ``k``: (BLOCK_M,) of A's rows and (BLOCK_N,) of B's columns."""
-    kb = k // SCALE_BLOCK
+    kb = k // 128  # quant_reference.BLOCK (a literal: the symbolic tracer reads no constexpr globals)
     sa = tl.load(sa_ptr + rm * stride_sam + kb * stride_sak, mask=rm < M, other=0.0)
-    sb = tl.load(sb_ptr + kb * stride_sbk + (rn // SCALE_BLOCK) * stride_sbn, mask=rn < N, other=0.0)
+    sb = tl.load(sb_ptr + kb * stride_sbk + (rn // 128) * stride_sbn, mask=rn < N, other=0.0)
     return sa, sb
 
 
