@@ -92,7 +92,7 @@ def _scaled_case(kind: str, M: int, N: int, K: int) -> Case:
         elif kind == "w8a8":
             impls["torch_int_mm"] = lambda: (torch._int_mm(qa, b).float() * sa * sb).to(torch.bfloat16)
         else:
-            xa, wb = (qa.float() * sa.repeat_interleave(128, 1)[:, :K]).bfloat16(), x.new_empty(0)
+            xa = (qa.float() * sa.repeat_interleave(128, 1)[:, :K]).bfloat16()
             wb = (qw.float().t().to(device) * sb.repeat_interleave(128, 0)[:K].repeat_interleave(128, 1)[:, :N]).bfloat16()
             impls["warpsmith_bf16_matmul"] = lambda: wops.matmul(xa, wb)
         return impls
