@@ -110,6 +110,10 @@ def test_hopper_layout_guard():
     assert v.invalid(p, v.default_config(p, get_target("a100")), get_target("a100")) is None
     pb = S.problem({"M": 64, "N": 64, "K": 256}, "bfloat16", {"format": "e4m3", "scaling": "block"})
     assert "BLOCK_K <= 128" in v.invalid(pb, {**v.default_config(pb, H100), "BLOCK_K": 256}, H100)
+    big = {**v.default_config(pb, H100), "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8}
+    assert "would spill" in v.invalid(pb, big, H100)  # measured by gpucheck on sm_90
+    pbig = S.problem({"M": 257, "N": 129, "K": 300}, "bfloat16", {"format": "e4m3", "scaling": "block"})
+    assert v.invalid(pbig, v.default_config(pbig, H100), H100) is None
 
 
 # ---- the verifier and planted bugs ---------------------------------------------------------------
