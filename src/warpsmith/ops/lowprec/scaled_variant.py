@@ -33,6 +33,7 @@ from . import scaled_kernel as K
 from .quant_reference import BLOCK
 
 _REG_OVERHEAD = 56
+_BLOCK_SCALED_VOLUME = 128 * 64 * 64  # largest block-scaled tile that compiled without spills
 
 
 def _pow2_cap(n: int, lo: int, hi: int) -> int:
@@ -89,11 +90,11 @@ class _Scaled(Variant):
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
         if p.attrs["scaling"] == "block" and c["BLOCK_K"] > BLOCK:
             return f"block scaling needs BLOCK_K <= {BLOCK} (one scale block per K tile), got {c['BLOCK_K']}"
-        if p.attrs["scaling"] == "block" and c["BLOCK_M"] * c["BLOCK_N"] * c["BLOCK_K"] >= 128 * 128 * 128:
-            # measured by `warpsmith gpucheck` (sm_90, Triton 3.9): 128x128x128 block-scaled at 8 warps
-            # spills 1116 B per thread (the per-tile partial product and its scaled sum are both live)
+        if p.attrs["scaling"] == "block" and c["BLOCK_M"] * c["BLOCK_N"] * c["BLOCK_K"] > _BLOCK_SCALED_VOLUME:
+            # measured by `warpsmith gpucheck` (sm_90, Triton 3.9): block-scaled 128x128x128 at 8 warps spills
+            # 1116 B per thread, 128x128x64 200 B (the per-tile partial product and its scaled sum are both live)
             return (f"block-scaled tile {c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} would spill "
-                    "(BLOCK_M x BLOCK_N x BLOCK_K must stay below 128^3)")
+                    f"(BLOCK_M x BLOCK_N x BLOCK_K must stay at most 128 x 64 x 64)")
         if c["BLOCK_K"] < 32:
             return f"8-bit dots need BLOCK_K >= 32, got {c['BLOCK_K']}"
         if target.arch == "sm_90" and p.attrs["layout"] != "nt":
@@ -112,8 +113,11 @@ class _Scaled(Variant):
     def default_config(self, p: Problem, target: Target) -> Config:
         cfg = self.space(p, target).default()
         cfg["num_warps"] = 8 if cfg["BLOCK_M"] * cfg["BLOCK_N"] >= 128 * 128 else 4
-        if p.attrs["scaling"] == "block" and cfg["BLOCK_M"] * cfg["BLOCK_N"] * cfg["BLOCK_K"] >= 128**3:
-            cfg["BLOCK_K"] = 64  # see invalid()
+        while p.attrs["scaling"] == "block" and cfg["BLOCK_M"] * cfg["BLOCK_N"] * cfg["BLOCK_K"] > _BLOCK_SCALED_VOLUME:
+            if cfg["BLOCK_K"] > 64:  # see invalid()
+                cfg["BLOCK_K"] //= 2
+            else:
+                cfg["BLOCK_M" if cfg["BLOCK_M"] >= cfg["BLOCK_N"] else "BLOCK_N"] //= 2
         while self.smem_bytes(p, cfg) > target.smem_per_block and cfg["num_stages"] > 1:
             cfg["num_stages"] -= 1
         while self.invalid(p, cfg, target) and max(cfg["BLOCK_M"], cfg["BLOCK_N"]) > 16 and \
