@@ -75,6 +75,12 @@ _INT4 = [({"M": 1, "N": 4096, "K": 4096}, _AWQ), ({"M": 1, "N": 11008, "K": 4096
          ({"M": 16, "N": 4096, "K": 11008}, _GPTQ), ({"M": 64, "N": 4096, "K": 14336}, {**_AWQ, "bias": True}),
          ({"M": 64, "N": 11008, "K": 4096}, _GPTQ_ACT), ({"M": 4096, "N": 4096, "K": 4096}, _AWQ),
          ({"M": 4096, "N": 14336, "K": 4096}, _GPTQ), ({"M": 4096, "N": 4096, "K": 11008}, _GPTQ_ACT)]
+# scaled GEMM: Llama-3-8B projections (K-major operands, the default layout nt), each format and scaling
+_SCALED = [({"M": 4096, "N": 4096, "K": 4096}, {"format": "e4m3", "scaling": "row"}),
+           ({"M": 16, "N": 14336, "K": 4096}, {"format": "e4m3", "scaling": "block"}),
+           ({"M": 1, "N": 4096, "K": 4096}, {"format": "e5m2", "scaling": "tensor"}),
+           ({"M": 128, "N": 4096, "K": 14336}, {"format": "int8", "scaling": "row"}),
+           ({"M": 257, "N": 129, "K": 300}, {"format": "e4m3", "scaling": "block", "bias": True, "activation": "gelu"})]
 PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
     "matmul": [({"M": 4096, "N": 4096, "K": 4096}, {}), ({"M": 16, "N": 14336, "K": 4096}, {}),
                ({"M": 1, "N": 4096, "K": 4096}, {}),  # M == 1: a constant to Triton
@@ -90,6 +96,7 @@ PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
     "attention": _ATTN, "attention_backward": _ATTN, "merge_attention_states": _MERGE,
     "attention_decode": _DECODE, "attention_decode_mla": _MLA,
     "int4_matmul": _INT4,
+    "scaled_matmul": _SCALED,
 }
 # pooling (ops/pool): ResNet stem max pool (bf16 channels-last), a 1-D dilated ceil pool, a 3-D avg pool
 _POOL_MAX = [({"N": 32, "C": 64, "D": 1, "H": 112, "W": 112},

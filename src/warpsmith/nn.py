@@ -340,3 +340,97 @@ class GroupNorm(torch.nn.GroupNorm):
 __all__ += ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
             "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d",
             "InstanceNorm2d", "InstanceNorm3d", "GroupNorm"]
+
+
+# ---- low precision (ops/lowprec) ------------------------------------------------------------------
+def _rows(t: torch.Tensor, fmt: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dynamic per-row quantization of a 2-D tensor (a contiguous copy first where needed)."""
+    return ops.quantize(t.contiguous(), fmt, "row")
+
+
+class _Fp8LinearFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x2, weight, bias):
+        qx, sx = _rows(x2, "e4m3")
+        qw, sw = _rows(weight.detach().to(x2.dtype), "e4m3")
+        ctx.save_for_backward(x2, weight)
+        ctx.has_bias = bias is not None
+        b = None if bias is None else bias.detach().to(x2.dtype)
+        return ops.scaled_matmul(qx, qw.t(), sx, sw.t(), x2.dtype, bias=b, scaling="row")
+
+    @staticmethod
+    def backward(ctx, g):
+        x2, weight = ctx.saved_tensors
+        g = g.contiguous()
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:  # g (M, N) @ W (N, K): g per row, W per column, both e5m2
+            qg, sg = _rows(g, "e5m2")
+            qwt, swt = _rows(weight.detach().to(g.dtype).t(), "e5m2")
+            grad_x = ops.scaled_matmul(qg, qwt.t(), sg, swt.t(), g.dtype, scaling="row")
+        if ctx.needs_input_grad[1]:  # g^T (N, M) @ x (M, K): g^T per row, x per column, both e5m2
+            qgt, sgt = _rows(g.t(), "e5m2")
+            qxt, sxt = _rows(x2.t(), "e5m2")
+            grad_w = ops.scaled_matmul(qgt, qxt.t(), sgt, sxt.t(), torch.float32, scaling="row").to(weight.dtype)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = g.float().sum(0)
+        return grad_x, grad_w, grad_b
+
+
+class Fp8Linear(torch.nn.Linear):
+    """``torch.nn.Linear`` computed in fp8 for training, with dynamic scaling (recomputed every call):
+
+    - forward: activations quantized to e4m3 per token (row), the weight to e4m3 per output channel,
+      one scaled GEMM (fp32 accumulation) with the bias in its epilogue;
+    - backward: both GEMMs in e5m2 (the gradients' range), the gradient per row and the other operand
+      per column (its reduction dimension), fp32 accumulation; the bias gradient in fp32.
+
+    The parameters stay in their dtype (the master weights the optimizer updates); inputs must be
+    float32, float16 or bfloat16, with the last dimension ``in_features``.
+    """
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear) -> "Fp8Linear":
+        """An Fp8Linear sharing ``linear``'s parameters (an optimizer built before keeps working)."""
+        m = cls.__new__(cls)
+        torch.nn.Module.__init__(m)
+        m.in_features, m.out_features = linear.in_features, linear.out_features
+        m.weight, m.bias = linear.weight, linear.bias
+        return m
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = x.reshape(-1, self.in_features)
+        y = _Fp8LinearFn.apply(x2, self.weight, self.bias)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+
+class Int8Linear(torch.nn.Module):
+    """W8A8 inference-only linear layer (no backward): the weight is quantized once to int8 per output
+    channel (``from_linear``); each call quantizes its activations to int8 per token and runs one scaled
+    GEMM with exact int32 accumulation, scales and bias in the epilogue, output in the input's dtype.
+
+    Buffers: ``qweight`` (out_features, in_features) int8, ``weight_scale`` (out_features, 1) fp32,
+    ``bias`` (out_features,) or None.
+    """
+
+    def __init__(self, qweight: torch.Tensor, weight_scale: torch.Tensor, bias: Optional[torch.Tensor]) -> None:
+        super().__init__()
+        self.out_features, self.in_features = qweight.shape
+        self.register_buffer("qweight", qweight)
+        self.register_buffer("weight_scale", weight_scale)
+        self.register_buffer("bias", bias)
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear) -> "Int8Linear":
+        q, s = _rows(linear.weight.detach().float(), "int8")
+        b = None if linear.bias is None else linear.bias.detach().clone()
+        return cls(q, s, b)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled() and x.requires_grad:
+            raise InvalidInputError("input of warpsmith.nn.Int8Linear", "a tensor without grad (inference only)",
+                                    "a tensor that requires grad")
+        x2 = x.reshape(-1, self.in_features)
+        qx, sx = _rows(x2, "int8")
+        b = None if self.bias is None else self.bias.to(x.dtype)
+        y = ops.scaled_matmul(qx, self.qweight.t(), sx, self.weight_scale.t(), x.dtype, bias=b, scaling="row")
+        return y.reshape(*x.shape[:-1], self.out_features)

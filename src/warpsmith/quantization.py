@@ -37,8 +37,22 @@ def _int4(format: str) -> Scheme:
     return make
 
 
+def _fp8(linear: torch.nn.Linear) -> torch.nn.Module:
+    from .nn import Fp8Linear
+
+    return Fp8Linear.from_linear(linear)
+
+
+def _int8(linear: torch.nn.Linear) -> torch.nn.Module:
+    from .nn import Int8Linear
+
+    return Int8Linear.from_linear(linear)
+
+
 register_scheme("int4-awq", _int4("awq"))
 register_scheme("int4-gptq", _int4("gptq"))
+register_scheme("fp8", _fp8)  # e4m3 forward, per-token activations and per-channel weights (trainable: e5m2 backward)
+register_scheme("int8", _int8)  # W8A8, per-token activations and per-channel weights, inference only
 
 
 @dataclass
@@ -56,7 +70,7 @@ def _tied_to_embedding(model: torch.nn.Module, linear: torch.nn.Linear) -> bool:
 
 def quantize(model: torch.nn.Module, scheme: str = "int4-awq", *,
              filter: Optional[Callable[[str, torch.nn.Linear], bool]] = None, **options: Any) -> QuantizeReport:
-    """Replace, in place, the ``nn.Linear`` layers of ``model`` by the modules of ``scheme`` (inference only).
+    """Replace, in place, the ``nn.Linear`` layers of ``model`` by the modules of ``scheme`` (int4 and int8: inference only; fp8 also trains).
 
     Args:
         model: any ``torch.nn.Module``.

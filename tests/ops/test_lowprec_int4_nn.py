@@ -72,3 +72,20 @@ def test_quantize_filter_layers_it_cannot_hold_and_registry():
         assert isinstance(model[0], torch.nn.Identity)
     finally:
         SCHEMES.pop("identity-test")
+
+
+@pytest.mark.parametrize("scheme,cls", [("fp8", "Fp8Linear"), ("int8", "Int8Linear")])
+def test_quantize_fp8_and_int8_schemes(scheme, cls):
+    """The scaled-GEMM modules through the same registry: every projection replaced, logits close."""
+    import warpsmith.nn as wnn
+
+    model = _tiny()
+    ids = torch.randint(0, 97, (1, 4), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ref = model(ids).logits
+        report = warpsmith.quantize(model, scheme)
+        out = model(ids).logits
+    assert len(report.replaced) == 7 and "lm_head" in report.kept
+    assert isinstance(model.model.layers[0].self_attn.q_proj, getattr(wnn, cls))
+    err = (out - ref).norm() / ref.norm()
+    assert 1e-5 < err < 0.1, float(err)

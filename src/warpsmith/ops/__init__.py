@@ -43,6 +43,8 @@ from .attention.decode_op import attention_decode, mla_decode  # noqa: E402
 from .lowprec.int4_op import int4_matmul  # noqa: E402
 from .pool.op import adaptive_avg_pool, avg_pool, max_pool  # noqa: E402
 from .norm.channel_op import batch_norm, group_norm, instance_norm  # noqa: E402
+from .lowprec.scaled_op import scaled_matmul  # noqa: E402
+from .lowprec.quant_op import dequantize, quantize, quantize_static, stochastic_round  # noqa: E402
 
 __all__ = ["matmul"]
 __all__ += ["rms_norm", "layer_norm"]
@@ -55,3 +57,4 @@ __all__ += ["attention_decode", "mla_decode"]
 __all__ += ["int4_matmul"]
 __all__ += ["max_pool", "avg_pool", "adaptive_avg_pool"]
 __all__ += ["batch_norm", "group_norm", "instance_norm"]
+__all__ += ["scaled_matmul", "quantize", "quantize_static", "dequantize", "stochastic_round"]
