@@ -142,8 +142,46 @@ def quant_cases(args: argparse.Namespace) -> list[Case]:
     return [_quant_case(k, M, 4096) for M in args.tokens for k in ("quant_row", "quant_block", "rmsnorm_quant")]
 
 
-# the hook: each builder returns cases; the int4 weight-only GEMM appends its own (int4 vs fp16)
-CASE_BUILDERS: list[Callable[[argparse.Namespace], list[Case]]] = [scaled_cases, quant_cases]
+def _int4_case(c: dict[str, Any]) -> Case:
+    import lowprec_int4 as i4
+
+    def setup(device: str) -> dict[str, Callable[[], Any]]:
+        from warpsmith.ops import int4_matmul
+        from warpsmith.ops.lowprec.int4_formats import dequantize, quantize_int4
+
+        gen = torch.Generator().manual_seed(0)
+        w = torch.randn(c["K"], c["N"], generator=gen) * 0.02
+        pk = quantize_int4(w, c["group_size"], c["format"], scale_dtype=torch.float16)
+        wd = dequantize(pk, torch.float16).to(device)
+        qw, qz, s = pk.qweight.to(device), pk.qzeros.to(device), pk.scales.to(device)
+        x = torch.randn(c["M"], c["K"], generator=gen).to(device, torch.float16)
+        return {"warpsmith": lambda: int4_matmul(x, qw, s, qz, c["group_size"], format=c["format"]),
+                "torch_fp16_matmul": lambda: torch.matmul(x, wd)}
+
+    def check(outs: dict[str, Any]) -> dict[str, Any]:
+        y, r = outs["warpsmith"].double(), outs["torch_fp16_matmul"].double()
+        rel = float((y - r).norm() / r.norm().clamp(min=1e-30))
+        return {"rel_err_vs_fp16_dequantized": rel, "ok": rel <= i4.INCORRECT}
+
+    wb4, _ = i4._weight_bytes(c)
+    return Case(f"int4_{c['format']}_{c['model']}_{c['proj']}_M{c['M']}", "int4_weight_only",
+                {"M": c["M"], "N": c["N"], "K": c["K"]}, 2.0 * c["M"] * c["N"] * c["K"],
+                wb4 + 2.0 * (c["M"] * c["K"] + c["M"] * c["N"]), i4.problems(c), setup, check)
+
+
+def int4_cases(args: argparse.Namespace) -> list[Case]:
+    """int4 weight-only (AWQ and GPTQ, group 128) vs torch's fp16 GEMM on the dequantized weight, Llama-3-8B
+    projections at M = 1, 16, 64, 4096 (benchmarks/lowprec_int4.py holds the cases; it also runs alone)."""
+    import lowprec_int4 as i4
+
+    if getattr(args, "tiny", False):  # the dry run: one small shape per format
+        return [_int4_case({"model": "tiny", "proj": "x", "M": 3, "N": 136, "K": 256, "format": f, "group_size": 128})
+                for f in ("awq", "gptq")]
+    return [_int4_case(c) for c in i4.cases() if c["model"] == "llama3-8b"]
+
+
+# the hook: each builder returns cases
+CASE_BUILDERS: list[Callable[[argparse.Namespace], list[Case]]] = [scaled_cases, quant_cases, int4_cases]
 
 
 def build(args: argparse.Namespace) -> list[Case]:
@@ -187,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=None, help="output folder (default benchmarks/results/<gpu>/)")
     p.add_argument("--tokens", default=",".join(map(str, TOKENS)), help="comma-separated M values")
-    p.add_argument("--groups", default="scaled_gemm,quantization", help="comma-separated case groups")
+    p.add_argument("--groups", default="scaled_gemm,quantization,int4_weight_only", help="comma-separated case groups")
     p.add_argument("--total-time", type=float, default=420.0, help="start no new case after this many seconds")
     p.add_argument("--print-plan", action="store_true", help="list the cases and exit")
     p.add_argument("--dry-run", action="store_true", help="CPU: tiny cases for correctness, then the static compile")
@@ -209,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
            "cases": [], "failed": []}
     path = out / (f"{BENCHMARK}_dry.json" if args.dry_run else f"{BENCHMARK}_{doc['date'][:10]}.json")
     device = "cpu" if args.dry_run else "cuda"
-    small = argparse.Namespace(tokens=[3])
+    small = argparse.Namespace(tokens=[3], tiny=True)
     run_cases = cases
     if args.dry_run:  # tiny shapes, correctness only
         global SHAPES
