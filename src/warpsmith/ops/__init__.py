@@ -19,9 +19,10 @@ from ..core.registry import Registry
 from . import matmul as _matmul, norm as _norm, activation as _activation, rope as _rope, softmax as _softmax
 from . import cross_entropy as _cross_entropy
 from . import attention as _attention
+from . import conv as _conv
 
 # the one list of families, in the order `warpsmith ops` lists them
-FAMILIES = (_matmul, _norm, _activation, _rope, _softmax, _cross_entropy, _attention)
+FAMILIES = (_matmul, _norm, _activation, _rope, _softmax, _cross_entropy, _attention, _conv)
 REGISTRY = Registry(FAMILIES)
 OPS = REGISTRY.ops
 get_op = REGISTRY.get_op
@@ -38,6 +39,8 @@ from .softmax.op import log_softmax, softmax  # noqa: E402
 from .cross_entropy.op import cross_entropy, fused_linear_cross_entropy  # noqa: E402
 from .attention.op import attention, merge_attention_states, scaled_dot_product_attention  # noqa: E402
 from .attention.decode_op import attention_decode, mla_decode  # noqa: E402
+from .conv.op import conv_transpose, convolution  # noqa: E402
+from .conv.op import conv  # noqa: E402  (the function replaces the package as an attribute)
 
 __all__ = ["matmul"]
 __all__ += ["rms_norm", "layer_norm"]
@@ -47,3 +50,4 @@ __all__ += ["rope", "rope_hf"]
 __all__ += ["cross_entropy", "fused_linear_cross_entropy"]
 __all__ += ["attention", "scaled_dot_product_attention", "merge_attention_states"]
 __all__ += ["attention_decode", "mla_decode"]
+__all__ += ["conv", "conv_transpose", "convolution"]
