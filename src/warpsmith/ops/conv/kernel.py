@@ -34,6 +34,12 @@ def split_pixels(rm, OD, OH, OW):
 
 
 @triton.jit
+def group_channel(g, CG):
+    """First input channel of group ``g``."""
+    return g * CG
+
+
+@triton.jit
 def input_coord(o, t, size, stride, pad, dil, TRANSPOSED: tl.constexpr):
     """Input coordinate feeding output coordinate ``o`` through tap ``t``, and whether it exists."""
     if TRANSPOSED:
@@ -112,7 +118,7 @@ def conv_fwd_kernel(
     rk = tl.arange(0, BLOCK_K)
     n, od, oh, ow = split_pixels(rm, OD, OH, OW)
     row_ok = rm < M
-    x_row = x_ptr + n.to(tl.int64) * sxn + (g * CG) * sxc
+    x_row = x_ptr + n.to(tl.int64) * sxn + group_channel(g, CG) * sxc
     w_col = w_ptr + g * swg + rn * swn
     col_ok = rn < KG
     if LOOP == "nested":

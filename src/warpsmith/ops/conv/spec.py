@@ -91,9 +91,9 @@ class ConvSpec(OpSpec):
         Axis("D", "input depth (3-D)", optional=True),
         Axis("H", "input height (2-D, 3-D)", optional=True),
         Axis("W", "input width"),
-        Axis("KD", "window depth (3-D)", optional=True, reduction=True),
-        Axis("KH", "window height (2-D, 3-D)", optional=True, reduction=True),
-        Axis("KW", "window width", reduction=True),
+        Axis("KD", "window depth (3-D; 1 where absent)", optional=True, reduction=True),
+        Axis("KH", "window height (2-D, 3-D; 1 where absent)", optional=True, reduction=True),
+        Axis("KW", "window width (1 where absent)", optional=True, reduction=True),
     )
     dtypes = (torch.float16, torch.bfloat16, torch.float32)
     attr_choices = {
@@ -110,20 +110,19 @@ class ConvSpec(OpSpec):
     def problem(self, shape: Mapping[str, int] | str, dtype: str | torch.dtype,
                 attrs: Mapping[str, Any] | None = None) -> Problem:
         """As :meth:`OpSpec.problem`, then checks the geometry and records ``groups`` (= G) among the
-        attributes (the reference needs it; it is part of the tuning key)."""
+        attributes (the reference needs it; it is part of the tuning key; a ``groups`` given among
+        ``attrs`` is ignored)."""
         attrs = dict(attrs or {})
-        given_groups = attrs.pop("groups", None)
+        attrs.pop("groups", None)  # always derived from the shape (a problem's attrs carry it)
         p = super().problem(shape, dtype, attrs)
         G = p.shape.get("G", 1)
-        if given_groups is not None and given_groups != G:
-            raise InvalidInputError("attribute groups of conv", f"{G} (as axis G)", given_groups)
         for ax in ("C", "K"):
             if p.shape[ax] % G:
                 raise InvalidInputError(f"axis {ax} of conv", f"a multiple of G={G}", p.shape[ax])
         nd = 1 + ("H" in p.shape) + ("D" in p.shape)
         if ("D" in p.shape and "H" not in p.shape) or any(
-                (A in p.shape) != ("K" + A in p.shape) for A in ("D", "H")):
-            raise InvalidInputError("shape of conv", "W, KW; or H, W, KH, KW; or D, H, W, KD, KH, KW",
+                "K" + A in p.shape and A not in p.shape for A in ("D", "H")):
+            raise InvalidInputError("shape of conv", "W [, KW]; or H, W [, KH, KW]; or D, H, W [, KD, KH, KW]",
                                     ",".join(p.shape))
         # the geometry is part of the tuning key; only the epilogue scale is a runtime scalar
         p = Problem(p.op, p.shape, p.dtype, {**p.attrs, "groups": G}, frozenset({"scale"}))

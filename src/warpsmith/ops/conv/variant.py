@@ -86,6 +86,11 @@ def weight_strides(w: torch.Tensor, groups: int, transposed: bool) -> tuple[int,
     return (kg * w5.stride(0), w5.stride(0), w5.stride(1), *w5.stride()[2:])
 
 
+def output_extent(y5: torch.Tensor) -> tuple[int, int, int]:
+    """(OD, OH, OW) the kernel covers: the allocated output's spatial sizes (output padding included)."""
+    return tuple(y5.shape[2:])  # type: ignore[return-value]
+
+
 def launch_conv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, bias: torch.Tensor | None,
                 residual: torch.Tensor | None, *, groups: int, transposed: bool, stride, pad, dil,
                 activation: str, scale: float, config: Mapping[str, Any]) -> torch.Tensor:
@@ -97,7 +102,7 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, bias: torch.T
     x5, y5 = as_3d(x), as_3d(y)
     r5 = as_3d(residual) if residual is not None else y5
     N, C, D, H, W = x5.shape
-    CO, (OD, OH, OW) = y5.shape[1], y5.shape[2:]
+    CO, (OD, OH, OW) = y5.shape[1], output_extent(y5)
     KD, KH, KW = as_3d(w).shape[2:]
     CG, KG = C // groups, CO // groups
     c = config
