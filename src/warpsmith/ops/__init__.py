@@ -40,6 +40,7 @@ from .cross_entropy.op import cross_entropy, fused_linear_cross_entropy  # noqa:
 from .attention.op import attention, merge_attention_states, scaled_dot_product_attention  # noqa: E402
 from .attention.decode_op import attention_decode, mla_decode  # noqa: E402
 from .conv.op import conv_transpose, convolution  # noqa: E402
+from .conv.fold import fold_batch_norm  # noqa: E402
 from .conv.op import conv  # noqa: E402  (the function replaces the package as an attribute)
 
 __all__ = ["matmul"]
@@ -50,4 +51,4 @@ __all__ += ["rope", "rope_hf"]
 __all__ += ["cross_entropy", "fused_linear_cross_entropy"]
 __all__ += ["attention", "scaled_dot_product_attention", "merge_attention_states"]
 __all__ += ["attention_decode", "mla_decode"]
-__all__ += ["conv", "conv_transpose", "convolution"]
+__all__ += ["conv", "conv_transpose", "convolution", "fold_batch_norm"]

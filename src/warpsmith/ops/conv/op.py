@@ -123,11 +123,14 @@ def _backward(ctx, grad):
                 extra = natural - x.shape[2 + i]
                 back_pad_end.append(max(extra, 0))
                 back_opad.append(max(-extra, 0))
-            else:  # a conv of dy: its floor division drops the output padding
+            else:  # a conv of dy: its floor division drops output padding below the stride
                 back_pad_end.append(pad_end[i])
                 back_opad.append(0)
         grad_x = conv_op(gs, w, None, None, stride, pad, back_pad_end, dil, back_opad, groups, not transposed,
                          "none", 1.0)
+        for i in range(nd):  # output padding >= stride (allowed below the dilation): trailing rows beyond x
+            if grad_x.shape[2 + i] > x.shape[2 + i]:
+                grad_x = grad_x.narrow(2 + i, 0, x.shape[2 + i])
         if tuple(grad_x.shape) != tuple(x.shape):
             raise InvalidInputError("geometry for the data gradient", f"a gradient of shape {tuple(x.shape)}",
                                     tuple(grad_x.shape))
