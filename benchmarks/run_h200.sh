@@ -7,6 +7,7 @@
 #     bash benchmarks/run_h200.sh memory [options]    # the memory-bound suite (memory_bound.py)
 #     bash benchmarks/run_h200.sh attention [options] # prefill attention (attention.py) vs SDPA flash/cuDNN, FlexAttention
 #     bash benchmarks/run_h200.sh decode [options]    # decode, paged decode, MLA (attention_decode.py) vs copy bandwidth
+#     bash benchmarks/run_h200.sh conv [options]      # convolutions (conv.py) vs cuDNN, fused conv+bn+relu vs eager
 #     bash benchmarks/run_h200.sh all                 # gemm and memory, sharing the budget
 #     bash benchmarks/run_h200.sh --print-plan [gemm|memory|all]   # the steps' time limits; runs nothing
 #
@@ -24,6 +25,7 @@
 #   memory    memory_bound.py                                  the time left
 #   attention attention.py                                     the time left
 #   decode    attention_decode.py                              the time left
+#   conv      conv.py                                          the time left
 #   copy      measured JSON into benchmarks/results/h200/      limit BENCH_COPY_S (10)
 # A step's limit is computed when it starts, from the time left: the worst case (limit + grace + 1 s
 # of rounding) of every later step is kept back, so time a step did not use goes to the suites. A
@@ -44,6 +46,7 @@
 #   $OUT/memory_bound.log, $OUT/memory_bound_<date>.json (and a tuning DB if the tuned pass ran)
 #   $OUT/attention.log, $OUT/attention_<date>.json
 #   $OUT/attention_decode.log, $OUT/attention_decode_<date>.json
+#   $OUT/conv.log, $OUT/conv_<date>.json
 # and a measured, non-dry JSON is also copied to benchmarks/results/h200/ in this checkout (on the device
 # machine that copy does not come back: copy $OUT's JSON into benchmarks/results/h200/ where you commit).
 # Exit status: the highest of the suites' and gpucheck's (124: a limit was reached; 137: killed after it).
@@ -53,7 +56,7 @@ PLAN=0
 if [ "${1:-}" = --print-plan ]; then PLAN=1; shift; fi
 SUITE=gemm
 case "${1:-}" in
-  gemm|memory|attention|decode|all) SUITE="$1"; shift ;;
+  gemm|memory|attention|decode|conv|all) SUITE="$1"; shift ;;
   matmul) SUITE=gemm; shift ;;
   -*|"") ;;
   *) echo "run_h200.sh: unknown suite '$1' (expected matmul, memory, attention, decode or all, then that suite's options)" >&2; exit 2 ;;
@@ -76,6 +79,7 @@ case "$SUITE" in
   memory) STEPS+=(install memory copy) ;;
   attention) STEPS+=(attention copy) ;;
   decode) STEPS+=(decode copy) ;;
+  conv) STEPS+=(conv copy) ;;
   all)    STEPS+=(install gemm memory copy) ;;
 esac
 
@@ -187,9 +191,9 @@ step() {  # STEP [suite options]: run one step of STEPS
       else
         echo "liger: unpacking $whl failed: Liger column unavailable" | tee -a "$OUT/run_h200.log"
       fi ;;
-    gemm|memory|attention|decode)
+    gemm|memory|attention|decode|conv)
       local script=matmul; [ "$s" = memory ] && script=memory_bound; [ "$s" = attention ] && script=attention
-      [ "$s" = decode ] && script=attention_decode
+      [ "$s" = decode ] && script=attention_decode; [ "$s" = conv ] && script=conv
       cat "$OUT/header.log" >"$OUT/$script.log" 2>/dev/null
       run_step "$s" "$limit" "$OUT/$script.log" "$PY" "benchmarks/$script.py" --out "$OUT" \
         --total-time "$(start_by "$limit")" "$@" || RC=$(( $? > RC ? $? : RC )) ;;
@@ -203,7 +207,7 @@ for f in sorted(Path(sys.argv[1]).glob("*.json")):
     except ValueError as exc:
         print(f"not copied (unreadable: {exc}): {f}")
         continue
-    if doc.get("benchmark") not in ("matmul", "memory_bound", "attention", "attention_decode"):
+    if doc.get("benchmark") not in ("matmul", "memory_bound", "attention", "attention_decode", "conv"):
         continue
     if doc.get("dry_run") is False and doc.get("timing_kind") == "measured":
         Path(sys.argv[2]).mkdir(parents=True, exist_ok=True)
