@@ -122,7 +122,7 @@ def test_tf32_only_where_allowed():
 
 # ---- the verifier ------------------------------------------------------------------------------
 def test_verifier_accepts_the_variant():
-    p = CONV.problem({**S2, "G": 2}, "float16", {**GEOM2, "bias": True, "channels_last": True})
+    p = CONV.problem({**S2, "N": 1, "G": 2}, "float16", {**GEOM2, "bias": True, "channels_last": True})
     v = get_variant("conv", "implicit_gemm")
     cert = verify_candidate(CONV, p, v, {**v.default_config(p, H100), **SMALL}, H100)
     assert cert.passed, [(c.name, c.status) for c in cert.checks]

@@ -18,7 +18,7 @@ from ...dispatch import launch
 from ..matmul.op import _activation_grad
 from ..shared.validate import check_device, check_tensor
 from .spec import ACTIVATIONS, CONV, SPATIAL
-from .variant import VARIANTS, as_3d, launch_wgrad, memory_format_like
+from .variant import VARIANTS, launch_wgrad, memory_format_like
 
 IntOrTuple = Union[int, Sequence[int]]
 # the weight-gradient kernel is not searched yet: one fixed config (see README "Convolution")
@@ -275,4 +275,4 @@ def convolution(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], 
     return conv(x, w, bias, list(stride), list(padding), list(dilation), groups)
 
 
-__all__ = ["conv_op", "conv_weight_grad_op", "problem_of", "conv", "conv_transpose", "convolution", "as_3d"]
+__all__ = ["conv_op", "conv_weight_grad_op", "problem_of", "conv", "conv_transpose", "convolution"]
