@@ -8,10 +8,11 @@
 #     bash benchmarks/run_h200.sh attention [options] # prefill attention (attention.py) vs SDPA flash/cuDNN, FlexAttention
 #     bash benchmarks/run_h200.sh decode [options]    # decode, paged decode, MLA (attention_decode.py) vs copy bandwidth
 #     bash benchmarks/run_h200.sh lowprec [options]   # fp8/int8 scaled GEMM, quantization (lowprec.py) vs torch._scaled_mm/_int_mm
+#     bash benchmarks/run_h200.sh conv [options]      # convolutions (conv.py) vs cuDNN, fused conv+bn+relu vs eager
 #     bash benchmarks/run_h200.sh all                 # gemm and memory, sharing the budget
 #     bash benchmarks/run_h200.sh --print-plan [gemm|memory|all]   # the steps' time limits; runs nothing
 #
-# The first argument picks the suite (matmul, memory, attention, decode or all; default matmul; gemm is matmul); the others go to that
+# The first argument picks the suite (matmul, memory, attention, decode, lowprec, conv or all; default matmul; gemm is matmul); the others go to that
 # suite's script (`all` takes none: run the suites separately to pass options).
 #
 # Time: the whole script, from its first line to its last, ends within BENCH_TOTAL seconds (default
@@ -26,6 +27,7 @@
 #   attention attention.py                                     the time left
 #   decode    attention_decode.py                              the time left
 #   lowprec   lowprec.py                                       the time left
+#   conv      conv.py                                          the time left
 #   copy      measured JSON into benchmarks/results/h200/      limit BENCH_COPY_S (10)
 # A step's limit is computed when it starts, from the time left: the worst case (limit + grace + 1 s
 # of rounding) of every later step is kept back, so time a step did not use goes to the suites. A
@@ -46,6 +48,7 @@
 #   $OUT/memory_bound.log, $OUT/memory_bound_<date>.json (and a tuning DB if the tuned pass ran)
 #   $OUT/attention.log, $OUT/attention_<date>.json
 #   $OUT/attention_decode.log, $OUT/attention_decode_<date>.json
+#   $OUT/conv.log, $OUT/conv_<date>.json
 # and a measured, non-dry JSON is also copied to benchmarks/results/h200/ in this checkout (on the device
 # machine that copy does not come back: copy $OUT's JSON into benchmarks/results/h200/ where you commit).
 # Exit status: the highest of the suites' and gpucheck's (124: a limit was reached; 137: killed after it).
@@ -55,10 +58,10 @@ PLAN=0
 if [ "${1:-}" = --print-plan ]; then PLAN=1; shift; fi
 SUITE=gemm
 case "${1:-}" in
-  gemm|memory|attention|decode|lowprec|all) SUITE="$1"; shift ;;
+  gemm|memory|attention|decode|lowprec|conv|all) SUITE="$1"; shift ;;
   matmul) SUITE=gemm; shift ;;
   -*|"") ;;
-  *) echo "run_h200.sh: unknown suite '$1' (expected matmul, memory, attention, decode, lowprec or all, then that suite's options)" >&2; exit 2 ;;
+  *) echo "run_h200.sh: unknown suite '$1' (expected matmul, memory, attention, decode, lowprec, conv or all, then that suite's options)" >&2; exit 2 ;;
 esac
 if [ "$SUITE" = all ] && [ $# -gt 0 ]; then
   echo "run_h200.sh: 'all' takes no options (the suites' options differ): run 'gemm ...' and 'memory ...' separately" >&2
@@ -79,6 +82,7 @@ case "$SUITE" in
   attention) STEPS+=(attention copy) ;;
   decode) STEPS+=(decode copy) ;;
   lowprec) STEPS+=(lowprec copy) ;;
+  conv) STEPS+=(conv copy) ;;
   all)    STEPS+=(install gemm memory copy) ;;
 esac
 
@@ -190,10 +194,11 @@ step() {  # STEP [suite options]: run one step of STEPS
       else
         echo "liger: unpacking $whl failed: Liger column unavailable" | tee -a "$OUT/run_h200.log"
       fi ;;
-    gemm|memory|attention|decode|lowprec)
+    gemm|memory|attention|decode|lowprec|conv)
       local script=matmul; [ "$s" = memory ] && script=memory_bound; [ "$s" = attention ] && script=attention
       [ "$s" = decode ] && script=attention_decode
       [ "$s" = lowprec ] && script=lowprec
+      [ "$s" = conv ] && script=conv
       cat "$OUT/header.log" >"$OUT/$script.log" 2>/dev/null
       run_step "$s" "$limit" "$OUT/$script.log" "$PY" "benchmarks/$script.py" --out "$OUT" \
         --total-time "$(start_by "$limit")" "$@" || RC=$(( $? > RC ? $? : RC )) ;;
@@ -207,7 +212,7 @@ for f in sorted(Path(sys.argv[1]).glob("*.json")):
     except ValueError as exc:
         print(f"not copied (unreadable: {exc}): {f}")
         continue
-    if doc.get("benchmark") not in ("matmul", "memory_bound", "attention", "attention_decode", "lowprec"):
+    if doc.get("benchmark") not in ("matmul", "memory_bound", "attention", "attention_decode", "lowprec", "conv"):
         continue
     if doc.get("dry_run") is False and doc.get("timing_kind") == "measured":
         Path(sys.argv[2]).mkdir(parents=True, exist_ok=True)

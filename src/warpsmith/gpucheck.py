@@ -81,6 +81,26 @@ _SCALED = [({"M": 4096, "N": 4096, "K": 4096}, {"format": "e4m3", "scaling": "ro
            ({"M": 1, "N": 4096, "K": 4096}, {"format": "e5m2", "scaling": "tensor"}),
            ({"M": 128, "N": 4096, "K": 14336}, {"format": "int8", "scaling": "row"}),
            ({"M": 257, "N": 129, "K": 300}, {"format": "e4m3", "scaling": "block", "bias": True, "activation": "gelu"})]
+# conv: ResNet-50 (3x3 stride 1 and 2, 1x1 bottleneck, the 7x7/2 stem), SD-UNet (3x3 at 320/640
+# channels, the 2x upsampling as a transposed conv), ConvNeXt (7x7 depthwise); channels-last
+_P1, _P3 = {"pad_h": 1, "pad_end_h": 1, "pad_w": 1, "pad_end_w": 1}, {"pad_h": 3, "pad_end_h": 3, "pad_w": 3,
+                                                                      "pad_end_w": 3}
+_CONV = [({"N": 32, "C": 64, "K": 64, "H": 56, "W": 56, "KH": 3, "KW": 3}, {**_P1, "channels_last": True}),
+         ({"N": 32, "C": 128, "K": 128, "H": 56, "W": 56, "KH": 3, "KW": 3},
+          {**_P1, "stride_h": 2, "stride_w": 2, "channels_last": True}),
+         ({"N": 32, "C": 256, "K": 1024, "H": 14, "W": 14, "KH": 1, "KW": 1}, {"channels_last": True}),
+         ({"N": 32, "C": 3, "K": 64, "H": 224, "W": 224, "KH": 7, "KW": 7},
+          {**_P3, "stride_h": 2, "stride_w": 2, "channels_last": True}),
+         ({"N": 2, "C": 320, "K": 320, "H": 64, "W": 64, "KH": 3, "KW": 3},
+          {**_P1, "channels_last": True, "bias": True, "residual": True, "activation": "silu"}),
+         ({"N": 2, "C": 640, "K": 640, "H": 32, "W": 32, "KH": 3, "KW": 3}, {**_P1, "channels_last": True}),
+         ({"N": 2, "C": 320, "K": 320, "H": 32, "W": 32, "KH": 2, "KW": 2},
+          {"transposed": True, "stride_h": 2, "stride_w": 2, "channels_last": True}),
+         ({"N": 32, "C": 96, "K": 96, "G": 96, "H": 56, "W": 56, "KH": 7, "KW": 7}, {**_P3, "channels_last": True}),
+         ({"N": 32, "C": 64, "K": 256, "H": 56, "W": 56, "KH": 1, "KW": 1},
+          {"channels_last": True, "bias": True, "activation": "relu"}),
+         ({"N": 3, "C": 17, "K": 29, "D": 5, "H": 9, "W": 7, "KD": 3, "KH": 3, "KW": 3},
+          {**_P1, "pad_d": 1, "pad_end_d": 1, "channels_last": True})]
 PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
     "matmul": [({"M": 4096, "N": 4096, "K": 4096}, {}), ({"M": 16, "N": 14336, "K": 4096}, {}),
                ({"M": 1, "N": 4096, "K": 4096}, {}),  # M == 1: a constant to Triton
@@ -97,6 +117,7 @@ PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
     "attention_decode": _DECODE, "attention_decode_mla": _MLA,
     "int4_matmul": _INT4,
     "scaled_matmul": _SCALED,
+    "conv": _CONV,
 }
 # pooling (ops/pool): ResNet stem max pool (bf16 channels-last), a 1-D dilated ceil pool, a 3-D avg pool
 _POOL_MAX = [({"N": 32, "C": 64, "D": 1, "H": 112, "W": 112},

@@ -434,3 +434,71 @@ class Int8Linear(torch.nn.Module):
         b = None if self.bias is None else self.bias.to(x.dtype)
         y = ops.scaled_matmul(qx, self.qweight.t(), sx, self.weight_scale.t(), x.dtype, bias=b, scaling="row")
         return y.reshape(*x.shape[:-1], self.out_features)
+
+
+# ---- convolutions ----------------------------------------------------------------------------------
+class _ConvMixin:
+    """``forward`` of the conv drop-ins: a padding_mode other than 'zeros' is applied with ``F.pad``
+    first (as torch does), then the conv runs unpadded; 'zeros' padding is the kernel's mask."""
+
+    def _warpsmith_forward(self, x: torch.Tensor) -> torch.Tensor:
+        padding = self.padding
+        if self.padding_mode != "zeros":
+            x = torch.nn.functional.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            padding = 0
+        return ops.conv(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+
+
+class Conv1d(_ConvMixin, torch.nn.Conv1d):
+    """``torch.nn.Conv1d`` on warpsmith's implicit-GEMM kernel (every padding_mode; see _ConvMixin)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._warpsmith_forward(x)
+
+
+class Conv2d(_ConvMixin, torch.nn.Conv2d):
+    """``torch.nn.Conv2d`` on warpsmith's implicit-GEMM kernel; NCHW or channels-last in place."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._warpsmith_forward(x)
+
+
+class Conv3d(_ConvMixin, torch.nn.Conv3d):
+    """``torch.nn.Conv3d`` on warpsmith's implicit-GEMM kernel."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._warpsmith_forward(x)
+
+
+class _ConvTransposeMixin:
+    def _warpsmith_forward(self, x: torch.Tensor, output_size: Optional[list[int]] = None) -> torch.Tensor:
+        if self.padding_mode != "zeros":  # torch refuses it at construction too; kept for subclasses
+            raise InvalidInputError(f"padding_mode of warpsmith.nn.{type(self).__name__}", "'zeros'", self.padding_mode)
+        nd = x.dim() - 2
+        opad = self._output_padding(x, output_size, self.stride, self.padding, self.kernel_size, nd, self.dilation)
+        return ops.conv_transpose(x, self.weight, self.bias, self.stride, self.padding, tuple(opad), self.groups,
+                                  self.dilation)
+
+
+class ConvTranspose1d(_ConvTransposeMixin, torch.nn.ConvTranspose1d):
+    """``torch.nn.ConvTranspose1d`` on warpsmith's gather-form implicit GEMM."""
+
+    def forward(self, x: torch.Tensor, output_size: Optional[list[int]] = None) -> torch.Tensor:
+        return self._warpsmith_forward(x, output_size)
+
+
+class ConvTranspose2d(_ConvTransposeMixin, torch.nn.ConvTranspose2d):
+    """``torch.nn.ConvTranspose2d`` on warpsmith's gather-form implicit GEMM."""
+
+    def forward(self, x: torch.Tensor, output_size: Optional[list[int]] = None) -> torch.Tensor:
+        return self._warpsmith_forward(x, output_size)
+
+
+class ConvTranspose3d(_ConvTransposeMixin, torch.nn.ConvTranspose3d):
+    """``torch.nn.ConvTranspose3d`` on warpsmith's gather-form implicit GEMM."""
+
+    def forward(self, x: torch.Tensor, output_size: Optional[list[int]] = None) -> torch.Tensor:
+        return self._warpsmith_forward(x, output_size)
+
+
+__all__ += ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]

@@ -1,7 +1,7 @@
 """Cost models behind one function: the predicted time of a variant's config on a target.
 
 A variant names its model in ``cost_model``: ``"gemm"`` (tile model, cost/gemm_model.py) or
-``"memory"`` (bytes against bandwidth, occupancy and tails, cost/memory_model.py, fed by the
+``"conv"`` (the tile model on an implicit GEMM), ``"memory"`` (bytes against bandwidth, occupancy and tails, cost/memory_model.py, fed by the
 variant's ``work``). Given the compiler's facts about the config (``ConfigFacts``: registers,
 spills, shared memory, pipelining, from a static compile or a real one), the models use them in
 place of their own estimates, and a config the compiler says spills, or whose ``num_stages`` has
@@ -20,6 +20,11 @@ from . import gemm_model, memory_model
 _MODELS: dict[str, Callable[[Variant, Problem, Mapping[str, Any], Target, ConfigFacts | None], float]] = {
     "gemm": lambda v, p, c, t, f: gemm_model.predict_ms(v.name, p, c, t, v.smem_bytes(p, c), f),
     "memory": lambda v, p, c, t, f: memory_model.predict_ms(memory_model.with_facts(v.work(p, c, t), f), t),
+    # implicit-GEMM convolutions: the tile model on the equivalent GEMM (variant.gemm_problem), whose A
+    # operand is the unmaterialized im2col matrix, so the re-reads the window and stride imply count
+    "conv": lambda v, p, c, t, f: gemm_model.predict_ms("splitk" if c.get("SPLIT_K", 1) > 1 else "tiled",
+                                                        v.gemm_problem(p), {"GROUP_M": 1, **c}, t,
+                                                        v.smem_bytes(p, c), f),
 }
 
 

@@ -21,9 +21,10 @@ from . import cross_entropy as _cross_entropy
 from . import attention as _attention
 from . import lowprec as _lowprec
 from . import pool as _pool
+from . import conv as _conv
 
 # the one list of families, in the order `warpsmith ops` lists them
-FAMILIES = (_matmul, _norm, _activation, _rope, _softmax, _cross_entropy, _attention, _pool, _lowprec)
+FAMILIES = (_matmul, _norm, _activation, _rope, _softmax, _cross_entropy, _attention, _conv, _pool, _lowprec)
 REGISTRY = Registry(FAMILIES)
 OPS = REGISTRY.ops
 get_op = REGISTRY.get_op
@@ -45,6 +46,9 @@ from .pool.op import adaptive_avg_pool, avg_pool, max_pool  # noqa: E402
 from .norm.channel_op import batch_norm, group_norm, instance_norm  # noqa: E402
 from .lowprec.scaled_op import scaled_matmul  # noqa: E402
 from .lowprec.quant_op import dequantize, quantize, quantize_static, stochastic_round  # noqa: E402
+from .conv.op import conv_transpose, convolution  # noqa: E402
+from .conv.fold import fold_batch_norm  # noqa: E402
+from .conv.op import conv  # noqa: E402  (the function replaces the package as an attribute)
 
 __all__ = ["matmul"]
 __all__ += ["rms_norm", "layer_norm"]
@@ -58,3 +62,4 @@ __all__ += ["int4_matmul"]
 __all__ += ["max_pool", "avg_pool", "adaptive_avg_pool"]
 __all__ += ["batch_norm", "group_norm", "instance_norm"]
 __all__ += ["scaled_matmul", "quantize", "quantize_static", "dequantize", "stochastic_round"]
+__all__ += ["conv", "conv_transpose", "convolution", "fold_batch_norm"]

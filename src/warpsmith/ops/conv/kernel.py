@@ -1,0 +1,219 @@
+"""Convolution kernels as implicit GEMMs (only ``@triton.jit`` code; no im2col is materialized).
+
+Every form is 3-D; 1-D and 2-D calls pass singleton depth/height. Per group ``g``:
+
+- ``conv_fwd_kernel`` with TRANSPOSED=False: ``y[n, g KG + k, o] = sum_{c, t} x[n, g CG + c, o s - p + t d]
+  w[g, k, c, t]`` (GEMM rows: output pixels n x OD x OH x OW; columns: KG output channels;
+  reduction: CG x KD x KH x KW);
+- with TRANSPOSED=True (gather form of the transposed conv): ``i = (o + p - t d) / s``, a term only
+  where that division is exact and ``0 <= i < I`` (the stride holes are masked);
+- ``conv_wgrad_kernel``: ``dw[g, k, c, t] = sum_{n, o} a[n, g KG + k, o] b[n, g CG + c, o s - p + t d]``
+  (rows: KG, columns: CG x window, reduction over n x output pixels); the weight gradient of a
+  conv (a = dy, b = x) and of a transposed conv (a = x, b = dy).
+
+The weight is addressed as ``w[g, k, c, t]`` through strides (``swg, swn, swc``), so the forward
+layout (C_out, C_in/G, ...) and the transposed one (C_in, C_out/G, ...) are the same kernel. FLOPs:
+2 x output pixels x C_out x CG x window; minimum bytes: x + w + y (+ bias, residual).
+Reduction order (LOOP): "nested" walks window positions outside and channel blocks of BLOCK_K
+inside; "flat" cuts the flattened (window, channel) index into blocks (small CG, e.g. depthwise).
+"""
+from ...core._triton import tl, triton
+from ..shared.kernel import apply_activation, dot_acc, to_output
+
+
+@triton.jit
+def split_pixels(rm, OD, OH, OW):
+    """Output-pixel index -> (n, od, oh, ow)."""
+    ow = rm % OW
+    t = rm // OW
+    oh = t % OH
+    t = t // OH
+    od = t % OD
+    n = t // OD
+    return n, od, oh, ow
+
+
+@triton.jit
+def group_channel(g, CG):
+    """First input channel of group ``g``."""
+    return g * CG
+
+
+@triton.jit
+def input_coord(o, t, size, stride, pad, dil, TRANSPOSED: tl.constexpr):
+    """Input coordinate feeding output coordinate ``o`` through tap ``t``, and whether it exists."""
+    if TRANSPOSED:
+        num = o + pad - t * dil
+        i = num // stride
+        ok = (num >= 0) & (num - i * stride == 0) & (i < size)
+    else:
+        i = o * stride - pad + t * dil
+        ok = (i >= 0) & (i < size)
+    return i, ok
+
+
+@triton.jit
+def reduction_index(i, rk, CG, KH, KW, NBLK_C, BLOCK_K: tl.constexpr, LOOP: tl.constexpr):
+    """Iteration ``i`` of the reduction -> per-lane (c, kd, kh, kw) and the lanes' validity."""
+    if LOOP == "nested":
+        tap = i // NBLK_C
+        c = (i % NBLK_C) * BLOCK_K + rk
+        ok = c < CG
+        tap = tap + rk * 0
+    else:
+        r = i * BLOCK_K + rk
+        c = r % CG
+        tap = r // CG
+        ok = tap < NBLK_C  # NBLK_C holds the window volume in the flat order
+    kw = tap % KW
+    kh = (tap // KW) % KH
+    kd = tap // (KW * KH)
+    return c, kd, kh, kw, ok
+
+
+@triton.jit
+def conv_epilogue(acc, y_ptr, bias_ptr, res_ptr, rm, rco, M, CO, OD, OH, OW, scale,
+                  syn, syc, syd, syh, syw, srn, src, srd, srh, srw, stride_bias,
+                  HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACTIVATION: tl.constexpr, EMULATE: tl.constexpr):
+    """``y = act(scale acc + bias + residual)`` stored at rows ``rm`` (pixels), columns ``rco`` (channels)."""
+    n, od, oh, ow = split_pixels(rm, OD, OH, OW)
+    n = n.to(tl.int64)
+    mask = (rm < M)[:, None] & (rco < CO)[None, :]
+    acc = acc * scale
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + rco * stride_bias, mask=rco < CO, other=0.0).to(tl.float32)[None, :]
+    if HAS_RES:
+        roffs = (n * srn + od * srd + oh * srh + ow * srw)[:, None] + (rco * src)[None, :]
+        acc += tl.load(res_ptr + roffs, mask=mask, other=0.0).to(tl.float32)
+    acc = apply_activation(acc, ACTIVATION)
+    yoffs = (n * syn + od * syd + oh * syh + ow * syw)[:, None] + (rco * syc)[None, :]
+    tl.store(y_ptr + yoffs, to_output(acc, y_ptr, EMULATE), mask=mask)
+
+
+@triton.jit
+def conv_fwd_kernel(
+    x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, p_ptr,
+    BATCH, CG, KG, D, H, W, OD, OH, OW, KD, KH, KW,
+    stride_d, stride_h, stride_w, pad_d, pad_h, pad_w, dil_d, dil_h, dil_w, ITERS_PER_SPLIT, scale,
+    sxn, sxc, sxd, sxh, sxw, swg, swn, swc, swd, swh, sww,
+    syn, syc, syd, syh, syw, srn, src, srd, srh, srw, stride_bias,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, LOOP: tl.constexpr,
+    TRANSPOSED: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr,
+    ACTIVATION: tl.constexpr, IS_FP32: tl.constexpr, PRECISION: tl.constexpr, EMULATE: tl.constexpr,
+):
+    """One (BLOCK_M pixels, BLOCK_N channels) tile of one group; grid (tiles, G, splits).
+
+    With SPLIT, the fp32 partial over this split's reduction iterations goes to
+    ``p[split, m, g KG + k]`` (contiguous) and ``conv_splitk_reduce_kernel`` finishes.
+    """
+    M = BATCH * OD * OH * OW
+    CO = KG * tl.num_programs(1)
+    tn = tl.cdiv(KG, BLOCK_N)
+    pid_m = tl.program_id(0) // tn
+    pid_n = tl.program_id(0) % tn
+    g = tl.program_id(1)
+    split = tl.program_id(2)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    n, od, oh, ow = split_pixels(rm, OD, OH, OW)
+    row_ok = rm < M
+    x_row = x_ptr + n.to(tl.int64) * sxn + group_channel(g, CG) * sxc
+    w_col = w_ptr + g * swg + rn * swn
+    col_ok = rn < KG
+    if LOOP == "nested":
+        nblk = tl.cdiv(CG, BLOCK_K)
+        total = KD * KH * KW * nblk
+    else:
+        nblk = KD * KH * KW
+        total = tl.cdiv(CG * nblk, BLOCK_K)
+    i_lo = split * ITERS_PER_SPLIT
+    i_hi = tl.minimum(i_lo + ITERS_PER_SPLIT, total)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for i in range(i_lo, i_hi):
+        c, kd, kh, kw, k_ok = reduction_index(i, rk, CG, KH, KW, nblk, BLOCK_K, LOOP)
+        id_, okd = input_coord(od[:, None], kd[None, :], D, stride_d, pad_d, dil_d, TRANSPOSED)
+        ih, okh = input_coord(oh[:, None], kh[None, :], H, stride_h, pad_h, dil_h, TRANSPOSED)
+        iw, okw = input_coord(ow[:, None], kw[None, :], W, stride_w, pad_w, dil_w, TRANSPOSED)
+        a_mask = row_ok[:, None] & k_ok[None, :] & okd & okh & okw
+        a = tl.load(x_row[:, None] + c[None, :] * sxc + id_ * sxd + ih * sxh + iw * sxw, mask=a_mask, other=0.0)
+        b_offs = c[:, None] * swc + (kd * swd + kh * swh + kw * sww)[:, None]
+        b = tl.load(w_col[None, :] + b_offs, mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+        acc = dot_acc(a, b, acc, IS_FP32, PRECISION, EMULATE)
+    rco = g * KG + rn
+    if SPLIT:
+        poffs = (split * M + rm).to(tl.int64)[:, None] * CO + rco[None, :]
+        tl.store(p_ptr + poffs, acc, mask=row_ok[:, None] & col_ok[None, :])
+    else:
+        conv_epilogue(acc, y_ptr, bias_ptr, res_ptr, rm, tl.where(col_ok, rco, CO), M, CO, OD, OH, OW, scale,
+                      syn, syc, syd, syh, syw, srn, src, srd, srh, srw, stride_bias,
+                      HAS_BIAS, HAS_RES, ACTIVATION, EMULATE)
+
+
+@triton.jit
+def conv_splitk_reduce_kernel(
+    p_ptr, y_ptr, bias_ptr, res_ptr,
+    M, CO, OD, OH, OW, SPLITS, scale,
+    syn, syc, syd, syh, syw, srn, src, srd, srh, srw, stride_bias,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr,
+    ACTIVATION: tl.constexpr, EMULATE: tl.constexpr,
+):
+    """Sum the SPLITS partials in order, then the epilogue; grid (cdiv(M, BLOCK_M), cdiv(CO, BLOCK_N))."""
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rco = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm < M)[:, None] & (rco < CO)[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for s in range(0, SPLITS):
+        acc += tl.load(p_ptr + (s * M + rm).to(tl.int64)[:, None] * CO + rco[None, :], mask=mask, other=0.0)
+    conv_epilogue(acc, y_ptr, bias_ptr, res_ptr, rm, rco, M, CO, OD, OH, OW, scale,
+                  syn, syc, syd, syh, syw, srn, src, srd, srh, srw, stride_bias,
+                  HAS_BIAS, HAS_RES, ACTIVATION, EMULATE)
+
+
+@triton.jit
+def conv_wgrad_kernel(
+    a_ptr, b_ptr, dw_ptr,
+    BATCH, KG, CG, D, H, W, OD, OH, OW, KD, KH, KW,
+    stride_d, stride_h, stride_w, pad_d, pad_h, pad_w, dil_d, dil_h, dil_w,
+    san, sac, sad, sah, saw, sbn, sbc, sbd, sbh, sbw, swg, swn, swc, swd, swh, sww,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    IS_FP32: tl.constexpr, PRECISION: tl.constexpr, EMULATE: tl.constexpr,
+):
+    """dw tile (BLOCK_M of KG, BLOCK_N of CG x window) of group ``program_id(1)``; grid (tiles, G).
+
+    ``a``: (BATCH, G KG, OD, OH, OW); ``b``: (BATCH, G CG, D, H, W); reduction over n x output pixels.
+    """
+    P = BATCH * OD * OH * OW
+    KVOL = KD * KH * KW
+    NCOL = CG * KVOL
+    tn = tl.cdiv(NCOL, BLOCK_N)
+    pid_m = tl.program_id(0) // tn
+    pid_n = tl.program_id(0) % tn
+    g = tl.program_id(1)
+    rk_ = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # output channels of a
+    rj = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # (c, tap) flattened, tap fastest
+    rp = tl.arange(0, BLOCK_K)
+    c = rj // KVOL
+    tap = rj % KVOL
+    kw = tap % KW
+    kh = (tap // KW) % KH
+    kd = tap // (KW * KH)
+    k_ok = rk_ < KG
+    j_ok = rj < NCOL
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for p0 in range(0, P, BLOCK_K):
+        pix = p0 + rp
+        p_ok = pix < P
+        n, od, oh, ow = split_pixels(pix, OD, OH, OW)
+        n = n.to(tl.int64)
+        a_offs = (n * san + od * sad + oh * sah + ow * saw)[None, :] + ((g * KG + rk_) * sac)[:, None]
+        a = tl.load(a_ptr + a_offs, mask=k_ok[:, None] & p_ok[None, :], other=0.0)
+        id_, okd = input_coord(od[:, None], kd[None, :], D, stride_d, pad_d, dil_d, False)
+        ih, okh = input_coord(oh[:, None], kh[None, :], H, stride_h, pad_h, dil_h, False)
+        iw, okw = input_coord(ow[:, None], kw[None, :], W, stride_w, pad_w, dil_w, False)
+        b_mask = p_ok[:, None] & j_ok[None, :] & okd & okh & okw
+        b_offs = (n * sbn)[:, None] + ((g * CG + c) * sbc)[None, :] + id_ * sbd + ih * sbh + iw * sbw
+        b = tl.load(b_ptr + b_offs, mask=b_mask, other=0.0)
+        acc = dot_acc(a, b, acc, IS_FP32, PRECISION, EMULATE)
+    w_offs = (g * swg + rk_ * swn)[:, None] + (c * swc + kd * swd + kh * swh + kw * sww)[None, :]
+    tl.store(dw_ptr + w_offs, to_output(acc, dw_ptr, EMULATE), mask=k_ok[:, None] & j_ok[None, :])
