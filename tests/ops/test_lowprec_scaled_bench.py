@@ -10,22 +10,26 @@ from bench_scripts import load  # noqa: E402
 
 def test_plan_cases_and_hook(capsys, monkeypatch):
     bench = load("lowprec")
-    assert bench.main(["--print-plan", "--tokens", "16"]) == 0
+    assert bench.main(["--print-plan", "--tokens", "16", "--groups", "scaled_gemm,quantization"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == "15 cases"  # 3 shapes x 4 GEMM kinds + 3 quantization kinds at M = 16
+    assert bench.main(["--print-plan", "--groups", "int4_weight_only"]) == 0
+    int4 = capsys.readouterr().out.strip().splitlines()
+    assert int4[-1] == "32 cases"  # Llama-3-8B's 4 projections x M in (1, 16, 64, 4096) x AWQ and GPTQ
+    assert any(ln.split()[-1] == "int4_gptq_llama3-8b_down_M1" for ln in int4[:-1])
     names = [ln.split()[1] for ln in lines[:-1]]
     assert "fp8_block_M16_N14336_K4096" in names and "w8a8_M16_N4096_K4096" in names
     assert bench.main(["--print-plan", "--tokens", "1,16", "--groups", "quantization"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == "6 cases"
 
-    def int4_cases(args):
-        return [bench.Case(f"int4_M{m}", "int4", {"M": m}, 0.0, 0.0, [], lambda d: {}) for m in args.tokens]
+    def extra_cases(args):
+        return [bench.Case(f"extra_M{m}", "extra", {"M": m}, 0.0, 0.0, [], lambda d: {}) for m in args.tokens]
 
-    monkeypatch.setattr(bench, "CASE_BUILDERS", bench.CASE_BUILDERS + [int4_cases])
-    assert bench.main(["--print-plan", "--tokens", "1,64", "--groups", "int4"]) == 0
-    assert capsys.readouterr().out.split() == ["int4", "int4_M1", "int4", "int4_M64", "2", "cases"]
+    monkeypatch.setattr(bench, "CASE_BUILDERS", bench.CASE_BUILDERS + [extra_cases])
+    assert bench.main(["--print-plan", "--tokens", "1,64", "--groups", "extra"]) == 0
+    assert capsys.readouterr().out.split() == ["extra", "extra_M1", "extra", "extra_M64", "2", "cases"]
     import argparse
 
-    probs = [p for c in bench.build(argparse.Namespace(tokens=[16])) for p in c.problems]
+    probs = [p for c in bench.build(argparse.Namespace(tokens=[16])) for p in c.problems if p["op"] == "scaled_matmul"]
     assert {p["attrs"]["scaling"] for p in probs} == {"tensor", "row", "block"}
     assert all(p["op"] == "scaled_matmul" and p["dtype"] == "bfloat16" for p in probs)
