@@ -227,3 +227,21 @@ def test_flakiness_in_a_secondary_output_is_caught():
     cert = verify_candidate(spec, p, FlakyDw("rms"), cfg, H100)
     failure = cert.first_failure()
     assert failure.name == "determinism" and "output 1" in failure.status, statuses(cert)
+
+
+@pytest.mark.parametrize("when", ["always", "on odd shapes", "on small-integer inputs"])
+def test_a_launcher_that_raises_is_rejected_not_a_crash(when):
+    """A candidate whose launch raises (here: it writes a result of the wrong shape into its output, which
+    torch refuses) is rejected with the exception named, at whichever check meets it first."""
+    class WrongShape(TiledGemm):
+        def launch(self, inputs, p, c, out=None):
+            res = super().launch(inputs, p, c, out)
+            bad = (when == "always" or when == "on odd shapes" and p.shape["M"] != 24
+                   or when == "on small-integer inputs" and bool((inputs["a"] == inputs["a"].round()).all()))
+            if bad:
+                out.copy_(torch.zeros(out.shape[0] + 1, out.shape[1]))
+            return res
+
+    cert = verify_candidate(MATMUL, problem(), WrongShape(), CFG, H100)
+    failure = cert.first_failure()
+    assert not cert.passed and "the launch raised RuntimeError" in failure.status, statuses(cert)

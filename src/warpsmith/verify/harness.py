@@ -36,11 +36,15 @@ def run_guarded(spec: OpSpec, variant: Variant, problem: Problem, config: Mappin
     device = next(iter(inputs.values())).device
     before = {k: v.clone() for k, v in inputs.items()}
     outs = output_like(spec, problem, device)
-    with poisoned_allocations():
-        extra = {"target": target} if target is not None and takes_target(variant) else {}
-        result = variant.launch(inputs, problem, config, out=outs[0] if len(outs) == 1 else outs, **extra)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    try:
+        with poisoned_allocations():
+            extra = {"target": target} if target is not None and takes_target(variant) else {}
+            result = variant.launch(inputs, problem, config, out=outs[0] if len(outs) == 1 else outs, **extra)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - a candidate that raises is rejected, never a crash of the verifier
+        first = " ".join(str(exc).split())[:300]
+        raise HarnessFailure(f"the launch raised {type(exc).__name__}: {first}") from exc
     results = as_tuple(result)
     if len(results) != len(outs) or any(r is not o for r, o in zip(results, outs)):
         raise HarnessFailure("launcher returned tensors other than the outputs it was given")
