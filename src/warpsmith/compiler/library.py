@@ -88,6 +88,51 @@ def _ws_norm(x, w, b, eps, is_rms):
     return y.view(x.shape)
 '''
 
+CONV = '''
+def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, groups, activation, bn=None):
+    """aten.convolution (1-D/2-D/3-D, direct or transposed), one implicit-GEMM launch, the activation
+    fused; ``bn`` = (gamma, beta, mean, var, eps) of an inference batch norm folded into w and bias."""
+    nd = x.dim() - 2
+    if bn is not None:
+        gamma, beta, mean, var, eps = bn
+        inv = (var.float() + eps).rsqrt() * (gamma.float() if gamma is not None else 1.0)
+        shift = (beta.float() if beta is not None else 0.0) - mean.float() * inv
+        bias = (shift + (bias.float() * inv if bias is not None else 0.0)).to(x.dtype)
+        w = (w.float() * inv.view(-1, *([1] * (w.dim() - 1)))).to(w.dtype)
+    ks = list(w.shape[2:])
+    if transposed:
+        co = w.shape[1] * groups
+        out = [(x.shape[2 + i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (ks[i] - 1) + output_padding[i] + 1
+               for i in range(nd)]
+    else:
+        co = w.shape[0]
+        out = [(x.shape[2 + i] + 2 * padding[i] - dilation[i] * (ks[i] - 1) - 1) // stride[i] + 1 for i in range(nd)]
+    y = torch.empty((x.shape[0], co, *out), dtype=x.dtype, device=x.device)
+    x5, y5, w5 = x, y, w
+    while x5.dim() < 5:
+        x5, y5, w5 = x5.unsqueeze(2), y5.unsqueeze(2), w5.unsqueeze(2)
+    fill = [1] * (3 - nd)
+    n_, c_, d_, h_, w_ = x5.shape
+    od, oh, ow = y5.shape[2:]
+    kd, kh, kw = w5.shape[2:]
+    cg, kg = c_ // groups, co // groups
+    if transposed:
+        ws = (cg * w5.stride(0), w5.stride(1), w5.stride(0), *w5.stride()[2:])
+    else:
+        ws = (kg * w5.stride(0), w5.stride(0), w5.stride(1), *w5.stride()[2:])
+    bm, bn_, bk = (16, 16, 16) if _EMULATE else (64, 64, 32)
+    total = kd * kh * kw * triton.cdiv(cg, bk)
+    grid = (triton.cdiv(n_ * od * oh * ow, bm) * triton.cdiv(kg, bn_), groups, 1)
+    conv_fwd_kernel[grid](
+        x5, w5, y, bias if bias is not None else y, y, y, n_, cg, kg, d_, h_, w_, od, oh, ow, kd, kh, kw,
+        *(fill + list(stride)), *([0] * (3 - nd) + list(padding)), *(fill + list(dilation)), total, 1.0,
+        *x5.stride(), *ws, *y5.stride(), *y5.stride(), bias.stride(0) if bias is not None else 0,
+        BLOCK_M=bm, BLOCK_N=bn_, BLOCK_K=bk, LOOP="nested", TRANSPOSED=transposed, SPLIT=False,
+        HAS_BIAS=bias is not None, HAS_RES=False, ACTIVATION=activation, IS_FP32=x.dtype == torch.float32,
+        PRECISION="ieee", EMULATE=_EMULATE and x.dtype == torch.bfloat16)
+    return y
+'''
+
 
 def needs(n: Node) -> tuple[list[Any], str]:
     """The jit kernels and the launcher text of one library node."""
@@ -95,6 +140,10 @@ def needs(n: Node) -> tuple[list[Any], str]:
         from ..ops.matmul.kernel import matmul_tiled_kernel
 
         return [matmul_tiled_kernel], MATMUL
+    if n.op == "conv":
+        from ..ops.conv.kernel import conv_fwd_kernel
+
+        return [conv_fwd_kernel], CONV
     whole = n.shape[-1] <= MAX_WHOLE_ROW
     if n.op == "softmax":
         from ..ops.softmax import kernel as sk
@@ -115,6 +164,11 @@ def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
         return f"{fn}({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['activation']!r})"
     if n.op == "softmax":
         return f"_ws_softmax({v(a[0])}, {n.attrs['log']})"
+    if n.op == "conv":
+        t = n.attrs
+        bn = "None" if t["bn"] is None else f"({v(a[3])}, {v(a[4])}, {v(a[5])}, {v(a[6])}, {t['bn']!r})"
+        return (f"_ws_conv({v(a[0])}, {v(a[1])}, {v(a[2])}, {t['stride']}, {t['padding']}, {t['dilation']}, "
+                f"{t['transposed']}, {t['output_padding']}, {t['groups']}, {t['activation']!r}, {bn})")
     return f"_ws_norm({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['eps']!r}, {n.op == 'rms_norm'})"
 
 

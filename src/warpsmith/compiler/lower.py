@@ -6,6 +6,7 @@ Recognized, whatever the spelling torch.export leaves:
   2-D operands, ``addmm`` with a bias of N elements (beta = alpha = 1), ``bmm``; a following
   ``relu``, ``gelu`` (erf form) or ``silu`` that is the GEMM's only user becomes its epilogue.
 - ``softmax``/``log_softmax`` over the last dim (``aten.softmax.int``, ``aten._softmax``, ...).
+- convolutions, and a batch norm in inference after one (:mod:`.lower_conv`), with the same epilogues;
 - ``layer_norm`` and ``rms_norm`` over the last dim, and RMSNorm written out:
   ``x * rsqrt(mean(x^2, -1, keepdim) + eps) [* w]``, with ``x^2`` as ``x.pow(2)``, ``x * x`` or
   ``x.square()``, ``rsqrt(v)`` or ``1 / sqrt(v)`` (as ``x / sqrt(v)``), and the weight on
@@ -16,6 +17,7 @@ not matched stays as it was: fused by codegen if pointwise or a reduction, else 
 """
 from __future__ import annotations
 
+from . import lower_conv
 from .ir import FLOATS, Graph, Node
 
 ACTIVATIONS = {"relu": "relu", "silu": "silu"}
@@ -24,7 +26,8 @@ ACTIVATIONS = {"relu": "relu", "silu": "silu"}
 def lower(g: Graph) -> list[str]:
     """Rewrite ``g`` in place; returns one line per rewrite made (for ``--explain``)."""
     notes: list[str] = []
-    for rule in (_identity, _reduce_other_dim, _gemm, _softmax, _norm, _rms_written_out, _epilogue):
+    for rule in (_identity, _reduce_other_dim, _gemm, lower_conv.conv, lower_conv.batch_norm, _softmax, _norm,
+                 _rms_written_out, _epilogue):
         for n in list(g.nodes):
             if n in g.nodes:
                 note = rule(g, n)
@@ -96,7 +99,7 @@ def _gemm(g: Graph, n: Node) -> str | None:
 
 
 def _epilogue(g: Graph, n: Node) -> str | None:
-    if n.kind != "library" or n.op != "matmul" or n.attrs["activation"] != "none":
+    if n.kind != "library" or n.op not in ("matmul", "conv") or n.attrs["activation"] != "none":
         return None
     users = g.users()[n.name]
     if len(users) != 1 or n in g.outputs:
@@ -110,10 +113,10 @@ def _epilogue(g: Graph, n: Node) -> str | None:
             act = "gelu"
     if act is None:
         return None
-    fused = _lib(u, "matmul", list(n.args), form=n.attrs["form"], activation=act)
+    fused = _lib(u, n.op, list(n.args), **{**n.attrs, "activation": act})
     g.nodes.remove(n)
     _replace(g, u, fused)
-    return f"{u.name}: {u.op} fused into {n.name}'s matmul as its epilogue"
+    return f"{u.name}: {u.op} fused into {n.name}'s {n.op} as its epilogue"
 
 
 def _last_dim(dim: object, rank: int) -> bool:

@@ -1,0 +1,103 @@
+"""Lowering of convolutions to the library's implicit-GEMM conv (``ops/conv``).
+
+Recognized: ``aten.conv1d/2d/3d`` (integer padding, ``"valid"``, and ``"same"`` where torch pads
+symmetrically: stride 1 and an even ``dilation * (kernel - 1)`` on every axis), ``aten.conv_transpose1d/2d/3d``
+and ``aten.convolution``. Each becomes one ``library conv`` node with aten.convolution's geometry
+(``stride``, ``padding``, ``dilation``, ``transposed``, ``output_padding``, ``groups``, per spatial axis).
+Then, where the conv is the only user of its input:
+
+- a following ``batch_norm`` in inference (``training=False``) is folded into the conv's weight and
+  bias (``w * gamma / sqrt(var + eps)``, ``(b - mean) * gamma / sqrt(var + eps) + beta``), computed in
+  float32 from the weights at each call (one small weight-sized step, no activation-sized one);
+- a following ``relu``, ``gelu`` (erf) or ``silu`` becomes the conv's epilogue (the matmul rule in
+  :mod:`.lower` does this for both).
+
+The operands must share one float dtype; anything else stays an ATen fallback.
+"""
+from __future__ import annotations
+
+from .ir import Graph, Node
+
+
+def _ints(v: object, nd: int, default: int) -> list[int] | None:
+    if v is None:
+        return [default] * nd
+    if isinstance(v, int):
+        return [v] * nd
+    if isinstance(v, (list, tuple)) and all(isinstance(i, int) for i in v):
+        return list(v) * nd if len(v) == 1 else list(v) if len(v) == nd else None
+    return None
+
+
+def _arg(n: Node, i: int, name: str, default: object) -> object:
+    return n.args[i] if len(n.args) > i else n.kwargs.get(name, default)
+
+
+def conv(g: Graph, n: Node) -> str | None:
+    """``aten`` conv node -> ``library conv`` (see the module docstring)."""
+    from .lower import _float_same, _lib, _replace
+
+    if n.kind != "aten" or not (n.op.startswith("conv") and n.op[-2:] in ("1d", "2d", "3d")
+                                or n.op in ("convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")):
+        return None
+    x, w = n.args[0], n.args[1]
+    bias = _arg(n, 2, "bias", None)
+    if not isinstance(x, Node) or not isinstance(w, Node) or not _float_same(x, w, bias) or n.dtype != x.dtype:
+        return None
+    nd = len(x.shape) - 2
+    if nd not in (1, 2, 3) or len(w.shape) != nd + 2:
+        return None
+    if n.op == "convolution":
+        stride, padding, dilation = (_ints(_arg(n, i, k, d), nd, d) for i, k, d in
+                                     ((3, "stride", 1), (4, "padding", 0), (5, "dilation", 1)))
+        transposed, opad, groups = bool(_arg(n, 6, "transposed", False)), _ints(_arg(n, 7, "output_padding", 0), nd, 0), \
+            _arg(n, 8, "groups", 1)
+    elif n.op.startswith("conv_transpose"):
+        stride, padding, opad = (_ints(_arg(n, i, k, d), nd, d) for i, k, d in
+                                 ((3, "stride", 1), (4, "padding", 0), (5, "output_padding", 0)))
+        groups, dilation, transposed = _arg(n, 6, "groups", 1), _ints(_arg(n, 7, "dilation", 1), nd, 1), True
+    else:
+        stride, dilation = _ints(_arg(n, 3, "stride", 1), nd, 1), _ints(_arg(n, 5, "dilation", 1), nd, 1)
+        pad = _arg(n, 4, "padding", 0)
+        groups, transposed, opad = _arg(n, 6, "groups", 1), False, [0] * nd
+        if pad == "valid":
+            padding = [0] * nd
+        elif pad == "same":
+            if stride is None or dilation is None or any(s != 1 for s in stride) or \
+                    any(d * (k - 1) % 2 for d, k in zip(dilation, w.shape[2:])):
+                return None  # torch pads asymmetrically there: left to ATen
+            padding = [d * (k - 1) // 2 for d, k in zip(dilation, w.shape[2:])]
+        else:
+            padding = _ints(pad, nd, 0)
+    if None in (stride, padding, dilation, opad) or not isinstance(groups, int) or groups < 1:
+        return None
+    _replace(g, n, _lib(n, "conv", [x, w, bias], stride=stride, padding=padding, dilation=dilation,
+                        transposed=transposed, output_padding=opad, groups=groups, activation="none", bn=None))
+    return f"{n.name}: {n.op} -> library conv ({'transposed, ' if transposed else ''}{nd}-D implicit GEMM)"
+
+
+def batch_norm(g: Graph, n: Node) -> str | None:
+    """``library conv`` -> ``batch_norm`` (inference) folded into the conv."""
+    from .lower import _float_same, _lib, _replace
+
+    if n.kind != "aten" or n.op not in ("batch_norm", "_native_batch_norm_legit_no_training"):
+        return None
+    c = n.args[0]
+    if not (isinstance(c, Node) and c.kind == "library" and c.op == "conv" and c.attrs["bn"] is None
+            and c.attrs["activation"] == "none" and not c.attrs["transposed"]) or c in g.outputs or len(g.users()[c.name]) != 1:
+        return None
+    if n.op == "batch_norm":
+        if len(n.args) < 8 or n.args[5] is not False:
+            return None  # training mode: statistics of the batch, not foldable
+        weight, bias, mean, var, eps = n.args[1], n.args[2], n.args[3], n.args[4], n.args[7]
+    else:
+        return None
+    if not isinstance(mean, Node) or not isinstance(var, Node) or not _float_same(mean, var, weight, bias):
+        return None
+    if n.dtype != c.dtype or n.shape != c.shape:
+        return None
+    x, w, b = c.args
+    fused = _lib(n, "conv", [x, w, b, weight, bias, mean, var], **{**c.attrs, "bn": float(eps)})
+    g.nodes.remove(c)
+    _replace(g, n, fused)
+    return f"{n.name}: batch_norm (inference) folded into {c.name}'s conv weight and bias"
