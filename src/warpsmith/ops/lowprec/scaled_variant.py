@@ -26,7 +26,7 @@ from ...core.variant import Config, Variant, scratch
 from ...space import Enum, IntRange, Pow2, Space
 from ...targets import Target
 from ..matmul import kernel as MK
-from ..matmul.variant import INDEX_LIMIT, index_span
+from ..matmul.variant import INDEX_LIMIT, SplitKSlices, index_span
 from ..shared import kernel as common
 from ..shared.launch import emulated
 from . import scaled_kernel as K
@@ -184,7 +184,7 @@ class TiledScaled(_Scaled):
         return out
 
 
-class SplitKScaled(_Scaled):
+class SplitKScaled(SplitKSlices, _Scaled):
     name = "splitk"
     knobs = ScaledSplitKKnobs
     REDUCE_BLOCK = 1024
@@ -196,25 +196,6 @@ class SplitKScaled(_Scaled):
 
     def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:
         return {"M": config["BLOCK_M"], "N": config["BLOCK_N"], "K": config["BLOCK_K"] * config["SPLIT_K"]}
-
-    def k_per_split(self, p: Problem, c: Mapping[str, Any]) -> int:
-        bk = c["BLOCK_K"]
-        return triton.cdiv(triton.cdiv(p.shape["K"], c["SPLIT_K"]), bk) * bk
-
-    def invalid(self, p, c, target):
-        why = super().invalid(p, c, target)
-        if why:
-            return why
-        if (c["SPLIT_K"] - 1) * self.k_per_split(p, c) >= p.shape["K"]:
-            return (f"SPLIT_K={c['SPLIT_K']} leaves empty slices: K={p.shape['K']} in slices of "
-                    f"{self.k_per_split(p, c)} (a multiple of BLOCK_K={c['BLOCK_K']})")
-        return None
-
-    def default_config(self, p, target):
-        cfg = super().default_config(p, target)
-        while self.invalid(p, cfg, target) and cfg["SPLIT_K"] > 2:
-            cfg["SPLIT_K"] //= 2
-        return cfg
 
     def launch(self, inputs, problem, config, out=None):
         a, b, sa, sb, bias, out, strides, sbias, has_bias = self._operands(inputs, problem, out)

@@ -212,20 +212,9 @@ class TiledGemm(_Gemm):
         return out
 
 
-class SplitKGemm(_Gemm):
-    name = "splitk"
-    knobs = SplitKKnobs
-
-    def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:
-        c = self.typed(config)
-        return {"M": c.BLOCK_M, "N": c.BLOCK_N, "K": c.BLOCK_K * c.SPLIT_K}
-    REDUCE_BLOCK = 1024
-
-    def space(self, problem: Problem, target: Target) -> Space:
-        frags = self._base_space(problem)
-        frags["SPLIT_K"] = Enum((2, 4, 8, 16), 4)
-        frags["REDUCE"] = Enum(("workspace", "atomic"), "workspace")
-        return Space(frags)
+class SplitKSlices:
+    """K cut into SPLIT_K slices of whole BLOCK_K steps: none may be empty (the one place of that
+    rule, for every split-K GEMM: this family's and the scaled GEMM's)."""
 
     def k_per_split(self, p: Problem, c: Mapping[str, Any]) -> int:
         bk = c["BLOCK_K"]
@@ -245,6 +234,23 @@ class SplitKGemm(_Gemm):
         while self.invalid(p, cfg, target) and cfg["SPLIT_K"] > 2:
             cfg["SPLIT_K"] //= 2
         return cfg
+
+
+class SplitKGemm(SplitKSlices, _Gemm):
+    name = "splitk"
+    knobs = SplitKKnobs
+
+    def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:
+        c = self.typed(config)
+        return {"M": c.BLOCK_M, "N": c.BLOCK_N, "K": c.BLOCK_K * c.SPLIT_K}
+    REDUCE_BLOCK = 1024
+
+    def space(self, problem: Problem, target: Target) -> Space:
+        frags = self._base_space(problem)
+        frags["SPLIT_K"] = Enum((2, 4, 8, 16), 4)
+        frags["REDUCE"] = Enum(("workspace", "atomic"), "workspace")
+        return Space(frags)
+
 
     def is_deterministic(self, config):
         return config["REDUCE"] != "atomic"
