@@ -26,6 +26,7 @@ from ...core.opspec import Problem
 from ...core.variant import Config, Variant, scratch
 from ...space import Enum, Pow2, Space, fixed
 from ...targets import Target
+from ..matmul.variant import tile_resources
 from ..shared import kernel as common
 from ..shared.launch import emulated
 from . import kernel as K
@@ -220,14 +221,9 @@ class ImplicitGemmConv(Variant):
         return int(acc + frags + 8 * a_el + 3 * b_el + 64)
 
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
-        smem = self.smem_bytes(p, c)
-        if smem > target.smem_per_block:
-            return f"shared memory {smem} B > {target.smem_per_block} B on {target.name}"
-        regs, cap = self.regs_per_thread(p, c, target), target.max_regs_per_thread(c["num_warps"])
-        if regs > cap:
-            return f"about {regs} registers per thread > {cap} at {c['num_warps']} warps on {target.name} (would spill)"
-        if c["BLOCK_M"] * c["BLOCK_N"] < 16 * 16 * c["num_warps"] // 2:
-            return f"tile {c['BLOCK_M']}x{c['BLOCK_N']} too small for {c['num_warps']} warps"
+        why = tile_resources(self, p, c, target)
+        if why:
+            return why
         M, N, Kr, G = self.gemm_shape(p)
         if c["SPLIT_K"] > 1 and c["SPLIT_K"] * c["BLOCK_K"] > Kr:
             return f"SPLIT_K={c['SPLIT_K']} x BLOCK_K={c['BLOCK_K']} exceeds the reduction length {Kr}"

@@ -26,7 +26,7 @@ from ...core.variant import Config, Variant, scratch
 from ...space import Enum, IntRange, Pow2, Space
 from ...targets import Target
 from ..matmul import kernel as MK
-from ..matmul.variant import INDEX_LIMIT, SplitKSlices, index_span
+from ..matmul.variant import INDEX_LIMIT, SplitKSlices, index_span, tile_resources
 from ..shared import kernel as common
 from ..shared.launch import emulated
 from . import scaled_kernel as K
@@ -100,15 +100,7 @@ class _Scaled(Variant):
         if target.arch == "sm_90" and p.attrs["layout"] != "nt":
             return (f"on {target.name} (sm_90) 8-bit wgmma operands must be K-major (layout nt), "
                     f"got layout {p.attrs['layout']}")
-        smem = self.smem_bytes(p, c)
-        if smem > target.smem_per_block:
-            return f"shared memory {smem} B > {target.smem_per_block} B on {target.name}"
-        regs, cap = self.regs_per_thread(p, c, target), target.max_regs_per_thread(c["num_warps"])
-        if regs > cap:
-            return f"about {regs} registers per thread > {cap} at {c['num_warps']} warps on {target.name} (would spill)"
-        if c["BLOCK_M"] * c["BLOCK_N"] < 16 * 16 * c["num_warps"] // 2:
-            return f"tile {c['BLOCK_M']}x{c['BLOCK_N']} too small for {c['num_warps']} warps"
-        return None
+        return tile_resources(self, p, c, target)
 
     def default_config(self, p: Problem, target: Target) -> Config:
         cfg = self.space(p, target).default()

@@ -79,6 +79,20 @@ class PersistentKnobs(TiledKnobs):
     PROGRAMS_PER_SM: int
 
 
+def tile_resources(v: Variant, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
+    """Why a GEMM-like tile config does not fit ``target`` (shared memory, registers, a tile too small
+    for its warps), or None: the one place of these rules for every tiled GEMM (matmul, conv, scaled)."""
+    smem = v.smem_bytes(p, c)
+    if smem > target.smem_per_block:
+        return f"shared memory {smem} B > {target.smem_per_block} B on {target.name}"
+    regs, cap = v.regs_per_thread(p, c, target), target.max_regs_per_thread(c["num_warps"])
+    if regs > cap:
+        return f"about {regs} registers per thread > {cap} at {c['num_warps']} warps on {target.name} (would spill)"
+    if c["BLOCK_M"] * c["BLOCK_N"] < 16 * 16 * c["num_warps"] // 2:
+        return f"tile {c['BLOCK_M']}x{c['BLOCK_N']} too small for {c['num_warps']} warps"
+    return None
+
+
 class _Gemm(Variant):
     op = "matmul"
     cost_model = "gemm"
@@ -127,15 +141,7 @@ class _Gemm(Variant):
         return int(acc + frags + sync * tiles * (p.dtype.itemsize / 4 + 2) + _REG_OVERHEAD + loop_state)
 
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
-        smem = self.smem_bytes(p, c)
-        if smem > target.smem_per_block:
-            return f"shared memory {smem} B > {target.smem_per_block} B on {target.name}"
-        regs, cap = self.regs_per_thread(p, c, target), target.max_regs_per_thread(c["num_warps"])
-        if regs > cap:
-            return f"about {regs} registers per thread > {cap} at {c['num_warps']} warps on {target.name} (would spill)"
-        if c["BLOCK_M"] * c["BLOCK_N"] < 16 * 16 * c["num_warps"] // 2:
-            return f"tile {c['BLOCK_M']}x{c['BLOCK_N']} too small for {c['num_warps']} warps"
-        return None
+        return tile_resources(self, p, c, target)
 
     # ---- heuristic -------------------------------------------------------------------------
     def default_config(self, p: Problem, target: Target) -> Config:
