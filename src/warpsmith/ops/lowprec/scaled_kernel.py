@@ -28,8 +28,9 @@ def load_scales_block(sa_ptr, sb_ptr, rm, rn, k, M, N, stride_sam, stride_sak, s
 
 @triton.jit
 def accumulate(a, b, acc):
-    """``acc + a @ b``: fp32 accumulation for fp8, exact int32 accumulation for int8."""
-    return tl.dot(a, b, acc)
+    """``acc + a @ b``: fp32 accumulation for fp8, exact int32 accumulation for int8 (``out_dtype``
+    named: Triton 3.6 asserts that it matches the accumulator's, and defaults it to fp32)."""
+    return tl.dot(a, b, acc, out_dtype=acc.dtype)
 
 
 @triton.jit
