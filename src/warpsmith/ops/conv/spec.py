@@ -7,6 +7,8 @@ with an even window pads asymmetrically, as torch does (``pad_end`` > ``pad``).
 """
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any, Mapping
 
 import torch
@@ -125,7 +127,7 @@ class ConvSpec(OpSpec):
             raise InvalidInputError("shape of conv", "W [, KW]; or H, W [, KH, KW]; or D, H, W [, KD, KH, KW]",
                                     ",".join(p.shape))
         # the geometry is part of the tuning key; only the epilogue scale is a runtime scalar
-        p = Problem(p.op, p.shape, p.dtype, {**p.attrs, "groups": G}, frozenset({"scale"}))
+        p = dataclasses.replace(p, attrs={**p.attrs, "groups": G}, scalars=frozenset({"scale"}))
         g = geometry(p)
         for i, a in enumerate(SPATIAL[3 - nd:], start=3 - nd):
             span = g["DL"][i] * (g["KS"][i] - 1) + 1
