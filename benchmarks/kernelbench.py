@@ -63,6 +63,10 @@ def _int_value(v: ast.expr) -> int | None:
     return x if type(x) is int else None
 
 
+def _capped(x: int, cap: int) -> int:
+    return x if x <= cap else cap - 1 if x % 2 else cap
+
+
 def caps(source: str, cap: int) -> list[str]:
     """``NAME=VALUE`` overrides bringing the problem's top-level int constants (literals or constant
     expressions such as ``2048 * 2``) down to ``cap``."""
@@ -71,18 +75,41 @@ def caps(source: str, cap: int) -> list[str]:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             x = _int_value(node.value)
             if x is not None and x > cap:
-                out.append(f"{node.targets[0].id}={cap - 1 if x % 2 else cap}")
+                out.append(f"{node.targets[0].id}={_capped(x, cap)}")
     return out
 
 
+def capped_source(source: str, cap: int) -> tuple[str, list[str]]:
+    """The problem's source with top-level tuples of int constants (``input_shape = (32768,)``)
+    capped element-wise (``--set`` takes numbers only), and what was changed."""
+    tree = ast.parse(source)
+    changed = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and \
+                isinstance(node.value, (ast.Tuple, ast.List)):
+            vals = [_int_value(e) for e in node.value.elts]
+            if vals and all(v is not None for v in vals) and any(v > cap for v in vals):
+                new = [_capped(v, cap) for v in vals]
+                node.value = ast.Tuple([ast.Constant(v) for v in new], ast.Load()) if isinstance(node.value, ast.Tuple) \
+                    else ast.List([ast.Constant(v) for v in new], ast.Load())
+                changed.append(f"{node.targets[0].id}={tuple(new)}")
+    return (ast.unparse(tree) + "\n" if changed else source), changed
+
+
 def run_one(path: Path, cap: int, timeout: float, workdir: Path) -> dict:
-    sets = caps(path.read_text(), cap)
+    source, tuples = capped_source(path.read_text(), cap)
+    sets = caps(source, cap)
+    if tuples:  # a capped copy of the problem, in a folder of its own
+        copy = workdir / path.stem / path.name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(source)
+        path = copy
     report = workdir / f"{path.stem}.json"
     cmd = [sys.executable, "-m", "warpsmith.cli.main", "solve", str(path), "--strict", "--json", str(report)]
     for s in sets:
         cmd += ["--set", s]
     t0 = time.time()
-    row = {"problem": path.name, "category": category(path.name), "sets": sets}
+    row = {"problem": path.name, "category": category(path.name), "sets": sets + tuples}
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                            env={**os.environ, "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")})

@@ -35,7 +35,7 @@ import torch
 from ..core.contract import within_reference
 from .emit import emit_function
 from .fuse import partition, problems
-from .ir import build_fx
+from .ir import is_generator, build_fx
 from .lower import lower
 
 _UNIT = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8, torch.float32: 2.0 ** -24, torch.float64: 2.0 ** -53}
@@ -106,7 +106,7 @@ def compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
             raise ValueError("unusable partition: " + "; ".join(bad))
         grouped = part.group_of()
         for n in g.nodes:
-            if n.kind in ("pointwise", "reduction") and n.name not in grouped:
+            if n.kind in ("pointwise", "reduction", "scan") and n.name not in grouped and not is_generator(n):
                 n.kind = "aten"
         report.ir = g.format()
         prog = emit_function(g, part, f"{kind} graph", [tuple(m[0]) for m in metas])

@@ -23,7 +23,7 @@ from ..core.errors import InvalidInputError
 from . import library
 from .codegen import HELPERS, Kernel, generate
 from .fuse import Partition
-from .ir import Graph, Node
+from .ir import Graph, Node, is_generator
 
 
 @dataclass
@@ -77,13 +77,13 @@ def _steps(g: Graph, part: Partition) -> list[tuple[str, Any]]:
     deps: dict[str, set[str]] = {}
     first: dict[str, int] = {}
     for n in g.nodes:
-        if n.kind in ("input", "param"):
-            continue
+        if n.kind in ("input", "param") or is_generator(n) and n.name not in where:
+            continue  # generators outside every group are computed inline by the kernels using them
         k = key(n)
         items.setdefault(k, ("group", part.groups[where[n.name]]) if n.name in where else ("node", n))
         first[k] = min(first.get(k, 1 << 30), order[n.name])
         for a in n.operands():
-            if a.kind not in ("input", "param") and key(a) != k:
+            if a.kind not in ("input", "param") and key(a) != k and not (is_generator(a) and a.name not in where):
                 deps.setdefault(k, set()).add(key(a))
     out, done = [], set()
     while len(out) < len(items):
@@ -104,10 +104,10 @@ def _program(g: Graph, part: Partition) -> tuple[Program, str, list[str]]:
     body: list[str] = []
     for kind, item in _steps(g, part):
         if kind == "group":
-            k = generate(item, len(prog.kernels), users, g.outputs)
+            k = generate(item, len(prog.kernels), users, g.results())
             prog.kernels.append(k)
             outs = ", ".join(f"v_{n.name}" for n in k.outputs) + ("," if len(k.outputs) == 1 else "")
-            args = ", ".join(f"v_{s.node.name}" for s in k.slots)
+            args = ", ".join(["_dev"] + [f"v_{s.node.name}" for s in k.slots])
             body.append(f"        {outs} = {k.launcher_name}({args})")
             continue
         n = item
@@ -118,10 +118,19 @@ def _program(g: Graph, part: Partition) -> tuple[Program, str, list[str]]:
                 launchers.append(launcher)
             prog.library_calls.append(n)
             body.append(f"        v_{n.name} = {library.call(n, _render)}  # library {n.op}")
+        elif n.kind == "view" and n.op in RESHAPES:
+            prog.views.append(n)
+            body.append(f"        v_{n.name} = _ws_view({_render(n.aten_args[0])}, {tuple(n.shape)!r})  # view (a copy "
+                        "kernel first when the strides do not allow one)")
+        elif n.kind == "view" and n.op in COPIES:
+            prog.views.append(n)
+            body.append(f"        v_{n.name} = _ws_clone({_render(n.aten_args[0])})  # copy kernel")
         else:
             (prog.views if n.kind == "view" else prog.fallbacks).append(n)
             tag = "view" if n.kind == "view" else "ATen fallback"
             body.append(f"        v_{n.name} = {_aten_call(n)}  # {tag}")
+    for t, v in g.mutations:
+        body.append(f"        _ws_assign(v_{t.name}, v_{v.name})  # in-place update of {t.name}, as the original does")
     if prog.kernels:
         from ..ops.shared.kernel import to_output
 
@@ -132,7 +141,67 @@ def _program(g: Graph, part: Partition) -> tuple[Program, str, list[str]]:
     if prog.kernels:
         code += HELPERS + "\n\n" + "\n\n".join(k.source for k in prog.kernels) + "\n\n"
     code += "\n\n".join(launchers + [k.launcher for k in prog.kernels]) + "\n\n"
+    code += RUNTIME + "\n\n"
     return prog, code, body
+
+
+RESHAPES = ("view", "reshape", "_unsafe_view", "flatten", "unflatten", "view_as")
+COPIES = ("clone", "contiguous")
+
+RUNTIME = '''
+@triton.jit
+def _ws_copy_kernel(src_ptr, dst_ptr, NUMEL, D1, D2, D3, D4, D5, s0, s1, s2, s3, s4, s5, t0, t1, t2, t3, t4, t5,
+                    BLOCK: tl.constexpr):
+    """dst[i] = src[i] over a shape of rank <= 6, any strides on both sides (a broadcast src: stride 0)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < NUMEL
+    r = offs
+    i5 = r % D5
+    r = r // D5
+    i4 = r % D4
+    r = r // D4
+    i3 = r % D3
+    r = r // D3
+    i2 = r % D2
+    r = r // D2
+    i1 = r % D1
+    i0 = r // D1
+    v = tl.load(src_ptr + i0 * s0 + i1 * s1 + i2 * s2 + i3 * s3 + i4 * s4 + i5 * s5, mask=mask)
+    tl.store(dst_ptr + i0 * t0 + i1 * t1 + i2 * t2 + i3 * t3 + i4 * t4 + i5 * t5, v.to(dst_ptr.dtype.element_ty),
+             mask=mask)
+
+
+def _ws_copy(src, dst):
+    """dst[...] = src (broadcast to dst's shape, cast to its dtype) by a Triton kernel."""
+    src = src.expand(dst.shape)
+    if dst.dim() > 6:
+        raise ValueError(f"_ws_copy handles rank <= 6, got {dst.dim()}")
+    lead = 6 - dst.dim()
+    shape = [1] * lead + list(dst.shape)
+    ss = [0] * lead + list(src.stride())
+    ts = [0] * lead + list(dst.stride())
+    n = dst.numel()
+    if n:
+        _ws_copy_kernel[(triton.cdiv(n, 1024),)](src, dst, n, *shape[1:], *ss, *ts, BLOCK=1024)
+    return dst
+
+
+def _ws_clone(x):
+    return _ws_copy(x, torch.empty(x.shape, dtype=x.dtype, device=x.device))
+
+
+def _ws_view(x, shape):
+    """x viewed as ``shape``; a copy kernel first when x's strides allow no view (as reshape does)."""
+    try:
+        return x.view(shape)
+    except RuntimeError:
+        return _ws_clone(x).view(shape)
+
+
+def _ws_assign(dst, src):
+    """The in-place update of a buffer or an input (what the original program's in-place op did)."""
+    _ws_copy(src, dst)
+'''
 
 
 def _summary(prog: Program) -> list[str]:

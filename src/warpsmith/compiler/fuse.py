@@ -1,30 +1,36 @@
-"""Partition: which pointwise and reduction nodes run together in one generated kernel.
+"""Partition: which pointwise, reduction and scan nodes run together in one generated kernel.
 
-:func:`partition` is greedy: nodes are visited in program order, and a pointwise or reduction
-node joins the group of one of its producers when the group can take it (below) and the groups
-stay acyclic; otherwise it starts a group. A :class:`Partition` is plain data (groups of nodes),
-and any function ``Graph -> Partition`` whose result :func:`problems` accepts can replace
-:func:`partition` (``compile_problem(..., partitioner=...)``; :func:`unfused` is the one-kernel-
-per-op example); :mod:`.search` searches over partitions from these two.
+:func:`partition` is greedy: nodes are visited in program order, and a node joins the group of one
+of its producers when the group can take it (below) and the groups stay acyclic; otherwise it
+starts a group. A :class:`Partition` is plain data (groups of nodes), and any function
+``Graph -> Partition`` whose result :func:`problems` accepts can replace :func:`partition`
+(``compile_problem(..., partitioner=...)``; :func:`unfused` is the one-kernel-per-op example);
+:mod:`.search` searches over partitions from these two.
 
 A group has a *domain*, the shape its kernel iterates over:
 
 - ``pointwise``: every node has the domain's shape; operands from outside may broadcast.
-- ``rows``: the domain is (..., N) and the kernel holds whole rows (N <= :data:`MAX_ROW`); nodes
-  are *full* (shape (..., N)) or *row-shaped* ((..., 1) or (...)), reductions over the last dim
-  turn full values into row-shaped ones, and full nodes may use row-shaped (..., 1) values (the
-  keepdim broadcast). A pointwise group becomes a rows group when a reduction of its domain joins.
+- ``rows``: the domain S and a set R of *reduced dims* (``red``). Each program owns one row (an
+  index of the dims not in R) and walks the R dims (whole, or in chunks when the row is long).
+  Nodes are *full* (shape S) or *row-shaped*: S with the R dims 1 (the keepdim form, which full
+  nodes may use) or removed (which only row-shaped nodes of that form use). Reductions over R turn
+  full values into row-shaped ones; scans along R (one dim) keep them full. A pointwise group
+  becomes a rows group when a reduction or scan of its domain joins.
+
+Generators (``full``, ``iota``) are in no group: every kernel that uses one computes it inline. A
+generator is given a group of its own only when something other than a kernel uses it.
+``flip`` and ``cat`` read their operands at transformed indices, so those operands come from
+outside the group.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
+from .codegen_expr import supported
+from .ir import CARRIED, Graph, Node, is_generator
 
-from .ir import Graph, Node
-
-MAX_ROW = 16384  # the longest row a rows kernel holds in registers
-FUSABLE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.bool)
+BASIC_REDUCTIONS = ("sum", "mean", "amax", "amin", "prod")
+INDEXED = ("flip", "cat")  # pointwise ops reading their operands at other indices
 
 
 @dataclass
@@ -32,9 +38,15 @@ class Group:
     kind: str  # "pointwise" | "rows"
     domain: tuple[int, ...]
     nodes: list[Node] = field(default_factory=list)
+    red: tuple[int, ...] = ()  # rows: the reduced (or scanned) dims of the domain
 
     def row_shapes(self) -> tuple[tuple[int, ...], ...]:
-        return (self.domain[:-1] + (1,), self.domain[:-1]) if self.kind == "rows" else ()
+        """(keepdim form, dropped form) of a row-shaped value; () for a pointwise group."""
+        if self.kind != "rows":
+            return ()
+        keep = tuple(1 if d in self.red else s for d, s in enumerate(self.domain))
+        drop = tuple(s for d, s in enumerate(self.domain) if d not in self.red)
+        return keep, drop
 
 
 @dataclass
@@ -45,35 +57,80 @@ class Partition:
         return {n.name: i for i, g in enumerate(self.groups) for n in g.nodes}
 
 
+def _dims(n: Node) -> tuple[int, ...]:
+    return tuple(n.attrs["dims"]) if n.kind == "reduction" else (n.attrs["dim"],)
+
+
 def fusable(n: Node) -> bool:
-    return n.kind in ("pointwise", "reduction") and n.dtype in FUSABLE_DTYPES and n.shape is not None
+    """Whether codegen can run ``n`` inside a generated kernel."""
+    if n.shape is None or n.dtype not in CARRIED or is_generator(n) or 0 in n.shape:
+        return False
+    if n.kind == "reduction":
+        return n.op in BASIC_REDUCTIONS and 0 not in n.args[0].shape
+    if n.kind == "scan":
+        return n.op in ("cumsum", "cumprod") and len(n.shape) >= 1
+    return n.kind == "pointwise" and supported(n)
+
+
+def _reverse_flags(g: Group) -> set[bool]:
+    return {n.attrs["reverse"] for n in g.nodes if n.kind == "scan"}
+
+
+def valid(g: Group) -> bool:
+    """Whether one kernel of ``g``'s kind can run all of its nodes (the rules of the module docstring)."""
+    inside = {n.name for n in g.nodes}
+    full = g.domain
+    shapes = g.row_shapes()
+    if g.kind == "rows" and (not g.red or len(_reverse_flags(g)) > 1):
+        return False
+    for n in g.nodes:
+        if is_generator(n) and g.kind == "pointwise" and n.shape == full and 0 not in full:
+            continue  # materialized on its own (see with_generators)
+        if not fusable(n):
+            return False
+        ins = [a for a in n.operands() if a.name in inside]
+        if n.kind in ("reduction", "scan"):
+            if g.kind != "rows" or n.args[0].shape != full or _dims(n) != g.red:
+                return False
+            if n.kind == "scan" and (len(g.red) != 1 or n.shape != full):
+                return False
+            continue
+        if n.op in INDEXED and (ins or n.shape != full):
+            return False
+        if g.kind == "pointwise":
+            if n.shape != full or any(a.shape != full for a in ins):
+                return False
+        elif n.shape == full:
+            ok = (full, shapes[0]) + (((),) if shapes[1] == () else ())
+            if any(a.shape not in ok for a in ins):
+                return False
+        elif n.shape in shapes:
+            if any(a.shape != n.shape for a in ins):
+                return False
+        else:
+            return False
+    return True
+
+
+def _with(g: Group, n: Node) -> Group:
+    """``g`` with ``n`` added: a reduction or scan makes it a rows group over its input's shape."""
+    if n.kind in ("reduction", "scan") and g.kind == "pointwise":
+        return Group("rows", g.domain, g.nodes + [n], _dims(n))
+    return Group(g.kind, g.domain, g.nodes + [n], g.red)
 
 
 def _can_take(g: Group, n: Node) -> Group | None:
     """The group ``g`` would become with ``n`` in it, or None."""
-    inside = [a for a in n.operands() if a in g.nodes]
-    if n.kind == "reduction":
-        x = n.args[0]
-        d = x.shape
-        if x not in g.nodes or len(d) < 1 or not 2 <= d[-1] <= MAX_ROW:
-            return None
-        if g.kind == "pointwise" and g.domain == d:
-            return Group("rows", d, g.nodes + [n])
-        if g.kind == "rows" and g.domain == d:
-            return Group("rows", d, g.nodes + [n])
+    if n.kind in ("reduction", "scan") and (n.args[0] not in g.nodes or n.args[0].shape != g.domain):
         return None
-    if g.kind == "pointwise":
-        if n.shape == g.domain and all(a.shape == g.domain for a in inside):
-            return Group("pointwise", g.domain, g.nodes + [n])
-        return None
-    full, rows = g.domain, g.row_shapes()
-    if n.shape == full:
-        ok = all(a.shape == full or a.shape == rows[0] or (len(full) == 1 and a.shape == ()) for a in inside)
-    elif n.shape in rows:
-        ok = all(a.shape == n.shape for a in inside)
-    else:
-        ok = False
-    return Group("rows", full, g.nodes + [n]) if ok else None
+    bigger = _with(g, n)
+    return bigger if valid(bigger) else None
+
+
+def _alone(n: Node) -> Group:
+    if n.kind in ("reduction", "scan"):
+        return Group("rows", n.args[0].shape, [n], _dims(n))
+    return Group("pointwise", n.shape, [n])
 
 
 def _acyclic(graph: Graph, groups: list[Group]) -> bool:
@@ -103,7 +160,7 @@ def _acyclic(graph: Graph, groups: list[Group]) -> bool:
 
 
 def partition(graph: Graph) -> Partition:
-    """Greedy fusion of the graph's pointwise and reduction nodes (see the module docstring)."""
+    """Greedy fusion of the graph's pointwise, reduction and scan nodes (see the module docstring)."""
     groups: list[Group] = []
     where: dict[str, int] = {}
     for n in graph.nodes:
@@ -125,54 +182,44 @@ def partition(graph: Graph) -> Partition:
                 break
         if placed:
             _merge_producers(graph, groups, where, n)
-        if not placed:
-            if n.kind == "reduction":
-                d = n.args[0].shape
-                if len(d) < 1 or not 2 <= d[-1] <= MAX_ROW:
-                    continue  # stays unfused: an ATen fallback
-                groups.append(Group("rows", d, [n]))
-            else:
-                groups.append(Group("pointwise", n.shape, [n]))
+        else:
+            alone = _alone(n)
+            if not valid(alone):
+                continue  # stays unfused: an ATen fallback
+            groups.append(alone)
             where[n.name] = len(groups) - 1
     _merge_siblings(graph, groups, where)
-    return Partition([g for g in groups if g.nodes])
+    return with_generators(graph, Partition([g for g in groups if g.nodes]))
 
 
-def valid(g: Group) -> bool:
-    """Whether one kernel of ``g``'s kind can run all of its nodes (the rules of the module docstring)."""
-    inside = {n.name for n in g.nodes}
-    full, rows = g.domain, g.row_shapes()
-    for n in g.nodes:
-        ins = [a for a in n.operands() if a.name in inside]
-        if n.kind == "reduction":
-            if g.kind != "rows" or n.args[0].shape != full:
-                return False
-        elif g.kind == "pointwise":
-            if n.shape != full or any(a.shape != full for a in ins):
-                return False
-        elif n.shape == full:
-            if any(a.shape not in (full, rows[0]) and not (len(full) == 1 and a.shape == ()) for a in ins):
-                return False
-        elif n.shape in rows:
-            if any(a.shape != n.shape for a in ins):
-                return False
-        else:
-            return False
-    return True
+def with_generators(graph: Graph, part: Partition) -> Partition:
+    """``part`` plus a group of its own for each generator that something other than a kernel of
+    ``part`` uses (a library call, an ATen op, a view, the program's output)."""
+    grouped = part.group_of()
+    users = graph.users()
+    extra = []
+    for n in graph.nodes:
+        if is_generator(n) and n.name not in grouped and 0 not in n.shape and \
+                (n in graph.outputs or any(u.name not in grouped for u in users[n.name])):
+            extra.append(Group("pointwise", n.shape, [n]))
+    return Partition(part.groups + extra) if extra else part
 
 
 def _merge(a: Group, b: Group) -> Group | None:
     """One group running both, or None: same domain (a pointwise group joins a rows group of its
     shape as full nodes), or a pointwise group over a row shape of a rows group (as row nodes)."""
     if a.domain == b.domain:
-        kind, dom = ("rows" if "rows" in (a.kind, b.kind) else "pointwise"), a.domain
+        if a.kind == b.kind == "rows" and a.red != b.red:
+            return None
+        rows = a if a.kind == "rows" else b
+        kind, dom, red = rows.kind, a.domain, rows.red
     elif a.kind == "rows" and b.kind == "pointwise" and b.domain in a.row_shapes():
-        kind, dom = "rows", a.domain
+        kind, dom, red = "rows", a.domain, a.red
     elif b.kind == "rows" and a.kind == "pointwise" and a.domain in b.row_shapes():
-        kind, dom = "rows", b.domain
+        kind, dom, red = "rows", b.domain, b.red
     else:
         return None
-    g = Group(kind, dom, a.nodes + b.nodes)
+    g = Group(kind, dom, a.nodes + b.nodes, red)
     return g if valid(g) else None
 
 
@@ -186,7 +233,7 @@ def _try_merge(graph: Graph, groups: list[Group], where: dict[str, int], i: int,
     order = {m.name: k for k, m in enumerate(graph.nodes)}
     both.nodes.sort(key=lambda m: order[m.name])  # program order inside the merged group
     trial = list(groups)
-    trial[i], trial[j] = both, Group(groups[j].kind, groups[j].domain, [])
+    trial[i], trial[j] = both, Group(groups[j].kind, groups[j].domain, [], groups[j].red)
     if not _acyclic(graph, [g for g in trial if g.nodes]):
         return False
     groups[i], groups[j] = both, trial[j]
@@ -199,7 +246,7 @@ def _merge_siblings(graph: Graph, groups: list[Group], where: dict[str, int]) ->
     """Horizontal fusion: groups of one domain reading a common operand run as one kernel."""
     def reads(g: Group) -> set[str]:
         names = {n.name for n in g.nodes}
-        return {a.name for n in g.nodes for a in n.operands() if a.name not in names}
+        return {a.name for n in g.nodes for a in n.operands() if a.name not in names and not is_generator(a)}
 
     for i in range(len(groups)):
         for j in range(i + 1, len(groups)):
@@ -218,17 +265,8 @@ def _merge_producers(graph: Graph, groups: list[Group], where: dict[str, int], n
 def unfused(graph: Graph) -> Partition:
     """Every fusable node in a group of its own: the other end of the partition space (one kernel
     per op), and a second partitioner that exercises the interface a search will use."""
-    groups = []
-    for n in graph.nodes:
-        if not fusable(n):
-            continue
-        if n.kind == "reduction":
-            d = n.args[0].shape
-            if len(d) >= 1 and 2 <= d[-1] <= MAX_ROW:
-                groups.append(Group("rows", d, [n]))
-        else:
-            groups.append(Group("pointwise", n.shape, [n]))
-    return Partition(groups)
+    groups = [_alone(n) for n in graph.nodes if fusable(n)]
+    return with_generators(graph, Partition([g for g in groups if valid(g)]))
 
 
 def problems(graph: Graph, part: Partition) -> list[str]:
@@ -240,7 +278,7 @@ def problems(graph: Graph, part: Partition) -> list[str]:
             if n.name in seen:
                 out.append(f"{n.name} is in more than one group")
             seen.add(n.name)
-            if not fusable(n):
+            if not fusable(n) and not is_generator(n):
                 out.append(f"{n.name} ({n.kind} {n.op}) cannot be fused")
         if not valid(g):
             out.append(f"group {i} ({g.kind} over {list(g.domain)}) cannot run as one kernel")

@@ -1,11 +1,15 @@
-"""The warpsmith graph IR: a small, readable graph built from the exported ATen graph.
+"""The warpsmith graph IR: a small, readable graph built from the exported ATen graph
+(:mod:`.classify` decides each ATen call's kind).
 
 Every node has a kind:
 
 - ``input`` (a forward argument), ``param`` (a parameter or buffer of the model);
 - ``pointwise``: an elementwise op with a canonical name (``add``, ``sigmoid``, ``where``, ...)
   and numeric attributes; operands are nodes or Python scalars, broadcast as ATen broadcasts;
-- ``reduction``: ``sum``, ``mean``, ``amax``, ``amin``, ``var``, ``logsumexp`` over the last dim;
+  generators (``full``, ``iota``) have no tensor operand;
+- ``reduction``: ``sum``, ``mean``, ``amax``, ``amin``, ``prod`` (and, until :mod:`.expand`
+  rewrites them, ``var``, ``std``, ``logsumexp``, ``argmax``, ``argmin``) over any dims;
+- ``scan``: ``cumsum``, ``cumprod`` along one dim, either direction;
 - ``view``: layout only (view, reshape, permute, expand, ...), run by ATen in the emitted program;
 - ``aten``: any other ATen op; lowering turns some into ``library`` nodes, the rest stay and are
   run as ATen fallbacks;
@@ -71,6 +75,12 @@ class Graph:
     inputs: list[Node]  # user inputs, in call order
     state: dict[str, tuple[str, bool]]  # param node name -> (state_dict key, is_buffer)
     single_output: bool = True
+    # in-place updates of the model's buffers or the inputs, applied after the call: (target, value)
+    mutations: list[tuple[Node, Node]] = field(default_factory=list)
+
+    def results(self) -> list[Node]:
+        """What the program must compute: its outputs and the values its mutations write."""
+        return self.outputs + [v for _, v in self.mutations]
 
     def users(self) -> dict[str, list[Node]]:
         out: dict[str, list[Node]] = {n.name: [] for n in self.nodes}
@@ -81,7 +91,7 @@ class Graph:
         return out
 
     def remove_dead(self) -> None:
-        live = {n.name for n in self.outputs}
+        live = {n.name for n in self.results()} | {t.name for t, _ in self.mutations}
         for n in reversed(self.nodes):
             if n.name in live:
                 live.update(a.name for a in n.operands())
@@ -95,6 +105,7 @@ class Graph:
             args = ", ".join(_fmt(a) for a in n.args)
             attrs = "".join(f", {k}={v}" for k, v in n.attrs.items())
             lines.append(f"%{n.name}: {dt}[{shape}] = {n.kind} {n.op}({args}{attrs})")
+        lines += [f"%{t.name} <- %{v.name} (in place)" for t, v in self.mutations]
         lines.append("return " + ", ".join(f"%{o.name}" for o in self.outputs))
         return "\n".join(lines)
 
@@ -107,23 +118,8 @@ def _fmt(a: Value) -> str:
     return repr(a)
 
 
-# --- classification of ATen ops -------------------------------------------------------------------
-# pointwise: ATen packet name -> canonical op; the attrs come from _pointwise_attrs
-UNARY = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp", "log": "log", "sqrt": "sqrt",
-         "rsqrt": "rsqrt", "reciprocal": "reciprocal", "abs": "abs", "neg": "neg", "erf": "erf", "sin": "sin",
-         "cos": "cos", "silu": "silu", "gelu": "gelu", "log1p": "log1p", "expm1": "expm1",
-         "leaky_relu": "leaky_relu", "hardtanh": "clamp", "clamp": "clamp", "clamp_min": "clamp",
-         "clamp_max": "clamp", "softplus": "softplus", "elu": "elu", "hardsigmoid": "hardsigmoid",
-         "hardswish": "hardswish", "mish": "mish", "sign": "sign", "square": "square",
-         "_to_copy": "cast", "to": "cast", "type_as": "cast", "pow": "pow", "logical_not": "not"}
-BINARY = {"add": "add", "sub": "sub", "rsub": "rsub", "mul": "mul", "div": "div", "maximum": "maximum",
-          "minimum": "minimum", "gt": "gt", "lt": "lt", "ge": "ge", "le": "le", "eq": "eq", "ne": "ne",
-          "where": "where", "logical_and": "and", "logical_or": "or"}
-REDUCTIONS = {"sum": "sum", "mean": "mean", "amax": "amax", "amin": "amin", "var": "var", "logsumexp": "logsumexp"}
-VIEWS = {"view", "reshape", "_unsafe_view", "unsqueeze", "squeeze", "expand", "permute", "transpose", "t",
-         "contiguous", "clone", "alias", "flatten", "select", "slice", "detach", "expand_as", "view_as", "unflatten"}
-POW_EXPONENTS = (0, 0.5, -0.5) + tuple(range(-8, 9))  # the exponents codegen writes exactly
-FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+# the tables live in .classify; re-exported here for the modules that read them from the IR
+from .classify import BINARY, CARRIED, FLOATS, INTS, REDUCTIONS, SCANS, UNARY, VIEWS, classify, packet_of  # noqa: E402,F401
 
 
 def _meta(fx_node: Any) -> tuple[tuple[int, ...] | None, torch.dtype | None]:
@@ -207,125 +203,11 @@ def _classify(fx: Any, conv: Any, shape: Any, dtype: Any) -> Node:
     kwargs = {k: conv(v) for k, v in fx.kwargs.items()}
     if fx.target is operator.getitem:
         return Node(fx.name, "view", "getitem", args, shape, dtype, target=operator.getitem)
-    packet = getattr(fx.target, "_opname", None) or getattr(getattr(fx.target, "overloadpacket", None),
-                                                              "__name__", str(fx.target))
-    overload = getattr(fx.target, "_overloadname", "")
+    packet, overload = packet_of(fx.target)
     base = Node(fx.name, "aten", packet, args, shape, dtype, target=fx.target, kwargs=kwargs)
-    if packet in VIEWS:
-        base.kind = "view"
-        return base
-    if shape is None or dtype not in FLOATS + (torch.bool,):
-        return base
-    if packet in REDUCTIONS:
-        return _reduction(base, packet, overload, args, kwargs)
-    if packet in UNARY or packet in BINARY:
-        return _pointwise(base, packet, overload, args, kwargs)
-    return base
+    return classify(base, packet, overload)
 
 
-def _reduction(base: Node, packet: str, overload: str, args: list, kwargs: dict) -> Node:
-    x = args[0]
-    if not isinstance(x, Node) or not x.shape or x.dtype not in FLOATS or base.dtype not in FLOATS:
-        return base
-    rank = len(x.shape)
-    if packet == "var":
-        dims = args[1] if len(args) > 1 else kwargs.get("dim")
-        if overload == "dim":  # var(x, dim, unbiased=True, keepdim=False)
-            unbiased = args[2] if len(args) > 2 else kwargs.get("unbiased", True)
-            keep = args[3] if len(args) > 3 else kwargs.get("keepdim", False)
-            corr = 1 if unbiased else 0
-        elif overload == "correction":  # var(x, dim, *, correction=None, keepdim=False)
-            keep = kwargs.get("keepdim", False)
-            corr = kwargs.get("correction", 1)
-        else:
-            return base
-        if isinstance(corr, bool) or not isinstance(corr, (int, float)) and corr is not None:
-            return base
-        attrs = {"correction": 1 if corr is None else corr}
-    else:
-        dims = args[1] if len(args) > 1 else kwargs.get("dim")
-        keep = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
-        attrs = {}
-        if kwargs.get("dtype") is not None or len(args) > 3:
-            return base
-    if isinstance(dims, int):
-        dims = [dims]
-    if dims is None or len(dims) != 1 or dims[0] % rank != rank - 1:
-        return base  # only the last dim, for now
-    base.kind, base.op, base.args, base.kwargs = "reduction", REDUCTIONS[packet], [x], {}
-    base.attrs = {**attrs, "keepdim": bool(keep)}
-    return base
-
-
-def _pointwise(base: Node, packet: str, overload: str, args: list, kwargs: dict) -> Node:
-    op = UNARY.get(packet) or BINARY[packet]
-    attrs: dict[str, Any] = {}
-    operands = list(args)
-    if any(isinstance(a, Node) and (a.shape is None or a.dtype not in FLOATS + (torch.bool,) and
-                                    a.dtype not in (torch.int32, torch.int64)) for a in operands):
-        return base
-    if op in ("add", "sub", "rsub"):
-        alpha = kwargs.pop("alpha", args[2] if len(args) > 2 else 1)
-        operands = operands[:2]
-        attrs["alpha"] = alpha
-    elif op == "div":
-        if kwargs.get("rounding_mode") is not None:
-            return base
-        kwargs = {}
-    elif op == "gelu":
-        attrs["approximate"] = kwargs.pop("approximate", args[1] if len(args) > 1 else "none")
-        operands = operands[:1]
-    elif op == "leaky_relu":
-        attrs["slope"] = args[1] if len(args) > 1 else kwargs.pop("negative_slope", 0.01)
-        operands = operands[:1]
-    elif op == "clamp":
-        lo = hi = None
-        if packet == "hardtanh":
-            lo, hi = (list(args[1:3]) + [-1.0, 1.0][len(args) - 1:])[:2]
-        elif packet == "clamp_min":
-            lo = args[1]
-        elif packet == "clamp_max":
-            hi = args[1]
-        else:
-            lo = args[1] if len(args) > 1 else kwargs.get("min")
-            hi = args[2] if len(args) > 2 else kwargs.get("max")
-        if isinstance(lo, Node) or isinstance(hi, Node):
-            return base
-        attrs = {"min": lo, "max": hi}
-        operands = operands[:1]
-    elif op == "softplus":
-        attrs = {"beta": args[1] if len(args) > 1 else 1.0, "threshold": args[2] if len(args) > 2 else 20.0}
-        operands = operands[:1]
-    elif op == "elu":
-        if len(args) > 2 and (args[2] != 1 or len(args) > 3 and args[3] != 1):
-            return base
-        attrs = {"alpha": args[1] if len(args) > 1 else 1.0}
-        operands = operands[:1]
-    elif op == "pow":
-        if overload != "Tensor_Scalar" or not isinstance(args[1], (int, float)):
-            return base
-        if args[1] not in POW_EXPONENTS:
-            return base
-        attrs = {"exponent": args[1]}
-        operands = operands[:1]
-    elif op == "cast":
-        if packet == "type_as":
-            operands = operands[:1]
-        elif packet == "to" and overload not in ("dtype",):
-            return base
-        else:
-            operands = operands[:1]
-        extra = {k: v for k, v in kwargs.items() if k not in ("dtype", "non_blocking", "copy", "memory_format")}
-        if extra or base.dtype not in FLOATS:
-            return base
-    elif op in ("gt", "lt", "ge", "le", "eq", "ne", "where", "and", "or", "not", "maximum", "minimum", "mul",
-                "sign", "square"):
-        operands = operands[: 3 if op == "where" else 2 if op not in ("not", "sign", "square") else 1]
-    else:
-        operands = operands[:1]
-    if kwargs and op not in ("cast",):
-        return base
-    if any(not isinstance(a, (Node, int, float, bool)) for a in operands):
-        return base
-    base.kind, base.op, base.args, base.kwargs, base.attrs = "pointwise", op, operands, {}, attrs
-    return base
+def is_generator(n: Any) -> bool:
+    """A node computed from its indices alone (``full``, ``iota``): generated kernels inline it."""
+    return isinstance(n, Node) and n.kind == "pointwise" and n.op in ("full", "iota")

@@ -134,6 +134,55 @@ def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, 
 '''
 
 
+POOL = '''
+def _ws_pool_out(L, k, s, p, d, ceil_mode):
+    span = L + 2 * p - d * (k - 1) - 1
+    o = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (o - 1) * s >= L + p:
+        o -= 1
+    return o
+
+
+def _ws_pool(x, nd, kernel, stride, padding, dilation, ceil_mode, is_max, count_include_pad, divisor):
+    """max or avg pooling of x (N, C, *spatial) over its nd spatial dims, one launch (torch's output sizes)."""
+    lead = 3 - nd
+    k3 = [1] * lead + list(kernel)
+    s3 = [1] * lead + list(stride)
+    p3 = [0] * lead + list(padding)
+    d3 = [1] * lead + list(dilation)
+    l3 = [1] * lead + list(x.shape[2:])
+    o3 = [_ws_pool_out(*a, ceil_mode) for a in zip(l3, k3, s3, p3, d3)]
+    n, c = x.shape[0], x.shape[1]
+    y = torch.empty((n, c, *o3[lead:]), dtype=x.dtype, device=x.device)
+    xs = list(x.stride()[:2]) + [0] * lead + list(x.stride()[2:])
+    ys = list(y.stride()[:2]) + [0] * lead + list(y.stride()[2:])
+    grid = (triton.cdiv(o3[0] * o3[1] * o3[2], 128), c, n)
+    pool_fwd_kernel[grid](x, y, y, *l3, *o3, *k3, *s3, *p3, *d3, divisor or 0, *xs, *ys, BLOCK=128, IS_MAX=is_max,
+                          COUNT_PAD=count_include_pad, HAS_DIVISOR=bool(divisor), RETURN_INDICES=False,
+                          EMULATE=_EMULATE)
+    return y
+'''
+
+XENT = '''
+def _ws_cross_entropy(x, t, reduction, ignore_index, smoothing):
+    """cross-entropy of logits x (M, V) against class indices t (M,): per row, then summed or averaged."""
+    m, v = x.shape
+    stats = torch.empty((m, 2), dtype=torch.float32, device=x.device)
+    rows = torch.empty((m,), dtype=x.dtype if reduction == 0 else torch.float32, device=x.device)
+    single = v <= 8192
+    xent_fwd_kernel[(m,)](x, t, rows, stats, x, stats, m, v, ignore_index, smoothing, x.stride(0), x.stride(1),
+                          t.stride(0), rows.stride(0), 0, 0, 0, ROWS=1,
+                          BLOCK_V=triton.next_power_of_2(v) if single else 2048, SINGLE=single, SMOOTH=smoothing > 0,
+                          WRITE_LOSS=True, WRITE_STATS=True, WRITE_GRAD=False, SCALE=0, EMULATE=_EMULATE, num_warps=4)
+    if reduction == 0:
+        return rows
+    loss = torch.empty((), dtype=x.dtype, device=x.device)
+    xent_reduce_kernel[(1,)](rows, t, loss, m, ignore_index, t.stride(0), MEAN=reduction == 1, BLOCK=1024,
+                             EMULATE=_EMULATE, num_warps=4)
+    return loss
+'''
+
+
 def needs(n: Node) -> tuple[list[Any], str]:
     """The jit kernels and the launcher text of one library node."""
     if n.op == "matmul":
@@ -144,6 +193,14 @@ def needs(n: Node) -> tuple[list[Any], str]:
         from ..ops.conv.kernel import conv_fwd_kernel
 
         return [conv_fwd_kernel], CONV
+    if n.op == "pool":
+        from ..ops.pool.kernel import pool_fwd_kernel
+
+        return [pool_fwd_kernel], POOL
+    if n.op == "cross_entropy":
+        from ..ops.cross_entropy.kernel import xent_fwd_kernel, xent_reduce_kernel
+
+        return [xent_fwd_kernel, xent_reduce_kernel], XENT
     whole = n.shape[-1] <= MAX_WHOLE_ROW
     if n.op == "softmax":
         from ..ops.softmax import kernel as sk
@@ -169,6 +226,13 @@ def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
         bn = "None" if t["bn"] is None else f"({v(a[3])}, {v(a[4])}, {v(a[5])}, {v(a[6])}, {t['bn']!r})"
         return (f"_ws_conv({v(a[0])}, {v(a[1])}, {v(a[2])}, {t['stride']}, {t['padding']}, {t['dilation']}, "
                 f"{t['transposed']}, {t['output_padding']}, {t['groups']}, {t['activation']!r}, {bn})")
+    if n.op == "pool":
+        t = n.attrs
+        return (f"_ws_pool({v(a[0])}, {t['nd']}, {t['kernel']}, {t['stride']}, {t['padding']}, {t['dilation']}, "
+                f"{t['ceil_mode']}, {t['is_max']}, {t['count_include_pad']}, {t['divisor']})")
+    if n.op == "cross_entropy":
+        t = n.attrs
+        return f"_ws_cross_entropy({v(a[0])}, {v(a[1])}, {t['reduction']}, {t['ignore_index']}, {t['smoothing']!r})"
     return f"_ws_norm({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['eps']!r}, {n.op == 'rms_norm'})"
 
 

@@ -17,23 +17,42 @@ not matched stays as it was: fused by codegen if pointwise or a reduction, else 
 """
 from __future__ import annotations
 
-from . import lower_conv
+from . import lower_conv, lower_norm, lower_ops
 from .ir import FLOATS, Graph, Node
 
 ACTIVATIONS = {"relu": "relu", "silu": "silu"}
+MAX_ROUNDS = 4
 
 
 def lower(g: Graph) -> list[str]:
     """Rewrite ``g`` in place; returns one line per rewrite made (for ``--explain``)."""
+    return lower_graph(g, 0)
+
+
+def lower_graph(g: Graph, depth: int) -> list[str]:
+    """The lowering rules, then :mod:`.expand`'s canonical forms, then the decomposition of what is
+    left (:mod:`.decompose`, whose pieces are lowered the same way, ``depth`` levels down), until
+    nothing changes."""
+    from .decompose import decompose
+    from .expand import expand
+
     notes: list[str] = []
-    for rule in (_identity, _reduce_other_dim, _gemm, lower_conv.conv, lower_conv.batch_norm, _softmax, _norm,
-                 _rms_written_out, _epilogue):
-        for n in list(g.nodes):
-            if n in g.nodes:
-                note = rule(g, n)
-                if note:
-                    notes.append(note)
-    g.remove_dead()
+    for _ in range(MAX_ROUNDS):
+        before = len(notes)
+        for rule in (_inplace, _identity, _gemm, lower_conv.conv, lower_conv.batch_norm, _softmax, _norm,
+                     lower_norm.group_norm, lower_norm.instance_norm, lower_norm.batch_norm, lower_norm.layer_norm,
+                     lower_ops.pool, lower_ops.cross_entropy, _rms_written_out, _epilogue):
+            for n in list(g.nodes):
+                if n in g.nodes:
+                    note = rule(g, n)
+                    if note:
+                        notes.append(note)
+        g.remove_dead()
+        notes += expand(g)
+        notes += decompose(g, depth)
+        g.remove_dead()
+        if len(notes) == before:
+            break
     return notes
 
 
@@ -57,6 +76,7 @@ def _redirect(g: Graph, old: Node, new: Node) -> None:
         n.kwargs = {k: _sub(v, old, new) for k, v in n.kwargs.items()}
         n.aten_args = _sub(n.aten_args or [], old, new)
         n.aten_kwargs = {k: _sub(v, old, new) for k, v in (n.aten_kwargs or {}).items()}
+    g.mutations = [(t, new if v is old else v) for t, v in g.mutations]
 
 
 def _sub(v, old, new):
@@ -180,7 +200,7 @@ def _rms_written_out(g: Graph, n: Node) -> str | None:
             continue
         m, eps = (s.args[0], s.args[1]) if isinstance(s.args[0], Node) else (s.args[1], s.args[0])
         if not isinstance(eps, (int, float)) or not isinstance(m, Node) or m.kind != "reduction" or \
-                m.op != "mean" or not m.attrs["keepdim"]:
+                m.op != "mean" or not m.attrs["keepdim"] or m.attrs["dims"] != (len(x.shape) - 1,):
             continue
         sq = m.args[0]
         if not _is_square_of(sq, x):
@@ -217,57 +237,45 @@ def _identity(g: Graph, n: Node) -> str | None:
     return f"{n.name}: {n.op} with p={p}, train={train} is the identity"
 
 
-def _reduce_other_dim(g: Graph, n: Node) -> str | None:
-    """A reduction over one dim that is not the last: permute that dim last (a view), reduce the
-    last dim, and unsqueeze it back for keepdim, so that codegen's row kernels take it."""
+def _inplace(g: Graph, n: Node) -> str | None:
+    """An in-place ATen op (``add_``, ``mul_``, ``copy_``, ...) becomes its out-of-place form; when
+    it updates a buffer or an input, the result is written back after the call (``g.mutations``);
+    on an intermediate value, the later uses read the new value."""
     import torch
 
-    from .ir import REDUCTIONS, _reduction
+    from .classify import classify, packet_of
 
-    if n.kind != "aten" or n.op not in REDUCTIONS or n.op == "var" and n.target is not None and \
-            getattr(n.target, "_overloadname", "") not in ("dim", "correction"):
+    if n.kind != "aten" or not n.op.endswith("_") or n.op.startswith("_") or not n.args:
         return None
-    x = n.args[0]
-    dims = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim")
-    if isinstance(dims, int):
-        dims = [dims]
-    if not isinstance(x, Node) or not x.shape or not isinstance(dims, (list, tuple)) or len(dims) != 1 or \
-            x.dtype not in FLOATS or n.dtype not in FLOATS:
+    dst = n.args[0]
+    if not isinstance(dst, Node) or dst.kind == "view" or dst.shape is None:
         return None
-    rank = len(x.shape)
-    d = dims[0] % rank
-    from .fuse import MAX_ROW
-
-    if d == rank - 1 or not 2 <= x.shape[d] <= MAX_ROW:  # no row kernel would take it: keep the ATen op
-        return None
-    perm = [i for i in range(rank) if i != d] + [d]
-    pshape = tuple(x.shape[i] for i in perm)
-    view = Node(f"{n.name}_perm", "view", "permute", [x, perm], pshape, x.dtype,
-                target=torch.ops.aten.permute.default, line=n.line)
-    args = [view, [-1]] + list(n.args[2:])
-    probe = Node(n.name, "aten", n.op, args, None, n.dtype, target=n.target, kwargs=dict(n.kwargs))
-    if n.op == "var":
-        keep = args[3] if getattr(n.target, "_overloadname", "") == "dim" and len(args) > 3 else n.kwargs.get("keepdim", False)
+    if n.op == "copy_":
+        src = n.args[1] if len(n.args) > 1 else None
+        if not isinstance(src, Node):
+            return None
+        new = Node(f"{n.name}_value", "pointwise", "cast" if src.dtype != dst.dtype else "identity", [src],
+                   dst.shape, dst.dtype, line=n.line)
     else:
-        keep = args[2] if len(args) > 2 else n.kwargs.get("keepdim", False)
-    probe.shape = pshape[:-1] + ((1,) if keep else ())
-    red = _reduction(probe, n.op, getattr(n.target, "_overloadname", ""), args, dict(n.kwargs))
-    if red.kind != "reduction":
-        return None
+        packet = getattr(torch.ops.aten, n.op[:-1], None)
+        overload = getattr(n.target, "_overloadname", "default")
+        target = getattr(packet, overload, None) if packet is not None else None
+        if target is None:
+            return None
+        new = Node(f"{n.name}_value", "aten", n.op[:-1], list(n.args), dst.shape, dst.dtype, target=target,
+                   kwargs=dict(n.kwargs), line=n.line)
+        new = classify(new, *packet_of(target))
     i = g.nodes.index(n)
-    if keep:  # reduce without keepdim, then put the size-1 dim back where it was
-        red.attrs["keepdim"] = False
-        if "keepdim" in (red.aten_kwargs or {}):
-            red.aten_kwargs["keepdim"] = False
-        else:
-            red.aten_args[3 if n.op == "var" else 2] = False
-        red.shape = pshape[:-1]
-        red.name = f"{n.name}_rows"
-        back = Node(n.name, "view", "unsqueeze", [red, d], n.shape, n.dtype, target=torch.ops.aten.unsqueeze.default,
-                    line=n.line)
-        g.nodes[i:i] = [view, red]
-        _replace(g, n, back)
-    else:
-        g.nodes[i:i] = [view]
-        _replace(g, n, red)
-    return f"{n.name}: {n.op} over dim {d} -> permute (view) + row reduction over the last dim"
+    g.nodes[i] = new
+    later = g.nodes[i + 1:]
+    for m in later:  # uses after the update read the new value
+        for old in (n, dst):
+            m.args = _sub(m.args, old, new)
+            m.kwargs = {k: _sub(v, old, new) for k, v in m.kwargs.items()}
+            m.aten_args = _sub(m.aten_args or [], old, new)
+            m.aten_kwargs = {k: _sub(v, old, new) for k, v in (m.aten_kwargs or {}).items()}
+    g.outputs = [new if o is n or o is dst else o for o in g.outputs]
+    if dst.kind in ("param", "input"):
+        g.mutations = [(t, v) for t, v in g.mutations if t is not dst] + [(dst, new)]
+        return f"{n.name}: {n.op} on {dst.name} -> {new.op}, written back after the call"
+    return f"{n.name}: {n.op} -> {new.op} (later uses read the result)"

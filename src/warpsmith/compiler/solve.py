@@ -18,7 +18,7 @@ from ..targets import get_target
 from .capture import capture, load_problem
 from .emit import Program, emit
 from .fuse import Partition, partition, problems
-from .ir import Graph, build
+from .ir import is_generator, Graph, build
 from .lower import lower
 from .search import predict_ms, reassociate, search as run_search
 
@@ -102,7 +102,7 @@ def compile_problem(path: str | Path, seed: int = 0,
         raise ValueError(f"{getattr(partitioner, '__name__', partitioner)} gave an unusable partition: " + "; ".join(bad))
     grouped = part.group_of()
     for n in g.nodes:  # what no group took runs as ATen: say so in the IR too
-        if n.kind in ("pointwise", "reduction") and n.name not in grouped:
+        if n.kind in ("pointwise", "reduction", "scan") and n.name not in grouped and not is_generator(n):
             n.kind = "aten"
     shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
     values = [None if hasattr(x, "shape") else x for x in problem.inputs]
