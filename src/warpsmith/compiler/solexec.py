@@ -204,30 +204,54 @@ def _reference(problem: Any) -> tuple[Path, Callable[..., Any]]:
     module = types.ModuleType(f"_warpsmith_solexec_ref_{id(problem)}")
     module.__file__ = fname
     try:
-        exec(compile(source, fname, "exec"), module.__dict__)  # noqa: S102 - the user's own reference
+        code = compile(source, fname, "exec")
+        _anchor(code)
+        exec(code, module.__dict__)  # noqa: S102 - the user's own reference
     except Exception as e:  # noqa: BLE001 - the check's loader ran it already; kept for safety
         raise InvalidInputError(f"{problem.path}: reference", "Python source that runs",
                                 f"{type(e).__name__}: {e}") from None
     return Path(fname), module.run
 
 
-def _wrapper(run: Callable[..., Any], names: Sequence[str], out_names: Sequence[str], where: str) -> torch.nn.Module:
+def _anchor(code: Any) -> None:
+    """Keep the reference's frames in the stack traces torch.export records (so the report names
+    the reference's lines). Export keeps only frames of functions named ``forward``, and those of
+    registered anchors: every function of the reference (its own pseudo-file) is registered, through
+    torch's private hook when this torch has it (without it the report's lines are empty)."""
+    import types
+
+    register = getattr(torch.fx.proxy, "_register_stack_trace_anchor", None)
+    if register is None:
+        return
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        register(types.SimpleNamespace(__code__=c))
+        todo += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+
+
+def _wrapper(run: Callable[..., Any], names: Sequence[str], out_names: Sequence[str],
+             where: str) -> tuple[torch.nn.Module, list[InvalidInputError]]:
     """An ``nn.Module`` whose ``forward(<input names>)`` returns ``run``'s outputs as a tuple, in
-    the definition's output order (placeholders are named as the inputs)."""
+    the definition's output order (placeholders are named as the inputs), and the list of what its
+    forward refused (kept off the module: torch.export restores a module's attributes after tracing)."""
     from ..check.formats import as_outputs
+
+    errors: list[InvalidInputError] = []
 
     def outputs(result: Any) -> tuple[Any, ...]:
         out = as_outputs(result, out_names)
         if len(out) != len(out_names) or not all(isinstance(t, torch.Tensor) for t in out):
-            raise InvalidInputError(f"{where}: reference run", f"{len(out_names)} tensor output(s) "
-                                    f"({', '.join(out_names)}), as the definition's outputs",
-                                    f"{len(out)} value(s): {', '.join(type(t).__name__ for t in out)}")
+            errors.append(InvalidInputError(f"{where}: reference run", f"{len(out_names)} tensor output(s) "
+                                            f"({', '.join(out_names)}), as the definition's outputs",
+                                            f"{len(out)} value(s): " + ", ".join("tensor" if isinstance(t, torch.Tensor) else type(t).__name__ for t in out)))
+            raise errors[-1]
         return tuple(out)
 
     params = ", ".join(names)
     ns: dict[str, Any] = {"_ws_run": run, "_ws_outputs": outputs}
     exec(f"def forward(self, {params}):\n    return _ws_outputs(_ws_run({params}))\n", ns)  # noqa: S102
-    return type("Reference", (torch.nn.Module,), {"forward": ns["forward"]})()
+    return type("Reference", (torch.nn.Module,), {"forward": ns["forward"]})(), errors
 
 
 def compile_signature(problem: Any, sig: Signature, args: list[Any],
@@ -236,9 +260,15 @@ def compile_signature(problem: Any, sig: Signature, args: list[Any],
     d = problem.context["definition"]
     names, out_names = list(d["inputs"]), list(d["outputs"])
     ref_path, run = _reference(problem)
-    model = _wrapper(run, names, out_names, str(problem.path))
+    model, refused = _wrapper(run, names, out_names, str(problem.path))
     loaded = LoadedProblem(ref_path, d["reference"], None, model, list(args), [])
-    cap = capture(loaded)
+    try:
+        cap = capture(loaded)
+    except InvalidInputError as e:
+        if refused:  # raised as it is rather than as a failed trace
+            raise refused[0] from None
+        raise InvalidInputError(f"the reference of {problem.path} (input signature {sig.text})", e.expected,
+                                e.given) from None
     g = build(cap)
     if len(g.inputs) != len(names):
         raise InvalidInputError(f"{problem.path}: captured program", f"{len(names)} inputs ({', '.join(names)})",
