@@ -150,6 +150,50 @@ def test_solutions_run_where_warpsmith_cannot_be_imported(solved, tmp_path):
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
 
 
+COMPILE_ONLY = r"""
+import importlib.util, json, os, sys, tempfile
+import torch
+import warpsmith.core._triton as wt  # makes the compile-only driver active (WARPSMITH_COMPILE_ONLY)
+from warpsmith.core._compile_only import recording
+assert wt.COMPILE_ONLY_ARCH == "sm_90"
+DT = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+for sol_path, def_path, launches in zip(sys.argv[1::3], sys.argv[2::3], sys.argv[3::3]):
+    sol, d = json.load(open(sol_path)), json.load(open(def_path))
+    folder = tempfile.mkdtemp()
+    for s in sol["sources"]:
+        with open(os.path.join(folder, s["path"]), "w") as f:
+            f.write(s["content"])
+    spec = importlib.util.spec_from_file_location("solution_main", os.path.join(folder, "main.py"))
+    main = importlib.util.module_from_spec(spec); spec.loader.exec_module(main)
+    for key, launch_count in zip(main._WS_SIGNATURES, json.loads(launches)):
+        assert all(p._EMULATE is False for p in main._WS_PROGRAMS.values())
+        xs = [torch.randn(k[1]).to(getattr(torch, k[2].split(".")[1])) if k[0] == "tensor" else eval(k[2])
+              for k in key]
+        with recording() as rec:
+            main.run(*xs)
+        assert len(rec) == launch_count, (sol_path, key, len(rec))
+print("ok")
+"""
+
+
+def test_solution_kernels_compile_for_a_real_gpu_target(solved, tmp_path):
+    """Triton's real front end, LLVM and ptxas compile every launch of every program for sm_90
+    (no GPU needed; nothing runs)."""
+    import os
+
+    out, results = solved
+    args = []
+    for name in EXPECTED:
+        launches = [len(s.program.kernels) + len(s.program.library_calls) for s in results[name].signatures]
+        args += [str(out / f"{name}.json"), str(HERE / name / "definition.json"), json.dumps(launches)]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["WARPSMITH_COMPILE_ONLY"] = "sm_90"
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "src")  # this checkout's warpsmith
+    r = subprocess.run([sys.executable, "-c", COMPILE_ONLY, *args], capture_output=True, text=True, cwd=tmp_path,
+                       env=env, timeout=900)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+
+
 def test_a_scalar_value_is_part_of_the_signature(solved):
     _, results = solved
     main = results["rmsnorm_bf16"].solution["sources"][0]["content"]
