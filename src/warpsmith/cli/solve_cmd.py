@@ -1,9 +1,14 @@
-"""``warpsmith solve PROBLEM.py``: compile a KernelBench problem into a verified ``ModelNew`` file.
+"""``warpsmith solve PROBLEM``: compile a problem into a verified, self-contained solution.
+
+PROBLEM is a KernelBench ``.py`` file (-> a ``ModelNew`` file), or a SOL-ExecBench /
+FlashInfer-Bench problem folder or its ``definition.json`` (-> a ``solution.json`` with inline
+sources; :mod:`warpsmith.compiler.solexec`).
 
 Exit codes: 0 the program was verified by ``warpsmith check`` (and written to ``-o``); 1 it was
 rejected by the check, or ``--strict`` refused its ATen fallbacks (nothing written to ``-o``);
 2 unusable input (the file does not import, lacks Model/get_inputs/get_init_inputs, its model or
-inputs cannot be built, or its forward cannot be captured); nothing written.
+inputs cannot be built, or its forward cannot be captured; a definition, workload or reference
+the check's loader or the compiler refuses); nothing written.
 """
 from __future__ import annotations
 
@@ -15,9 +20,9 @@ from .common import handle_errors, quiet_interpreter
 
 
 @click.command()
-@click.argument("problem", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("problem", type=click.Path(path_type=Path))
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the verified ModelNew file here (only if the check accepts it).")
+              help="Write the verified ModelNew file (or solution.json) here, only if the check accepts it.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the report (kernels, what each fuses, library calls, fallbacks, check verdict).")
 @click.option("--explain", is_flag=True, help="Print the graph IR, the lowering and the kernels.")
@@ -28,17 +33,36 @@ from .common import handle_errors, quiet_interpreter
                    "is compiled and checked at those sizes.")
 @click.option("--greedy", is_flag=True, help="Greedy fusion, no search (the baseline the search reports its gain over).")
 @click.option("--target", default="h100", show_default=True, help="The GPU model the search's cost model ranks for.")
+@click.option("--workloads", multiple=True, metavar="I,J|LABEL,..",
+              help="SOL-ExecBench/FlashInfer-Bench: compile and check only these workloads (indices from 0, or "
+                   "labels); default all. The solution raises on the signatures of the others.")
+@click.option("--schema", type=click.Choice(["sol-execbench", "flashinfer-bench"]), default=None,
+              help="SOL-ExecBench/FlashInfer-Bench: the solution.json spec to write, spec.languages (SOL-ExecBench, "
+                   "the default) or spec.language (FlashInfer-Bench).")
 @handle_errors
 def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
-          sets: tuple[str, ...], greedy: bool, target: str) -> None:
-    """Compile PROBLEM (KernelBench: Model, get_inputs, get_init_inputs) into a ModelNew file.
+          sets: tuple[str, ...], greedy: bool, target: str, workloads: tuple[str, ...], schema: str | None) -> None:
+    """Compile PROBLEM into a verified, self-contained solution.
 
+    PROBLEM is a KernelBench file (Model, get_inputs, get_init_inputs; writes a ModelNew file), or
+    a SOL-ExecBench / FlashInfer-Bench problem folder or its definition.json (writes a solution.json).
     The program is verified with `warpsmith check` before anything is written to -o.
     """
     from ..compiler import solve as run_solve, write_report
+    from ..core.errors import InvalidInputError
 
     if json_out is not None and json_out.exists():
         json_out.unlink()
+    if problem.suffix != ".py" and (problem.is_dir() or problem.suffix == ".json"):
+        return _solve_definition(problem, out, json_out, explain, strict, seed, sets, greedy, target, workloads,
+                                 schema or "sol-execbench")
+    if problem.suffix != ".py":
+        raise InvalidInputError("PROBLEM", "a KernelBench .py file, a SOL-ExecBench/FlashInfer-Bench problem "
+                                "folder, or its definition.json", str(problem))
+    given = [o for o, v in (("--workloads", workloads), ("--schema", schema)) if v]
+    if given:
+        raise InvalidInputError(" and ".join(given), "a SOL-ExecBench/FlashInfer-Bench problem (these options "
+                                "apply to definitions only)", str(problem))
     with quiet_interpreter():
         from ..compiler.fuse import partition
 
@@ -60,6 +84,47 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
     if res.status == "refused":
         click.echo(f"refused (--strict): {len(p.fallbacks)} op(s) have no lowering or codegen: "
                    + ", ".join(str(n.target) for n in p.fallbacks), err=True)
+        raise click.exceptions.Exit(1)
+    if res.status == "rejected":
+        click.echo(f"verdict: rejected ({res.verdict['reason']}: {res.verdict['message']}); nothing written", err=True)
+        raise click.exceptions.Exit(1)
+    click.echo(f"verdict: accepted ({res.verdict.get('coverage', '')})")
+    if res.written:
+        click.echo(f"wrote {res.written}")
+
+
+def _solve_definition(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
+                      sets: tuple[str, ...], greedy: bool, target: str, workloads: tuple[str, ...],
+                      schema: str) -> None:
+    from ..compiler.solexec import solve_definition, write_report
+
+    with quiet_interpreter():
+        from ..compiler.fuse import partition
+
+        res = solve_definition(problem, out, strict=strict, seed=seed, overrides=list(sets) or None,
+                               workloads=list(workloads) or None, partitioner=partition if greedy else None,
+                               target=target, schema=schema, progress=lambda s: click.echo(s, err=True))
+    if explain:
+        click.echo(res.explain())
+    if json_out is not None:
+        write_report(res, json_out)
+    compiled, total = res.workloads_compiled, res.workloads_all
+    click.echo(f"{res.definition}: {len(res.signatures)} input signature(s) compiled, for {len(compiled)} of "
+               f"{len(total)} workload(s)")
+    for s in res.signatures:
+        p = s.program
+        assert p is not None
+        click.echo(f"  {s.file}: {s.text} (workloads {', '.join(s.workloads)}): {len(p.kernels)} generated "
+                   f"kernel(s), {len(p.library_calls)} library call(s), {len(p.fallbacks)} ATen fallback(s)")
+        for n in p.fallbacks:
+            click.echo(f"    fallback {n.name}: {n.target} {n.line}".rstrip())
+    skipped = [w for w in total if w not in compiled]
+    if skipped:
+        click.echo(f"not compiled (run raises ValueError on their signatures unless one above matches): "
+                   f"{', '.join(skipped)}")
+    if res.status == "refused":
+        click.echo(f"refused (--strict): {len(res.fallbacks)} op(s) have no lowering or codegen: "
+                   + ", ".join(str(n.target) for n in res.fallbacks), err=True)
         raise click.exceptions.Exit(1)
     if res.status == "rejected":
         click.echo(f"verdict: rejected ({res.verdict['reason']}: {res.verdict['message']}); nothing written", err=True)

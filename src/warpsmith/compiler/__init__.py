@@ -6,7 +6,8 @@ Stages, one module each: ``capture`` (torch.export), ``ir`` (the graph IR), ``lo
 (rewrites and a partition search ranked by the cost model), ``codegen`` (one Triton kernel per
 group), ``emit`` (the ModelNew file, or a module for the backend), ``solve`` (the pipeline and
 verification with ``warpsmith.check``), ``backend`` (the torch.compile backend, each graph verified
-before use). Not yet: SOL-ExecBench emission, generated launch contracts.
+before use), ``solexec`` (a SOL-ExecBench / FlashInfer-Bench definition -> a verified ``solution.json``,
+one program per input signature). Not yet: generated launch contracts.
 """
 from .solve import SolveResult, compile_problem, solve, write_report
 

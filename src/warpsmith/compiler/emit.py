@@ -234,13 +234,15 @@ def emit(g: Graph, part: Partition, problem_source: str, problem_name: str,
     return prog
 
 
-def emit_function(g: Graph, part: Partition, name: str, shapes: list[tuple[int, ...] | None]) -> Program:
+def emit_function(g: Graph, part: Partition, name: str, shapes: list[tuple[int, ...] | None],
+                  origin: str = "the torch.compile backend") -> Program:
     """A module defining ``run(*inputs)``: the graph ``g`` (every placeholder an input, in order),
-    returning the tuple of its outputs; what the torch.compile backend loads."""
+    returning the tuple of its outputs; what the torch.compile backend loads (and, one per shape,
+    a SOL-ExecBench solution: ``origin`` names the user in the docstring)."""
     prog, code, body = _program(g, part)
     args = [f"v_{n.name}" for n in g.inputs]
     tensors = [a for a, s in zip(args, shapes) if s is not None]
-    head = [f'"""{name}, compiled by warpsmith (the torch.compile backend).', "", *_summary(prog),
+    head = [f'"""{name}, compiled by warpsmith ({origin}).', "", *_summary(prog),
             "Specialized to the input shapes " + ", ".join(str(s) for s in shapes) + '."""', *_IMPORTS, "", ""]
     lines = [f"def run({', '.join(args)}):",
              f"    _dev = {tensors[0]}.device" if tensors else "    _dev = torch.device('cpu')"]

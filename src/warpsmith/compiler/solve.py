@@ -84,6 +84,19 @@ def compile_problem(path: str | Path, seed: int = 0,
     problem = load_problem(path, seed=seed, overrides=overrides)
     cap = capture(problem)
     g = build(cap)
+    notes, part, found = plan(g, partitioner, target)
+    shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
+    values = [None if hasattr(x, "shape") else x for x in problem.inputs]
+    prog = emit(g, part, problem.source, Path(path).name, shapes, values)
+    prog.search = found
+    return g, notes, prog
+
+
+def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
+         target: str = "h100") -> tuple[list[str], Partition, Any]:
+    """Lower ``g`` (in place) and choose its partition: the search's (with its rewrites) when
+    ``partitioner`` is None, else ``partitioner(g)``. Nodes no group took are marked ``aten``.
+    Returns the lowering notes, the partition and the search's record (None without a search)."""
     notes = lower(g)
     found = None
     if partitioner is None:
@@ -104,11 +117,7 @@ def compile_problem(path: str | Path, seed: int = 0,
     for n in g.nodes:  # what no group took runs as ATen: say so in the IR too
         if n.kind in ("pointwise", "reduction", "scan") and n.name not in grouped and not is_generator(n):
             n.kind = "aten"
-    shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
-    values = [None if hasattr(x, "shape") else x for x in problem.inputs]
-    prog = emit(g, part, problem.source, Path(path).name, shapes, values)
-    prog.search = found
-    return g, notes, prog
+    return notes, part, found
 
 
 def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = False, verify: bool = True,
