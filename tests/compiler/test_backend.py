@@ -58,6 +58,24 @@ def test_training_forward_and_backward_match_torch():
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-6)
 
 
+def test_normalization_layers_train_through_the_backend_with_no_fallback():
+    """AOTAutograd's native_layer_norm / native_group_norm and their backward ops become row kernels."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.LayerNorm(16), torch.nn.GELU(),
+                            torch.nn.Unflatten(1, (8, 2)), torch.nn.GroupNorm(4, 8), torch.nn.Flatten(), torch.nn.Linear(16, 3))
+    x = torch.randn(5, 12, requires_grad=True)
+    c = warpsmith.compile(m)
+    c(x).pow(2).sum().backward()
+    grads = [x.grad.clone()] + [p.grad.clone() for p in m.parameters()]
+    x.grad = None
+    m.zero_grad()
+    m(x).pow(2).sum().backward()
+    want = [x.grad] + [p.grad for p in m.parameters()]
+    assert all(r.status == "compiled" and not r.fallbacks for r in c.reports), [r.summary() for r in c.reports]
+    for g, w in zip(grads, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+
 def test_half_precision_inference():
     m = _model(torch.float16)
     x = torch.randn(9, 24).half()

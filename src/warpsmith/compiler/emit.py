@@ -22,6 +22,7 @@ import torch
 from ..core.errors import InvalidInputError
 from . import library
 from .codegen import HELPERS, Kernel, generate
+from .coverage import coverage
 from .fuse import Partition
 from .ir import Graph, Node, is_generator
 
@@ -34,6 +35,7 @@ class Program:
     fallbacks: list[Node] = field(default_factory=list)
     views: list[Node] = field(default_factory=list)
     search: Any = None  # the search's record (compiler.search.SearchResult), when a search chose
+    coverage: dict[str, Any] = field(default_factory=dict)  # compiler.coverage: warpsmith's share of the work
 
 
 def _render(a: Any) -> str:
@@ -218,6 +220,7 @@ _IMPORTS = ["import os", "", "import torch", "import torch.nn as nn", "import tr
 def emit(g: Graph, part: Partition, problem_source: str, problem_name: str,
          shapes: list[tuple[int, ...] | None], values: list[Any] | None = None) -> Program:
     prog, code, body = _program(g, part)
+    prog.coverage = coverage(g, part)
     # a `from __future__` import must open the file: lifted out of the problem's source
     future = [ln for ln in problem_source.splitlines() if ln.startswith("from __future__ import")]
     problem_source = "\n".join(ln for ln in problem_source.splitlines() if ln not in future)

@@ -183,6 +183,29 @@ def _ws_cross_entropy(x, t, reduction, ignore_index, smoothing):
 '''
 
 
+ATTENTION = '''
+def _ws_attention(q, k, v, causal, scale):
+    """softmax(q k^T * scale [causal, top-left as SDPA's is_causal]) v over (B, H, S, D); GQA when H_q > H_k."""
+    q, k, v = (t if t.stride(-1) == 1 else _ws_clone(t) for t in (q, k, v))
+    b, hq, sq, d = q.shape
+    hk, sk, dv = k.shape[1], k.shape[2], v.shape[3]
+    for t, s_ in ((q, sq), (k, sk), (v, sk)):
+        if (s_ + 256) * t.stride(2) + 256 >= 2**31:
+            raise ValueError("attention: offsets within one sequence must stay below 2^31")
+    o = torch.empty((b, hq, sq, dv), dtype=q.dtype, device=q.device)
+    lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
+    bm, bn = (16, 16) if _EMULATE else (64, 64)
+    grid = (triton.cdiv(sq, bm), hq, b)
+    attention_fwd_kernel[grid](
+        q, k, v, o, lse, lse, lse, lse, sq, sk, d, dv, hq // hk, scale if scale is not None else d ** -0.5, 1.0,
+        0, 0, 0, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], lse.stride(0), lse.stride(1),
+        0, 0, 0, 0, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=max(16, triton.next_power_of_2(d)),
+        BLOCK_DV=max(16, triton.next_power_of_2(dv)), HAS_LO=False, HAS_HI=causal, SOFTCAP=False, HAS_BIAS=False,
+        VARLEN=False, IS_FP32=q.dtype == torch.float32, EMULATE=_EMULATE and q.dtype == torch.bfloat16, num_warps=4)
+    return o
+'''
+
+
 def needs(n: Node) -> tuple[list[Any], str]:
     """The jit kernels and the launcher text of one library node."""
     if n.op == "matmul":
@@ -193,6 +216,10 @@ def needs(n: Node) -> tuple[list[Any], str]:
         from ..ops.conv.kernel import conv_fwd_kernel
 
         return [conv_fwd_kernel], CONV
+    if n.op == "attention":
+        from ..ops.attention.kernel import attention_fwd_kernel
+
+        return [attention_fwd_kernel], ATTENTION
     if n.op == "pool":
         from ..ops.pool.kernel import pool_fwd_kernel
 
@@ -230,6 +257,8 @@ def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
         t = n.attrs
         return (f"_ws_pool({v(a[0])}, {t['nd']}, {t['kernel']}, {t['stride']}, {t['padding']}, {t['dilation']}, "
                 f"{t['ceil_mode']}, {t['is_max']}, {t['count_include_pad']}, {t['divisor']})")
+    if n.op == "attention":
+        return f"_ws_attention({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['causal']}, {n.attrs['scale']!r})"
     if n.op == "cross_entropy":
         t = n.attrs
         return f"_ws_cross_entropy({v(a[0])}, {v(a[1])}, {t['reduction']}, {t['ignore_index']}, {t['smoothing']!r})"

@@ -1,11 +1,14 @@
-"""Lowering of pooling and cross-entropy to the library's kernels (``ops/pool``, ``ops/cross_entropy``).
+"""Lowering of pooling, cross-entropy and attention to the library's kernels (``ops/pool``,
+``ops/cross_entropy``, ``ops/attention``).
 
 - ``max_pool1d/2d/3d`` (values only; the indices of ``return_indices`` stay ATen) and
   ``avg_pool1d/2d/3d`` with torch's kernel/stride/padding/dilation/``ceil_mode``/
   ``count_include_pad``/``divisor_override`` become one ``library pool`` launch;
 - ``cross_entropy_loss`` of 2-D logits against class indices (no class weights) becomes the
   library's row kernel plus its fixed-order reduction (``mean`` over non-ignored rows, ``sum`` or
-  ``none``), with ``ignore_index`` and ``label_smoothing``.
+  ``none``), with ``ignore_index`` and ``label_smoothing``;
+- ``scaled_dot_product_attention`` with no mask and no dropout (``is_causal`` top-left as SDPA's,
+  ``scale``, GQA) becomes the library's flash-attention forward.
 """
 from __future__ import annotations
 
@@ -73,3 +76,31 @@ def cross_entropy(g: Graph, n: Node) -> str | None:
         return None
     _replace(g, n, _lib(n, "cross_entropy", [x, t], reduction=reduction, ignore_index=ignore, smoothing=smoothing))
     return f"{n.name}: cross_entropy_loss -> library cross_entropy"
+
+
+def attention(g: Graph, n: Node) -> str | None:
+    """``scaled_dot_product_attention`` without a mask or dropout (4-D q, k, v of one float dtype;
+    GQA when q has a multiple of k's heads) -> the library's flash-attention forward."""
+    from .lower import _lib, _replace
+
+    if n.kind != "aten" or n.op != "scaled_dot_product_attention":
+        return None
+    names = ("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+    a = dict(zip(names, list(n.args[3:]) + [None] * 5))
+    a.update(n.kwargs)
+    q, k, v = n.args[:3]
+    if not all(isinstance(t, Node) and t.dtype in FLOATS and t.shape is not None and len(t.shape) == 4
+               for t in (q, k, v)) or len({q.dtype, k.dtype, v.dtype}) != 1:
+        return None
+    if a["attn_mask"] is not None or (a["dropout_p"] or 0.0) != 0.0 or set(n.kwargs) - set(names):
+        return None
+    hq, hk = q.shape[1], k.shape[1]
+    if k.shape[:3] != v.shape[:3] or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3] or \
+            hq % hk or (hq != hk and not a["enable_gqa"]):
+        return None
+    scale = a["scale"]
+    if scale is not None and not isinstance(scale, (int, float)):
+        return None
+    _replace(g, n, _lib(n, "attention", [q, k, v], causal=bool(a["is_causal"]),
+                        scale=None if scale is None else float(scale)))
+    return f"{n.name}: scaled_dot_product_attention -> library attention (flash forward)"

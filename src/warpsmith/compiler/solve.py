@@ -56,6 +56,10 @@ class SolveResult:
                 out += self.program.search.lines()
             out.append("## ATen fallbacks")
             out += [f"{n.name}: {n.target} {n.line}".rstrip() for n in self.program.fallbacks] or ["(none)"]
+            if self.program.coverage:
+                from .coverage import line
+
+                out += ["## coverage", line(self.program.coverage)]
         return "\n".join(out)
 
     def to_json(self) -> dict[str, Any]:
@@ -71,6 +75,7 @@ class SolveResult:
             "views": [{"node": n.name, "op": str(n.target)} for n in (p.views if p else [])],
             "lowering": self.notes, "check": self.verdict,
             "search": p.search.to_json() if p is not None and p.search is not None else None,
+            "coverage": p.coverage if p is not None else None,
         }
 
 
