@@ -129,7 +129,7 @@ class _Writer:
               extra_mask: str | None) -> None:
         terms = []
         for k in range(len(use)):
-            idx = override.get(k, self.index(use, k))
+            idx = override[k] if k in override else self.index(use, k)
             if idx != "0":
                 terms.append(f"{idx} * s{i}_{k}")
         off = " + ".join(terms) or "0"
