@@ -9,6 +9,8 @@
 #     bash benchmarks/run_h200.sh decode [options]    # decode, paged decode, MLA (attention_decode.py) vs copy bandwidth
 #     bash benchmarks/run_h200.sh lowprec [options]   # fp8/int8 scaled GEMM, quantization (lowprec.py) vs torch._scaled_mm/_int_mm
 #     bash benchmarks/run_h200.sh conv [options]      # convolutions (conv.py) vs cuDNN, fused conv+bn+relu vs eager
+#     bash benchmarks/run_h200.sh kernelbench [options]  # KernelBench level 2 (kernelbench_speed.py) vs eager and torch.compile;
+#                                                        # needs carry=["benchmarks/kernelbench_src"] (fetched with its --fetch)
 #     bash benchmarks/run_h200.sh all                 # gemm and memory, sharing the budget
 #     bash benchmarks/run_h200.sh --print-plan [gemm|memory|all]   # the steps' time limits; runs nothing
 #
@@ -28,6 +30,7 @@
 #   decode    attention_decode.py                              the time left
 #   lowprec   lowprec.py                                       the time left
 #   conv      conv.py                                          the time left
+#   kernelbench kernelbench_speed.py                           the time left
 #   copy      measured JSON into benchmarks/results/h200/      limit BENCH_COPY_S (10)
 # A step's limit is computed when it starts, from the time left: the worst case (limit + grace + 1 s
 # of rounding) of every later step is kept back, so time a step did not use goes to the suites. A
@@ -58,10 +61,10 @@ PLAN=0
 if [ "${1:-}" = --print-plan ]; then PLAN=1; shift; fi
 SUITE=gemm
 case "${1:-}" in
-  gemm|memory|attention|decode|lowprec|conv|all) SUITE="$1"; shift ;;
+  gemm|memory|attention|decode|lowprec|conv|kernelbench|all) SUITE="$1"; shift ;;
   matmul) SUITE=gemm; shift ;;
   -*|"") ;;
-  *) echo "run_h200.sh: unknown suite '$1' (expected matmul, memory, attention, decode, lowprec, conv or all, then that suite's options)" >&2; exit 2 ;;
+  *) echo "run_h200.sh: unknown suite '$1' (expected matmul, memory, attention, decode, lowprec, conv, kernelbench or all, then that suite's options)" >&2; exit 2 ;;
 esac
 if [ "$SUITE" = all ] && [ $# -gt 0 ]; then
   echo "run_h200.sh: 'all' takes no options (the suites' options differ): run 'gemm ...' and 'memory ...' separately" >&2
@@ -83,6 +86,7 @@ case "$SUITE" in
   decode) STEPS+=(decode copy) ;;
   lowprec) STEPS+=(lowprec copy) ;;
   conv) STEPS+=(conv copy) ;;
+  kernelbench) STEPS+=(kernelbench copy) ;;
   all)    STEPS+=(install gemm memory copy) ;;
 esac
 
@@ -194,11 +198,12 @@ step() {  # STEP [suite options]: run one step of STEPS
       else
         echo "liger: unpacking $whl failed: Liger column unavailable" | tee -a "$OUT/run_h200.log"
       fi ;;
-    gemm|memory|attention|decode|lowprec|conv)
+    gemm|memory|attention|decode|lowprec|conv|kernelbench)
       local script=matmul; [ "$s" = memory ] && script=memory_bound; [ "$s" = attention ] && script=attention
       [ "$s" = decode ] && script=attention_decode
       [ "$s" = lowprec ] && script=lowprec
       [ "$s" = conv ] && script=conv
+      [ "$s" = kernelbench ] && script=kernelbench_speed
       cat "$OUT/header.log" >"$OUT/$script.log" 2>/dev/null
       run_step "$s" "$limit" "$OUT/$script.log" "$PY" "benchmarks/$script.py" --out "$OUT" \
         --total-time "$(start_by "$limit")" "$@" || RC=$(( $? > RC ? $? : RC )) ;;
@@ -212,7 +217,8 @@ for f in sorted(Path(sys.argv[1]).glob("*.json")):
     except ValueError as exc:
         print(f"not copied (unreadable: {exc}): {f}")
         continue
-    if doc.get("benchmark") not in ("matmul", "memory_bound", "attention", "attention_decode", "lowprec", "conv"):
+    if doc.get("benchmark") not in ("matmul", "memory_bound", "attention", "attention_decode", "lowprec", "conv",
+                                   "kernelbench"):
         continue
     if doc.get("dry_run") is False and doc.get("timing_kind") == "measured":
         Path(sys.argv[2]).mkdir(parents=True, exist_ok=True)

@@ -91,7 +91,7 @@ def _plan(tmp_path: Path, suite: str, **extra: str) -> dict:
 
 
 @pytest.mark.parametrize("gpucheck", ["0", "1"])
-@pytest.mark.parametrize("suite", ["gemm", "memory", "attention", "decode", "all"])
+@pytest.mark.parametrize("suite", ["gemm", "memory", "attention", "decode", "lowprec", "conv", "kernelbench", "all"])
 def test_worst_case_of_each_suite_fits_the_device_call(tmp_path, suite, gpucheck):
     plan = _plan(tmp_path, suite, BENCH_GPUCHECK=gpucheck)
     assert plan["head"]["total"] == str(DEVICE_LIMIT_S)  # the default budget
@@ -104,7 +104,7 @@ def test_worst_case_of_each_suite_fits_the_device_call(tmp_path, suite, gpucheck
                 *(["gemm", "memory"] if suite == "all" else [suite]), "copy"]
     assert [name for name, _ in plan["steps"]] == expected
     assert all(steps[s]["limit"] > 0 for s in expected)  # header, install and copy run inside the budget
-    suites = [s for s in ("gemm", "memory", "attention", "decode") if s in steps]
+    suites = [s for s in ("gemm", "memory", "attention", "decode", "lowprec", "conv", "kernelbench") if s in steps]
     for s in suites:  # both suites get time; each starts nothing new a minute before its limit
         assert steps[s]["limit"] >= (100 if len(suites) == 2 else 300), plan
         assert 0 < steps[s]["total_time"] <= steps[s]["limit"] - 60
