@@ -4,8 +4,10 @@ A ``pointwise`` group becomes a flat kernel: BLOCK elements of the domain per pr
 multi-index recovered by div/mod, every operand from outside read through its own strides (0 on a
 broadcast dim), so broadcasting and non-contiguous inputs cost no copy.
 
-A ``rows`` group (domain S, reduced dims R) becomes a row kernel: one program per index of the
-dims not in R (its *row*), which walks the N = prod(S[R]) elements of its row. A row of at most
+A ``rows`` group (domain S, reduced dims R) becomes a row kernel: each program owns ROWS indices of
+the dims not in R (its *rows*: short rows share a program, in a tile of about :data:`TILE`
+elements) and walks the N = prod(S[R]) elements of each; row values are (ROWS, 1) columns, full
+values (ROWS, BLOCK_N) tiles. A row of at most
 :data:`WHOLE_MAX` elements is held whole in registers; a longer one is walked in chunks of
 :data:`CHUNK`, in as many *passes* as the reductions need (a reduction over values that use
 another reduction's result runs one pass later; full values are recomputed in each pass that
@@ -37,6 +39,7 @@ __all__ = ["HELPERS", "Kernel", "generate", "BLOCK", "WHOLE_MAX", "CHUNK"]
 BLOCK = 1024  # elements per program of a pointwise kernel
 WHOLE_MAX = 4096  # rows up to this length are held whole in registers
 CHUNK = 1024  # the chunk a longer row is walked in
+TILE = 2048  # elements of a row kernel's tile: rows of a short row share a program
 
 
 @dataclass
@@ -133,11 +136,11 @@ class _Writer:
             if idx != "0":
                 terms.append(f"{idx} * s{i}_{k}")
         off = " + ".join(terms) or "0"
-        mask = {"elem": "mask", "full": "cmask", "row": None}[mode]
+        mask = {"elem": "mask", "full": "cmask", "row": "rmask"}[mode]
         if extra_mask:
             mask = f"({mask}) & ({extra_mask})" if mask else extra_mask
-        if mode == "elem" and not terms:
-            off = "offs * 0"  # rank 0: one element, as a block
+        if not terms:  # one element for every lane (a broadcast operand), as a block of the use's shape
+            off = {"elem": "offs * 0", "full": "(row * 0 + cols * 0)", "row": "row * 0"}[mode]
         load = f"tl.load(in{i}_ptr + {off}" + (f", mask={mask}, other=0)" if mask else ")")
         conv = {"b": " != 0", "f": ".to(tl.float32)", "i": ".to(tl.int64)"}[vtype(a.dtype)]
         line = f"in{i}{self.suffix if mode != 'row' else ''} = {load}{conv}"
@@ -192,7 +195,7 @@ class _Writer:
     def _block_shape(self, shape: tuple[int, ...]) -> str:
         if not self.rows:
             return "[BLOCK]"
-        return "[BLOCK_N]" if shape == self.g.domain else "[]"
+        return "[ROWS, BLOCK_N]" if shape == self.g.domain else "[ROWS, 1]"
 
     def _cat(self, n: Node) -> str:
         d, sizes = n.attrs["dim"], n.attrs["sizes"]
@@ -335,7 +338,8 @@ def _rows_kernel(k: Kernel, users: dict[str, list[Node]], outputs: list[Node]) -
             stack += [a for a in n.operands() if a.name in by_name and not is_generator(a)]
         return sorted((by_name[s] for s in seen), key=lambda n: order[n.name])
 
-    head = ["    row = tl.program_id(0).to(tl.int64)", "    r = row"]
+    head = ["    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]", "    rmask = row < M",
+            "    r = row"]
     outer = w.outer
     for d in reversed(outer[1:]):
         head += [f"    i{d} = r % D{d}", f"    r = r // D{d}"]
@@ -394,9 +398,9 @@ def _rows_kernel(k: Kernel, users: dict[str, list[Node]], outputs: list[Node]) -
         row_values(p)
     for j, n in enumerate(k.outputs):
         if n.shape != dom:
-            w.body.append(f"    tl.store(out{j}_ptr + row, {_store_value(n, w.values[n.name], j)})")
+            w.body.append(f"    tl.store(out{j}_ptr + row, {_store_value(n, w.values[n.name], j)}, mask=rmask)")
     params = _params(k, ["M", "N"] + [f"D{d}" for d in range(len(dom))] + [f"cs{d}" for d in range(len(dom))],
-                     ["BLOCK_N"])
+                     ["ROWS", "BLOCK_N"])
     return _header(k, params) + head + w.prologue + w.body
 
 
@@ -408,7 +412,7 @@ def _ready(n: Node, by_name: dict[str, Node], red_pass: dict[str, int]) -> int:
 
 
 def _columns(red: tuple[int, ...], reverse: bool, start: str) -> list[str]:
-    out = [f"cols = {start}tl.arange(0, BLOCK_N)", "cmask = cols < N",
+    out = [f"cols = {start}tl.arange(0, BLOCK_N)[None, :]", "cmask = (cols < N) & rmask",
            "t = (N - 1 - cols).to(tl.int64)" if reverse else "t = cols.to(tl.int64)"]
     for d in reversed(red[1:]):
         out += [f"i{d} = t % D{d}", f"t = t // D{d}"]
@@ -424,13 +428,13 @@ def _acc_init(n: Node) -> list[str]:
     acc, ty = f"acc_{n.name}", _acc_type(n)
     fl = ty == "tl.float32"
     if n.op in ("sum", "mean"):
-        return [f"{acc} = tl.zeros([BLOCK_N], {ty})"]
+        return [f"{acc} = tl.zeros([ROWS, BLOCK_N], {ty})"]
     if n.op == "prod":
-        return [f"{acc} = tl.full([BLOCK_N], {'1.0' if fl else '1'}, {ty})"]
+        return [f"{acc} = tl.full([ROWS, BLOCK_N], {'1.0' if fl else '1'}, {ty})"]
     pad = ('float("-inf")' if fl else str(-2**62)) if n.op == "amax" else ('float("inf")' if fl else str(2**62))
-    out = [f"{acc} = tl.full([BLOCK_N], {pad}, {ty})"]
+    out = [f"{acc} = tl.full([ROWS, BLOCK_N], {pad}, {ty})"]
     if fl:
-        out.append(f"nan_{n.name} = tl.zeros([BLOCK_N], tl.int32)")
+        out.append(f"nan_{n.name} = tl.zeros([ROWS, BLOCK_N], tl.int32)")
     return out
 
 
@@ -454,21 +458,21 @@ def _acc_update(n: Node, x: str) -> list[str]:
 def _acc_final(n: Node, count: int) -> list[str]:
     acc, v = f"acc_{n.name}", f"v_{n.name}"
     if n.op == "sum":
-        return [f"{v} = tl.sum({acc}, axis=0)"]
+        return [f"{v} = tl.sum({acc}, axis=1)[:, None]"]
     if n.op == "mean":
-        return [f"{v} = tl.sum({acc}, axis=0) / {lit(count)}"]
+        return [f"{v} = tl.sum({acc}, axis=1)[:, None] / {lit(count)}"]
     if n.op == "prod":
-        return [f"{v} = tl.reduce({acc}, 0, _ws_mul)"]
+        return [f"{v} = tl.reduce({acc}, 1, _ws_mul)[:, None]"]
     fn = "tl.max" if n.op == "amax" else "tl.min"
     if _acc_type(n) == "tl.float32":
-        return [f'{v} = tl.where(tl.max(nan_{n.name}, axis=0) > 0, float("nan"), {fn}({acc}, axis=0))']
-    return [f"{v} = {fn}({acc}, axis=0)"]
+        return [f'{v} = tl.where(tl.max(nan_{n.name}, axis=1)[:, None] > 0, float("nan"), {fn}({acc}, axis=1)[:, None])']
+    return [f"{v} = {fn}({acc}, axis=1)[:, None]"]
 
 
 def _scan_identity(n: Node) -> str:
     t = vtype(n.dtype)
     one = n.op == "cumprod"
-    return f"tl.full([], {'1' if one else '0'}{'.0' if t == 'f' else ''}, {'tl.float32' if t == 'f' else 'tl.int64'})"
+    return f"tl.full([ROWS, 1], {'1' if one else '0'}{'.0' if t == 'f' else ''}, {'tl.float32' if t == 'f' else 'tl.int64'})"
 
 
 def _scan(w: _Writer, n: Node) -> None:
@@ -480,11 +484,11 @@ def _scan(w: _Writer, n: Node) -> None:
     xs = f"xs_{n.name}{w.suffix}"
     w.body.append(f"{w.indent}{xs} = tl.where(cmask, {x}, {ident})")
     if n.op == "cumsum":
-        w.body.append(f"{w.indent}{var} = tl.cumsum({xs}, axis=0) + {carry}")
-        w.body.append(f"{w.indent}{carry} = {carry} + tl.sum({xs}, axis=0)")
+        w.body.append(f"{w.indent}{var} = tl.cumsum({xs}, axis=1) + {carry}")
+        w.body.append(f"{w.indent}{carry} = {carry} + tl.sum({xs}, axis=1)[:, None]")
     else:
-        w.body.append(f"{w.indent}{var} = tl.cumprod({xs}, axis=0) * {carry}")
-        w.body.append(f"{w.indent}{carry} = {carry} * tl.reduce({xs}, 0, _ws_mul)")
+        w.body.append(f"{w.indent}{var} = tl.cumprod({xs}, axis=1) * {carry}")
+        w.body.append(f"{w.indent}{carry} = {carry} * tl.reduce({xs}, 1, _ws_mul)[:, None]")
     w.values[n.name] = var
 
 
@@ -525,8 +529,11 @@ def _launcher(k: Kernel) -> str:
         n = math.prod(dom[d] for d in red)
         cs = [str(math.prod(dom[d + 1:])) for d in range(len(dom))]
         block = CHUNK if k.looped else max(2, 1 << (n - 1).bit_length())
-        warps = 4 if k.looped else 1 if block <= 128 else 2 if block <= 512 else 4 if block <= 2048 else 8
-        head, grid, meta = [str(m), str(n)] + dims + cs, f"({m},)", f"BLOCK_N={block}, num_warps={warps}"
+        rows = max(1, min(1 << (m - 1).bit_length(), TILE // block))  # rows per program: a tile of ~TILE elements
+        tile = rows * block
+        warps = 1 if tile <= 128 else 2 if tile <= 512 else 4 if tile <= 2048 else 8
+        head, grid = [str(m), str(n)] + dims + cs, f"(triton.cdiv({m}, {rows}),)"
+        meta = f"ROWS={rows}, BLOCK_N={block}, num_warps={warps}"
     else:
         numel = math.prod(dom)
         head, grid, meta = [str(numel)] + dims, f"(triton.cdiv({numel}, {BLOCK}),)", f"BLOCK={BLOCK}"
