@@ -120,7 +120,7 @@ def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, 
         ws = (cg * w5.stride(0), w5.stride(1), w5.stride(0), *w5.stride()[2:])
     else:
         ws = (kg * w5.stride(0), w5.stride(0), w5.stride(1), *w5.stride()[2:])
-    bm, bn_, bk = (16, 16, 16) if _EMULATE else (64, 64, 32)
+    bm, bn_, bk = (64, 32, 16) if _EMULATE else (64, 64, 32)  # the interpreter's cost is per program: big tiles
     total = kd * kh * kw * triton.cdiv(cg, bk)
     grid = (triton.cdiv(n_ * od * oh * ow, bm) * triton.cdiv(kg, bn_), groups, 1)
     conv_fwd_kernel[grid](
@@ -156,8 +156,9 @@ def _ws_pool(x, nd, kernel, stride, padding, dilation, ceil_mode, is_max, count_
     y = torch.empty((n, c, *o3[lead:]), dtype=x.dtype, device=x.device)
     xs = list(x.stride()[:2]) + [0] * lead + list(x.stride()[2:])
     ys = list(y.stride()[:2]) + [0] * lead + list(y.stride()[2:])
-    grid = (triton.cdiv(o3[0] * o3[1] * o3[2], 128), c, n)
-    pool_fwd_kernel[grid](x, y, y, *l3, *o3, *k3, *s3, *p3, *d3, divisor or 0, *xs, *ys, BLOCK=128, IS_MAX=is_max,
+    block = min(1024, triton.next_power_of_2(o3[0] * o3[1] * o3[2])) if _EMULATE else 128  # interpreter: per program
+    grid = (triton.cdiv(o3[0] * o3[1] * o3[2], block), c, n)
+    pool_fwd_kernel[grid](x, y, y, *l3, *o3, *k3, *s3, *p3, *d3, divisor or 0, *xs, *ys, BLOCK=block, IS_MAX=is_max,
                           COUNT_PAD=count_include_pad, HAS_DIVISOR=bool(divisor), RETURN_INDICES=False,
                           EMULATE=_EMULATE)
     return y
