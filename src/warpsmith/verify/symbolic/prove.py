@@ -23,7 +23,8 @@ one, and the detail says why the witness did not prove the obligation.
 
 ``in_bounds`` and ``int32_no_overflow`` first try the stride-term rules (termwise.py): an address split
 into index times stride with each index's range one solve, an int32 sum of stride terms bounded term
-by term by a domain fact; what they do not show is checked as one formula, as before.
+by term by a domain fact; what they do not show is checked as one formula, as before. A witness
+answer is reused for a later constexpr combination posing the very same problem (memo.py).
 
 Statuses: ``proved`` (z3 found no counterexample in the whole domain), ``failed`` with a
 concrete counterexample (sizes, program ids, lanes, address), ``bounded(N shapes)`` (no proof
@@ -40,7 +41,7 @@ from typing import Any, Mapping
 import numpy as np
 import z3
 
-from . import termwise, witness
+from . import memo, termwise, witness
 from .budget import budgeted
 from .contract import KernelContract, Tensor
 from .evaluate import evaluate, instances
@@ -294,10 +295,17 @@ class Prover:
         if any(a.kind == "atomic" for a in writes):
             return None, "witness not used: the output has atomic writes (not one writer per element)"
         stores = [a for a in writes if a.kind == "store"]
-        try:
-            res = (witness.race_free if name == "race_free" else witness.coverage)(self, tr, stores, base, w)
-        except witness.WitnessError as exc:
-            return None, f"witness not used: it does not fit the kernel: {exc}"
+        key = memo.witness_key(self, name, tr, stores, base, w)  # the same problem in another combination
+        res = memo.get(key)
+        if res is not None:
+            res = witness.Result(res.status, f"{res.detail} (the same witness problem as in an earlier constexpr "
+                                 "combination: its answer)", res.counterexample)
+        else:
+            try:
+                res = (witness.race_free if name == "race_free" else witness.coverage)(self, tr, stores, base, w)
+            except witness.WitnessError as exc:
+                return None, f"witness not used: it does not fit the kernel: {exc}"
+            memo.put(key, res)
         if res.status in ("proved", "failed"):
             return Obligation(name, base, res.status, res.detail, res.counterexample, time.perf_counter() - t0), ""
         return None, f"{res.detail} [{time.perf_counter() - t0:.1f} s on the witness]"
