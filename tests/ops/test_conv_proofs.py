@@ -5,7 +5,6 @@ import dataclasses
 
 import pytest
 import torch
-import z3
 
 from warpsmith.core._triton import tl, triton
 from warpsmith.core.errors import InvalidInputError
