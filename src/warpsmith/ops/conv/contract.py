@@ -1,101 +1,304 @@
-"""Launch contracts of the conv forward kernel, for ``warpsmith prove`` (see verify/symbolic/contract.py).
+"""Launch contracts of the conv kernels, for ``warpsmith prove`` (see verify/symbolic/contract.py).
 
-``conv_fwd_kernel`` (direct and transposed, both reduction orders, without split-K) over a domain of
-any geometry: 1 <= sizes, strides, dilations; 0 <= padding; input, weight and output with *any*
-non-negative strides (NCDHW, channels-last, views); groups G >= 1. Input coordinates are masked
-(padding, stride holes), so the output's spatial sizes need no relation to the input's for
-memory safety. The launcher's 32-bit precondition (variant.launch_conv: ``sample_span`` and
-``coord_span`` below 2^31) is the domain's: every within-sample offset a lane computes, masked
-or not, fits in int32 (the batch offset is int64).
+Kernels: ``conv_fwd_kernel`` (direct and transposed, both reduction orders, with and without bias,
+residual and activation; with SPLIT, its fp32 partial store), ``conv_splitk_reduce_kernel`` and
+``conv_wgrad_kernel``. The domain is any geometry: sizes >= 1 (batch, groups, channels per group,
+input, output and window extents, with no relation between them: input coordinates are masked,
+padding and stride holes included, so memory safety needs none), strides, dilations and padding
+(>= 0, declared one above its value, ``pad_d_plus_1``) within the spec's ranges; operands read
+in place with *any* strides >= 1 (NCDHW, channels-last, views: the launcher copies out a
+broadcast dimension of stride 0 and gives a size-1 dimension stride 1, ``variant.readable``); the
+output (and the weight gradient) in a layout whose strides nest (``variant.OUTPUT_ORDERS``:
+NCDHW or channels-last, padded or not; the launcher writes a temporary otherwise); and the
+kernels' 32-bit preconditions, ``variant.fwd_limits`` / ``wgrad_limits``: one definition that
+the launchers check on their integers and that this domain states over symbols (pixels,
+channels and every within-sample offset any lane computes, masked or not, below 2^31; the
+batch offset is int64).
 
-STATUS (not yet proved): with z3 on this domain the in-bounds obligations of the x, w, residual
-and y accesses time out (the pixel div/mod chains are non-linear); only the bias load is proved.
-No test claims these proofs; see the README section "Convolution". The split-K partial store and its
-reduction kernel and the weight-gradient kernel are covered by the interpreter tests and the
-verifier, not by these proofs.
+STATUS (``CONTRACTS``: 86 of 86 obligations proved): ``in_bounds`` of every load and store and
+``int32_no_overflow`` are **proved** for all of these kernels over the whole domain (the README
+section "Convolution" has the table and the time), by the prover's stride-term rules
+(verify/symbolic/termwise.py) on the traced index math;
+``race_free`` and ``coverage`` of the output, the split-K workspace and the weight gradient are
+proved by writer witnesses below (element -> the program and lane that stores it, and back), in
+the layout each contract names. Split coverage is not declared (the reduction runs over the
+weight's (c, window) dimensions, not one dimension of one tensor); the interpreter tests and the
+verifier check the sums.
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...verify.symbolic import KernelContract, Tensor, cdiv, sizes
+
+from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, sizes
 from . import kernel as K_
+from .variant import OUTPUT_ORDERS, fwd_limits, wgrad_limits
 
-LIMIT = 2**31
 BATCH, G, CG, KG, D, H, W, OD, OH, OW, KD, KH, KW = sizes("BATCH G CG KG D H W OD OH OW KD KH KW")
-std, sth, stw, pd, ph, pw, dd, dh, dw = sizes("stride_d stride_h stride_w pad_d pad_h pad_w dil_d dil_h dil_w")
-sxn, sxc, sxd, sxh, sxw = sizes("sxn sxc sxd sxh sxw")
-swg, swn, swc, swd, swh, sww = sizes("swg swn swc swd swh sww")
-syn, syc, syd, syh, syw = sizes("syn syc syd syh syw")
-MAXB = 256
+STRIDE = tuple(sizes("stride_d stride_h stride_w"))
+DIL = tuple(sizes("dil_d dil_h dil_w"))
+PAD1 = tuple(sizes("pad_d_plus_1 pad_h_plus_1 pad_w_plus_1"))  # sizes are >= 1: padding is declared one above
+PAD = tuple(p - 1 for p in PAD1)
+SX, SW, SY, SR = (tuple(sizes(" ".join(f"{p}{a}" for a in axes))) for p, axes in
+                  (("sx", "ncdhw"), ("sw", "gncdhw"), ("sy", "ncdhw"), ("sr", "ncdhw")))
+SA, SB = (tuple(sizes(" ".join(f"{p}{a}" for a in "ncdhw"))) for p in ("sa", "sb"))
+SBIAS, S, IPS = sizes("stride_bias SPLITS ITERS_PER_SPLIT")
+I3, O3, K3 = (D, H, W), (OD, OH, OW), (KD, KH, KW)
+M = BATCH * OD * OH * OW  # output pixels (GEMM rows)
+CO = G * KG  # output channels
+KVOL = KD * KH * KW
 
 
-def _coord(o, k, st, p, dl):
-    """Largest magnitude an input coordinate takes on any lane (masked lanes included)."""
-    return (o + MAXB) * st + p + (k + MAXB) * dl
+def nests(strides: tuple, shape: tuple, order: tuple) -> list[Any]:
+    """Strides that nest in ``order`` (dimensions, innermost first): each at least the extent times the
+    stride inside it (variant.nesting_strides, weight_nests)."""
+    return [strides[o] >= shape[i] * strides[i] for i, o in zip(order, order[1:])]
 
 
-DOMAIN = [v <= 2**16 for v in (BATCH, G, CG, KG, D, H, W, OD, OH, OW, KD, KH, KW)] + [
-    v <= 64 for v in (std, sth, stw, dd, dh, dw)] + [v <= 4096 for v in (pd, ph, pw)] + [
-    v >= 0 for v in (pd, ph, pw)] + [
-    # within-sample offsets, any lane (see module docstring); the same bounds launch_conv checks
-    (G * CG + MAXB) * sxc + _coord(OD, KD, std, pd, dd) * sxd + _coord(OH, KH, sth, ph, dh) * sxh
-    + _coord(OW, KW, stw, pw, dw) * sxw < LIMIT,
-    (G + 1) * swg + (KG + MAXB) * swn + (CG + MAXB) * swc + (KD + MAXB) * swd + (KH + MAXB) * swh
-    + (KW + MAXB) * sww < LIMIT,
-    (G * KG + MAXB) * syc + (OD + MAXB) * syd + (OH + MAXB) * syh + (OW + MAXB) * syw < LIMIT,
-    BATCH * OD * OH * OW + MAXB < LIMIT, KD * KH * KW * (CG + MAXB) < LIMIT]
-
-_BOUNDED = [dict(BATCH=2, G=2, CG=3, KG=5, D=4, H=5, W=3, OD=4, OH=3, OW=2, KD=2, KH=3, KW=1, stride_d=1,
-                 stride_h=2, stride_w=1, pad_d=1, pad_h=1, pad_w=0, dil_d=2, dil_h=1, dil_w=1)]
-for _s in _BOUNDED:
-    C = _s["G"] * _s["CG"]
-    _s.update(sxn=C * _s["D"] * _s["H"] * _s["W"], sxc=1, sxd=_s["H"] * _s["W"] * C, sxh=_s["W"] * C, sxw=C,
-              swg=_s["KG"] * _s["CG"] * 6, swn=_s["CG"] * 6, swc=6, swd=3, swh=1, sww=1,
-              syn=_s["G"] * _s["KG"] * _s["OD"] * _s["OH"] * _s["OW"], syc=_s["OD"] * _s["OH"] * _s["OW"],
-              syd=_s["OH"] * _s["OW"], syh=_s["OW"], syw=1)
+def _domain(layout: str, splits: Any = 1) -> list[Any]:
+    lim = fwd_limits(BATCH, G, CG, KG, I3, O3, K3, STRIDE, PAD, DIL, SX, SW, SY, SR, SBIAS, splits)
+    return [v < b for _, v, b in lim] + nests(SY, (BATCH, CO, OD, OH, OW), OUTPUT_ORDERS[layout])
 
 
-def forward(constexprs: list[dict]) -> KernelContract:
-    x = Tensor((BATCH, G * CG, D, H, W), (sxn, sxc, sxd, sxh, sxw))
-    w = Tensor((G, KG, CG, KD, KH, KW), (swg, swn, swc, swd, swh, sww))
-    y = Tensor((BATCH, G * KG, OD, OH, OW), (syn, syc, syd, syh, syw), output=True)
+def _in_memory_order(layout: str, index: tuple) -> tuple:
+    """An (n, c, d, h, w) tuple in the order the output's dimensions are declared: outermost first
+    (channels-last: (n, d, h, w, c)), so that the prover's layout check finds the strides nest."""
+    return index if layout == "ncdhw" else (index[0], *index[2:], index[1])
+
+
+def _from_memory_order(layout: str, index: tuple) -> tuple:
+    return index if layout == "ncdhw" else (index[0], index[4], *index[1:4])
+
+
+def _output(layout: str) -> Tensor:
+    return Tensor(_in_memory_order(layout, (BATCH, CO, OD, OH, OW)), _in_memory_order(layout, SY), output=True)
+
+
+def _contiguous(shape: tuple) -> tuple:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
+
+
+def _layout(layout: str, shape5: tuple) -> tuple:
+    """Integer strides of an (N, C, D, H, W) tensor in ``layout`` (for the bounded shapes)."""
+    n, c, d, h, w = shape5
+    return _contiguous(shape5) if layout == "ncdhw" else (d * h * w * c, 1, h * w * c, w * c, c)
+
+
+def _bounded(layout: str, transposed: bool) -> list[dict]:
+    """Two small shapes in the domain (a consistent geometry, and one with padding, dilation and groups)."""
+    out = []
+    for g in ((1, 1, 2, 3, 1, 4, 5, 1, 3, 4, 1, 3, 2, (1, 1, 1), (0, 1, 0), (1, 1, 1)),
+              (2, 2, 3, 2, 2, 3, 4, 3, 3, 2, 2, 2, 3, (1, 2, 1), (1, 0, 2), (2, 1, 1))):
+        b, gg, cg, kg, d, h, w, od, oh, ow, kd, kh, kw, st, pd, dl = g
+        sh = {"BATCH": b, "G": gg, "CG": cg, "KG": kg, "D": d, "H": h, "W": w, "OD": od, "OH": oh, "OW": ow,
+              "KD": kd, "KH": kh, "KW": kw, "stride_bias": 1, "SPLITS": 1, "ITERS_PER_SPLIT": 1}
+        for i, a in enumerate("dhw"):
+            sh.update({f"stride_{a}": st[i], f"pad_{a}_plus_1": pd[i] + 1, f"dil_{a}": dl[i]})
+        for prefix, shape5 in (("sx", (b, gg * cg, d, h, w)), ("sy", (b, gg * kg, od, oh, ow)),
+                               ("sr", (b, gg * kg, od, oh, ow)), ("sa", (b, gg * kg, od, oh, ow)),
+                               ("sb", (b, gg * cg, d, h, w))):
+            sh.update(zip((prefix + a for a in "ncdhw"), _layout(layout, shape5)))
+        wshape = (gg * cg, kg, kd, kh, kw) if transposed else (gg * kg, cg, kd, kh, kw)
+        w5 = _contiguous(wshape)
+        sw = (cg * w5[0], w5[1], w5[0], *w5[2:]) if transposed else (kg * w5[0], w5[0], w5[1], *w5[2:])
+        sh.update(zip(("sw" + a for a in "gncdhw"), sw))
+        out.append(sh)
+    return out
+
+
+def _split_pixels(rm: Any) -> tuple:
+    """The kernel's split_pixels: output-pixel index -> (n, od, oh, ow)."""
+    t = rm / OW
+    return (t / OH) / OD, (t / OH) % OD, t % OH, rm % OW
+
+
+def _pixel(n: Any, od: Any, oh: Any, ow: Any) -> Any:
+    return ((n * OD + od) * OH + oh) * OW + ow
+
+
+def _y_witness(c: Mapping[str, Any], layout: str) -> Witness:
+    """y[n, co, od, oh, ow] of the forward: tile (pixel // BLOCK_M, (co % KG) // BLOCK_N) of group co // KG."""
+    bm, bn = c["BLOCK_M"], c["BLOCK_N"]
+    tn = cdiv(KG, bn)
+
+    def writer(*index):
+        n, co, od, oh, ow = _from_memory_order(layout, index)
+        m, k = _pixel(n, od, oh, ow), co % KG
+        return Writer(pid=((m / bm) * tn + k / bn, co / KG, 0), lanes=(m % bm, k % bn))
+
+    def element(store, pid, iters, lanes):
+        n, od, oh, ow = _split_pixels((pid[0] / tn) * bm + lanes[0])
+        return _in_memory_order(layout, (n, pid[1] * KG + (pid[0] % tn) * bn + lanes[1], od, oh, ow))
+
+    return Witness(writer=writer, element=element)
+
+
+def _partial_witness(c: Mapping[str, Any]) -> Witness:
+    """The split-K workspace p[s, m, co]: split s's program for tile (m // BLOCK_M, (co % KG) // BLOCK_N)."""
+    bm, bn = c["BLOCK_M"], c["BLOCK_N"]
+    tn = cdiv(KG, bn)
+    return Witness(
+        writer=lambda s, m, co: Writer(pid=((m / bm) * tn + (co % KG) / bn, co / KG, s), lanes=(m % bm, (co % KG) % bn)),
+        element=lambda store, pid, iters, lanes: (pid[2], (pid[0] / tn) * bm + lanes[0],
+                                                  pid[1] * KG + (pid[0] % tn) * bn + lanes[1]))
+
+
+def _reduce_witness(c: Mapping[str, Any], layout: str) -> Witness:
+    """y[n, co, od, oh, ow] of the split-K reduction: tile (pixel // BLOCK_M, co // BLOCK_N)."""
+    bm, bn = c["BLOCK_M"], c["BLOCK_N"]
+
+    def writer(*index):
+        n, co, od, oh, ow = _from_memory_order(layout, index)
+        m = _pixel(n, od, oh, ow)
+        return Writer(pid=(m / bm, co / bn), lanes=(m % bm, co % bn))
+
+    def element(store, pid, iters, lanes):
+        n, od, oh, ow = _split_pixels(pid[0] * bm + lanes[0])
+        return _in_memory_order(layout, (n, pid[1] * bn + lanes[1], od, oh, ow))
+
+    return Witness(writer=writer, element=element)
+
+
+def _dw_witness(c: Mapping[str, Any]) -> Witness:
+    """dw[g, k, c, kd, kh, kw]: tile (k // BLOCK_M, j // BLOCK_N) of group g, j = c KVOL + tap."""
+    bm, bn = c["BLOCK_M"], c["BLOCK_N"]
+    tn = cdiv(CG * KVOL, bn)
+
+    def writer(g, k, ch, kd, kh, kw):
+        j = ch * KVOL + (kd * KH + kh) * KW + kw
+        return Writer(pid=((k / bm) * tn + j / bn, g), lanes=(k % bm, j % bn))
+
+    def element(store, pid, iters, lanes):
+        rj = (pid[0] % tn) * bn + lanes[1]
+        tap = rj % KVOL
+        return pid[1], (pid[0] / tn) * bm + lanes[0], rj / KVOL, tap / (KW * KH), (tap / KW) % KH, tap % KW
+
+    return Witness(writer=writer, element=element)
+
+
+_GEOMETRY = {"BATCH": BATCH, "CG": CG, "KG": KG, "D": D, "H": H, "W": W, "OD": OD, "OH": OH, "OW": OW,
+             "KD": KD, "KH": KH, "KW": KW, **{f"stride_{a}": v for a, v in zip("dhw", STRIDE)},
+             **{f"pad_{a}": v for a, v in zip("dhw", PAD)}, **{f"dil_{a}": v for a, v in zip("dhw", DIL)}}
+_EPILOGUE = {"bias_ptr": Tensor((CO,), (SBIAS,)), "res_ptr": Tensor((BATCH, CO, OD, OH, OW), SR),
+             "scale": 1.0, "stride_bias": SBIAS,
+             **{f"sy{a}": v for a, v in zip("ncdhw", SY)}, **{f"sr{a}": v for a, v in zip("ncdhw", SR)}}
+
+
+def _total(c: Mapping[str, Any]) -> Any:
+    """Reduction iterations in the kernel's order (nested: window x channel blocks; flat: blocks of both)."""
+    return KVOL * cdiv(CG, c["BLOCK_K"]) if c["LOOP"] == "nested" else cdiv(CG * KVOL, c["BLOCK_K"])
+
+
+def forward(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
+    """``conv_fwd_kernel`` without split-K, output in ``layout`` (every combination in ``constexprs``)."""
     args = {
-        "x_ptr": x, "w_ptr": w, "y_ptr": y, "bias_ptr": Tensor((G * KG,), (1,)),
-        "res_ptr": Tensor((BATCH, G * KG, OD, OH, OW), (syn, syc, syd, syh, syw)),
-        "p_ptr": Tensor((1,), (1,)),
-        "BATCH": BATCH, "CG": CG, "KG": KG, "D": D, "H": H, "W": W, "OD": OD, "OH": OH, "OW": OW,
-        "KD": KD, "KH": KH, "KW": KW, "stride_d": std, "stride_h": sth, "stride_w": stw,
-        "pad_d": pd, "pad_h": ph, "pad_w": pw, "dil_d": dd, "dil_h": dh, "dil_w": dw,
-        "ITERS_PER_SPLIT": KD * KH * KW * CG, "scale": 1.0,
-        "sxn": sxn, "sxc": sxc, "sxd": sxd, "sxh": sxh, "sxw": sxw,
-        "swg": swg, "swn": swn, "swc": swc, "swd": swd, "swh": swh, "sww": sww,
-        "syn": syn, "syc": syc, "syd": syd, "syh": syh, "syw": syw,
-        "srn": syn, "src": syc, "srd": syd, "srh": syh, "srw": syw, "stride_bias": 1,
+        "x_ptr": Tensor((BATCH, G * CG, D, H, W), SX), "w_ptr": Tensor((G, KG, CG, KD, KH, KW), SW), "y_ptr": _output(layout), **_EPILOGUE,
+        "p_ptr": Tensor((1,), (1,)), **_GEOMETRY, "ITERS_PER_SPLIT": KVOL * CG,
+        **{f"sx{a}": v for a, v in zip("ncdhw", SX)}, **{f"sw{a}": v for a, v in zip("gncdhw", SW)},
     }
     return KernelContract(
-        kernel=K_.conv_fwd_kernel, name="conv_fwd_kernel", args=args, constexprs=constexprs,
-        grid=lambda c: (cdiv(BATCH * OD * OH * OW, c["BLOCK_M"]) * cdiv(KG, c["BLOCK_N"]), G, 1),
-        domain=DOMAIN, bounded_shapes=_BOUNDED)
+        kernel=K_.conv_fwd_kernel, name=f"conv_fwd_kernel[{layout}]", args=args, constexprs=constexprs,
+        grid=lambda c: (cdiv(M, c["BLOCK_M"]) * cdiv(KG, c["BLOCK_N"]), G, 1),
+        domain=_domain(layout), bounded_shapes=_bounded(layout, constexprs[0]["TRANSPOSED"]),
+        witnesses={"y_ptr": lambda c: _y_witness(c, layout)})
 
 
-def _meta(loop: str, transposed: bool, **extra: Any) -> dict:
-    return dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, LOOP=loop, TRANSPOSED=transposed, SPLIT=False, HAS_BIAS=True,
-                HAS_RES=True, ACTIVATION="gelu", IS_FP32=False, PRECISION="ieee", EMULATE=False, **extra)
+def split(constexprs: list[dict]) -> KernelContract:
+    """``conv_fwd_kernel`` with SPLIT: split ``s`` (grid axis 2) sums iterations ``[s IPS, (s + 1) IPS)`` of
+    the reduction into ``p[s, m, co]`` (contiguous fp32, as the launcher allocates it); the launcher's
+    ``IPS = cdiv(total, SPLIT_K)``, ``SPLITS = cdiv(total, IPS)``: every split non-empty. One contract per
+    (LOOP, BLOCK_K), which fix the iteration count: pass constexprs sharing both."""
+    c0 = constexprs[0]
+    total = _total(c0)
+    args = {
+        "x_ptr": Tensor((BATCH, G * CG, D, H, W), SX), "w_ptr": Tensor((G, KG, CG, KD, KH, KW), SW),
+        "y_ptr": Tensor((1,), (1,)), "bias_ptr": Tensor((1,), (1,)), "res_ptr": Tensor((1,), (1,)),
+        "p_ptr": Tensor((S, M, CO), (M * CO, CO, 1), output=True), **_GEOMETRY, "ITERS_PER_SPLIT": IPS,
+        "scale": 1.0, "stride_bias": 1, **{f"s{t}{a}": 1 for t in "yr" for a in "ncdhw"},
+        **{f"sx{a}": v for a, v in zip("ncdhw", SX)}, **{f"sw{a}": v for a, v in zip("gncdhw", SW)},
+    }
+    lim = fwd_limits(BATCH, G, CG, KG, I3, O3, K3, STRIDE, PAD, DIL, SX, SW, (1,) * 5, (1,) * 5, 1, S)
+    # the launcher's IPS = cdiv(total, SPLIT_K) <= total and SPLITS = cdiv(total, IPS) <= 16: no split is empty
+    domain = [v < b for _, v, b in lim] + [S <= 16, IPS <= total, (S - 1) * IPS < total, total <= S * IPS]
+    shapes = [{**sh, "SPLITS": s, "ITERS_PER_SPLIT": ips} for sh in _bounded("ncdhw", c0["TRANSPOSED"])
+              for s, ips in ((1, 64), (2, 1), (3, 1))]
+    return KernelContract(
+        kernel=K_.conv_fwd_kernel, name=f"conv_fwd_kernel[split, {c0['LOOP']}, BLOCK_K={c0['BLOCK_K']}]",
+        args=args, constexprs=constexprs,
+        grid=lambda c: (cdiv(M, c["BLOCK_M"]) * cdiv(KG, c["BLOCK_N"]), G, S),
+        domain=domain, bounded_shapes=shapes, witnesses={"p_ptr": _partial_witness})
+
+
+def reduce(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
+    """``conv_splitk_reduce_kernel``: the SPLITS partials summed in order, then the epilogue, into y."""
+    args = {"p_ptr": Tensor((S, M, CO), (M * CO, CO, 1)), "y_ptr": _output(layout), **_EPILOGUE,
+            "M": M, "CO": CO, "OD": OD, "OH": OH, "OW": OW, "SPLITS": S}
+    return KernelContract(
+        kernel=K_.conv_splitk_reduce_kernel, name=f"conv_splitk_reduce_kernel[{layout}]", args=args,
+        constexprs=constexprs, grid=lambda c: (cdiv(M, c["BLOCK_M"]), cdiv(CO, c["BLOCK_N"])),
+        domain=_domain(layout, S) + [S <= 16],
+        bounded_shapes=[{**sh, "SPLITS": 2} for sh in _bounded(layout, False)],
+        witnesses={"y_ptr": lambda c: _reduce_witness(c, layout)})
+
+
+def wgrad(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
+    """``conv_wgrad_kernel``: ``a`` (KG channels per group at output pixels) and ``b`` (CG per group,
+    gathered) with any strides, in ``layout`` for the bounded shapes; the gradient's weight strides nest."""
+    args = {"a_ptr": Tensor((BATCH, CO, OD, OH, OW), SA), "b_ptr": Tensor((BATCH, G * CG, D, H, W), SB),
+            "dw_ptr": Tensor((G, KG, CG, KD, KH, KW), SW, output=True), **_GEOMETRY,
+            **{f"s{t}{a}": v for t, st in (("a", SA), ("b", SB)) for a, v in zip("ncdhw", st)},
+            **{f"sw{a}": v for a, v in zip("gncdhw", SW)}}
+    lim = wgrad_limits(BATCH, G, CG, KG, I3, O3, K3, STRIDE, PAD, DIL, SA, SB, SW)
+    domain = [v < b for _, v, b in lim] + nests(SW, (G, KG, CG, KD, KH, KW), (5, 4, 3, 2, 1, 0))
+    return KernelContract(
+        kernel=K_.conv_wgrad_kernel, name="conv_wgrad_kernel", args=args, constexprs=constexprs,
+        grid=lambda c: (cdiv(KG, c["BLOCK_M"]) * cdiv(CG * KVOL, c["BLOCK_N"]), G),
+        domain=domain, bounded_shapes=_bounded(layout, False), witnesses={"dw_ptr": _dw_witness})
+
+
+def _meta(loop: str, transposed: bool, epilogue: bool = True, split: bool = False, **extra: Any) -> dict:
+    return dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, LOOP=loop, TRANSPOSED=transposed, SPLIT=split,
+                HAS_BIAS=epilogue, HAS_RES=epilogue, ACTIVATION="gelu" if epilogue else "none", IS_FP32=False,
+                PRECISION="ieee", EMULATE=False, **extra)
+
+
+def _epilogue_meta(epilogue: bool) -> dict:
+    return dict(BLOCK_M=32, BLOCK_N=32, HAS_BIAS=epilogue, HAS_RES=epilogue,
+                ACTIVATION="gelu" if epilogue else "none", EMULATE=False)
+
+
+def _wgrad_meta(**extra: Any) -> dict:
+    return dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, IS_FP32=False, PRECISION="ieee", EMULATE=False, **extra)
 
 
 def for_config(config: Mapping[str, Any], problem: Any) -> list[KernelContract]:
-    """The forward kernel's contract at ``config``'s tile and order (split-K configs: the split kernel
-    and its reduction are not covered by a contract; the verifier tests them)."""
-    if config.SPLIT_K > 1:
-        return []
+    """The kernels one tuned config launches, at its tile and order: the forward kernel, or with split-K
+    the split kernel and its reduction; the output in the layout the op allocates (channels-last where
+    the problem is; the verifier's harness writes contiguous outputs, the NCDHW layout of ``CONTRACTS``)."""
     a = problem.attrs
+    layout = "ndhwc" if a.get("channels_last") else "ncdhw"
     meta = dict(BLOCK_M=config.BLOCK_M, BLOCK_N=config.BLOCK_N, BLOCK_K=config.BLOCK_K, LOOP=config.LOOP,
-                TRANSPOSED=bool(a["transposed"]), SPLIT=False, HAS_BIAS=bool(a["bias"]),
+                TRANSPOSED=bool(a["transposed"]), SPLIT=config.SPLIT_K > 1, HAS_BIAS=bool(a["bias"]),
                 HAS_RES=bool(a["residual"]), ACTIVATION=a["activation"], IS_FP32=False,
                 PRECISION=config.PRECISION, EMULATE=False)
-    return [forward([meta])]
+    if config.SPLIT_K == 1:
+        return [forward([meta], layout)]
+    epi = {**_epilogue_meta(meta["HAS_BIAS"]), "HAS_RES": meta["HAS_RES"], "ACTIVATION": meta["ACTIVATION"]}
+    return [split([meta]), reduce([epi], layout)]
 
 
-CONTRACTS = [forward([_meta("nested", False)]), forward([_meta("flat", False)]),
-             forward([_meta("nested", True)])]
+CONTRACTS = [  # every (LOOP, TRANSPOSED, epilogue or none) of the forward, both output layouts
+    forward([_meta("nested", False), _meta("nested", False, epilogue=False)], "ncdhw"),
+    forward([_meta("flat", False), _meta("flat", True, epilogue=False)], "ndhwc"),
+    forward([_meta("nested", True), _meta("flat", True)], "ncdhw"),
+    forward([_meta("nested", True, epilogue=False), _meta("flat", False, epilogue=False)], "ndhwc"),
+    split([_meta("nested", False, split=True)]),
+    split([_meta("flat", True, split=True)]),
+    reduce([_epilogue_meta(True)], "ncdhw"),
+    reduce([_epilogue_meta(False)], "ndhwc"),
+    wgrad([_wgrad_meta()]),
+]

@@ -46,6 +46,122 @@ def sample_span(t: torch.Tensor) -> int:
         [abs(st) for st in t.stride()[1:]] + [1])
 
 
+MAX_GROUPS = 65535  # grid axis 1 (CUDA's y extent)
+GEOMETRY_MAX = {"stride": 64, "pad": 4096, "dil": 64}  # the spec's ranges (spec._geometry_attrs)
+OUTPUT_ORDERS = {"ncdhw": (4, 3, 2, 1, 0), "ndhwc": (1, 4, 3, 2, 0)}  # (N, C, D, H, W) dims, innermost first
+
+
+def coord_span(o: Any, k: Any, stride: Any, pad: Any, dil: Any) -> Any:
+    """Largest magnitude an input coordinate takes on any lane of the kernels (masked lanes included:
+    output coordinate up to ``o``, tap up to ``k``, each with a block of overshoot)."""
+    return (o + MAX_BLOCK) * stride + pad + (k + MAX_BLOCK) * dil
+
+
+def _geometry_limits(stride: tuple, pad: tuple, dil: tuple) -> list[tuple[str, Any, int]]:
+    out = []
+    for i, a in enumerate("dhw"):
+        out += [(f"stride_{a}", stride[i], GEOMETRY_MAX["stride"] + 1), (f"pad_{a}", pad[i], GEOMETRY_MAX["pad"] + 1),
+                (f"dil_{a}", dil[i], GEOMETRY_MAX["dil"] + 1)]
+    return out
+
+
+def _gather_span(channels: Any, sc: Any, I: tuple, O: tuple, KS: tuple, stride: tuple, pad: tuple, dil: tuple,
+                 sd: tuple) -> Any:
+    """Within-sample offsets of a gathered operand (channel and input coordinates, any lane)."""
+    return (channels + MAX_BLOCK) * sc + sum((coord_span(O[i], KS[i], stride[i], pad[i], dil[i]) * sd[i]
+                                               for i in range(3)), 0 * sc)
+
+
+def _weight_span(G: Any, KG: Any, CG: Any, KS: tuple, sw: tuple) -> Any:
+    return (G * sw[0] + (KG + MAX_BLOCK) * sw[1] + (CG + MAX_BLOCK) * sw[2]
+            + sum(((KS[i] + MAX_BLOCK) * sw[3 + i] for i in range(3)), 0 * sw[0]))
+
+
+def _pixel_span(channels: Any, O: tuple, s: tuple) -> Any:
+    """Within-sample offsets of an operand addressed at output pixels (channel and output coordinates)."""
+    return (channels + MAX_BLOCK) * s[1] + sum(((O[i] + MAX_BLOCK) * s[2 + i] for i in range(3)), 0 * s[1])
+
+
+def fwd_limits(N: Any, G: Any, CG: Any, KG: Any, I: tuple, O: tuple, KS: tuple, stride: tuple, pad: tuple,
+               dil: tuple, sx: tuple, sw: tuple, sy: tuple, sr: tuple, sbias: Any, splits: Any = 1
+               ) -> list[tuple[str, Any, int]]:
+    """``conv_fwd_kernel``'s (and its split-K reduction's) preconditions, each ``(what, value, bound)``
+    meaning ``value < bound``: the 32-bit quantities it computes on any lane (pixels, channels,
+    reduction index, within-sample offsets; the batch offset is int64), the grid's group axis, and
+    the spec's geometry ranges. Integers (the launcher checks them) or z3 terms (the contract's
+    domain, contract.py): one definition for both. ``sx``, ``sy``, ``sr``: (n, c, d, h, w) strides;
+    ``sw``: :func:`weight_strides`; tuples are (d, h, w)."""
+    kvol = KS[0] * KS[1] * KS[2]
+    return [
+        ("output pixels", splits * N * O[0] * O[1] * O[2] + MAX_BLOCK, INDEX_LIMIT),
+        ("output channels", G * KG + MAX_BLOCK, INDEX_LIMIT),
+        ("reduction length", kvol * (CG + MAX_BLOCK), INDEX_LIMIT),
+        ("groups", G, MAX_GROUPS + 1),
+        ("input offsets", _gather_span(G * CG, sx[1], I, O, KS, stride, pad, dil, sx[2:]), INDEX_LIMIT),
+        ("weight offsets", _weight_span(G, KG, CG, KS, sw), INDEX_LIMIT),
+        ("output offsets", _pixel_span(G * KG, O, sy), INDEX_LIMIT),
+        ("residual offsets", _pixel_span(G * KG, O, sr), INDEX_LIMIT),
+        ("bias offsets", (G * KG + MAX_BLOCK) * sbias, INDEX_LIMIT),
+    ] + _geometry_limits(stride, pad, dil)
+
+
+def wgrad_limits(N: Any, G: Any, CG: Any, KG: Any, I: tuple, O: tuple, KS: tuple, stride: tuple, pad: tuple,
+                 dil: tuple, sa: tuple, sb: tuple, sw: tuple) -> list[tuple[str, Any, int]]:
+    """``conv_wgrad_kernel``'s preconditions, as :func:`fwd_limits` (``a``: KG channels per group at
+    output pixels; ``b``: CG channels per group, gathered; ``sw``: the gradient's weight strides)."""
+    kvol = KS[0] * KS[1] * KS[2]
+    return [
+        ("output pixels", N * O[0] * O[1] * O[2] + MAX_BLOCK, INDEX_LIMIT),
+        ("weight columns", kvol * (CG + MAX_BLOCK), INDEX_LIMIT),
+        ("weight rows", G * KG + MAX_BLOCK, INDEX_LIMIT),
+        ("groups", G, MAX_GROUPS + 1),
+        ("a offsets", _pixel_span(G * KG, O, sa), INDEX_LIMIT),
+        ("b offsets", _gather_span(G * CG, sb[1], I, O, KS, stride, pad, dil, sb[2:]), INDEX_LIMIT),
+        ("weight offsets", _weight_span(G, KG, CG, KS, sw), INDEX_LIMIT),
+    ] + _geometry_limits(stride, pad, dil)
+
+
+def _check(limits: list[tuple[str, Any, int]]) -> None:
+    for what, value, bound in limits:
+        if not value < bound:
+            raise InvalidInputError(what, f"below {bound} (the conv kernels index in 32 bits within a sample; "
+                                    "the proved launch contract, contract.py)", value)
+
+
+def readable(t: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
+    """An operand the kernels read in place, and the strides they get: a dimension of size 1 with
+    stride 0 gets stride 1 (its index is always 0: the same addresses); a broadcast dimension (stride
+    0, size > 1) is copied out, since the launch contract (contract.py) takes strides >= 1."""
+    if any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride())):
+        t = t.contiguous()
+    return t, tuple(st if st > 0 else 1 for st in t.stride())
+
+
+def nesting_strides(t: torch.Tensor) -> tuple[int, ...] | None:
+    """Strides addressing the 5-D output ``t`` that nest in one of ``OUTPUT_ORDERS`` (each at least the
+    extent times the stride of the dimension inside it: no two elements share an address), a size-1
+    dimension getting the least stride that order needs (its index is always 0); None when ``t`` is
+    laid out otherwise (overlapping or permuted: the launcher then writes a temporary)."""
+    for order in OUTPUT_ORDERS.values():
+        st, need = list(t.stride()), 1
+        for d in order:
+            if t.shape[d] == 1:
+                st[d] = need
+            elif st[d] < need:
+                break
+            need = t.shape[d] * st[d]
+        else:
+            return tuple(st)
+    return None
+
+
+def weight_nests(sw: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """Whether weight strides ``sw`` (:func:`weight_strides`) of a ``(G, KG, CG, KD, KH, KW)`` weight nest,
+    innermost (KW) first: each stride at least the extent times the stride inside it, so no two
+    elements share an address (the weight-gradient contract's layout; a contiguous gradient nests)."""
+    return sw[5] >= 1 and all(sw[d - 1] >= shape[d] * sw[d] for d in range(1, 6))
+
+
 def as_3d(t: torch.Tensor) -> torch.Tensor:
     """A 3-, 4- or 5-D (N, C, spatial...) tensor as a 5-D view (singleton depth/height), no copy."""
     while t.dim() < 5:
@@ -79,12 +195,12 @@ class ConvKnobs(Knobs):
 
 def weight_strides(w: torch.Tensor, groups: int, transposed: bool) -> tuple[int, ...]:
     """Strides addressing the weight as ``w[g, k, c, t]`` (see kernel.py): (swg, swn, swc, swd, swh, sww)."""
-    w5 = as_3d(w)
+    st = readable(as_3d(w))[1]
     if transposed:  # (C, K/G, ...): group g's input channels are rows g C/G ...
         cg = w.shape[0] // groups
-        return (cg * w5.stride(0), w5.stride(1), w5.stride(0), *w5.stride()[2:])
+        return (cg * st[0], st[1], st[0], *st[2:])
     kg = w.shape[0] // groups
-    return (kg * w5.stride(0), w5.stride(0), w5.stride(1), *w5.stride()[2:])
+    return (kg * st[0], st[0], st[1], *st[2:])
 
 
 def output_extent(y5: torch.Tensor) -> tuple[int, int, int]:
@@ -100,12 +216,22 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, bias: torch.T
         if t is not None and sample_span(t) >= INDEX_LIMIT:
             raise InvalidInputError(f"size of {name}", "element offsets within one sample below 2^31 "
                                     "(the kernels index a sample in 32 bits)", sample_span(t))
-    x5, y5 = as_3d(x), as_3d(y)
+    out, y5 = y, as_3d(y)
+    sy = nesting_strides(y5)
+    if sy is None:  # an output laid out otherwise (overlapping, permuted): a contiguous temporary, copied back
+        y = torch.empty(y.shape, dtype=y.dtype, device=y.device)
+        y5 = as_3d(y)
+        sy = nesting_strides(y5)
+    (x5, sx), (w, _) = readable(as_3d(x)), readable(w)
+    residual, bias = (readable(t)[0] if t is not None else None for t in (residual, bias))
     r5 = as_3d(residual) if residual is not None else y5
+    sr = readable(r5)[1] if residual is not None else sy
     N, C, D, H, W = x5.shape
     CO, (OD, OH, OW) = y5.shape[1], output_extent(y5)
     KD, KH, KW = as_3d(w).shape[2:]
     CG, KG = C // groups, CO // groups
+    sw = weight_strides(w, groups, transposed)
+    sbias = readable(bias)[1][0] if bias is not None else 1
     c = config
     loop = c["LOOP"]
     kvol = KD * KH * KW
@@ -114,18 +240,19 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, bias: torch.T
     per_split = triton.cdiv(total, split)
     split = triton.cdiv(total, per_split)
     M = N * OD * OH * OW
+    _check(fwd_limits(N, groups, CG, KG, (D, H, W), (OD, OH, OW), (KD, KH, KW), tuple(stride), tuple(pad),
+                      tuple(dil), sx, sw, sy, sr, sbias, split))
     tiles = triton.cdiv(M, c["BLOCK_M"]) * triton.cdiv(KG, c["BLOCK_N"])
     tf32 = c["PRECISION"] == "tf32"
     emulate = emulated(x.dtype, tf32=tf32)
     partial = scratch((split, M, CO), torch.float32, x.device) if split > 1 else y
     has_bias, has_res = bias is not None, residual is not None
     epi = dict(HAS_BIAS=has_bias, HAS_RES=has_res, ACTIVATION=activation, EMULATE=emulate)
-    ystr, rstr = y5.stride(), r5.stride()
-    sbias = bias.stride(0) if has_bias else 0
+    ystr, rstr = sy, sr
     K.conv_fwd_kernel[(tiles, groups, split)](
         x5, w, y, bias if has_bias else y, residual if has_res else y, partial,
         N, CG, KG, D, H, W, OD, OH, OW, KD, KH, KW, *stride, *pad, *dil, per_split, float(scale),
-        *x5.stride(), *weight_strides(w, groups, transposed), *ystr, *rstr, sbias,
+        *sx, *sw, *ystr, *rstr, sbias,
         BLOCK_M=c["BLOCK_M"], BLOCK_N=c["BLOCK_N"], BLOCK_K=c["BLOCK_K"], LOOP=loop, TRANSPOSED=transposed,
         SPLIT=split > 1, IS_FP32=x.dtype == torch.float32, PRECISION=c["PRECISION"],
         num_warps=c["num_warps"], num_stages=c["num_stages"], **epi)
@@ -135,7 +262,9 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, bias: torch.T
             partial, y, bias if has_bias else y, residual if has_res else y,
             M, CO, OD, OH, OW, split, float(scale), *ystr, *rstr, sbias,
             BLOCK_M=bm, BLOCK_N=bn, num_warps=4, **epi)
-    return y
+    if y is not out:
+        out.copy_(y)
+    return out
 
 
 def launch_wgrad(a: torch.Tensor, b: torch.Tensor, dw: torch.Tensor, *, groups: int, transposed: bool,
@@ -144,22 +273,30 @@ def launch_wgrad(a: torch.Tensor, b: torch.Tensor, dw: torch.Tensor, *, groups: 
     for name, t in (("a", a), ("b", b), ("weight", dw)):
         if sample_span(t) >= INDEX_LIMIT:
             raise InvalidInputError(f"size of {name}", "element offsets within one sample below 2^31", sample_span(t))
-    a5, b5 = as_3d(a), as_3d(b)
+    (a5, sa), (b5, sb) = readable(as_3d(a)), readable(as_3d(b))
     N, KGt, OD, OH, OW = a5.shape
     _, CGt, D, H, W = b5.shape
     KD, KH, KW = as_3d(dw).shape[2:]
     KG, CG = KGt // groups, CGt // groups
+    out = dw
+    sw = weight_strides(dw, groups, False)
+    if not weight_nests(sw, (groups, KG, CG, KD, KH, KW)):  # overlapping or permuted: a contiguous temporary
+        dw = torch.empty(dw.shape, dtype=dw.dtype, device=dw.device)
+        sw = weight_strides(dw, groups, False)
+    _check(wgrad_limits(N, groups, CG, KG, (D, H, W), (OD, OH, OW), (KD, KH, KW), tuple(stride), tuple(pad),
+                        tuple(dil), sa, sb, sw))
     c = config
     tiles = triton.cdiv(KG, c["BLOCK_M"]) * triton.cdiv(CG * KD * KH * KW, c["BLOCK_N"])
     # dw is addressed as dw[g, k, c, t] with k the rows of a: the forward weight layout (K, C/G) when a
     # is dy, the transposed layout (C, K/G) when a is x; both are "rows of a first"
     K.conv_wgrad_kernel[(tiles, groups)](
-        a5, b5, dw, N, KG, CG, D, H, W, OD, OH, OW, KD, KH, KW, *stride, *pad, *dil,
-        *a5.stride(), *b5.stride(), *weight_strides(dw, groups, False),
+        a5, b5, dw, N, KG, CG, D, H, W, OD, OH, OW, KD, KH, KW, *stride, *pad, *dil, *sa, *sb, *sw,
         BLOCK_M=c["BLOCK_M"], BLOCK_N=c["BLOCK_N"], BLOCK_K=c["BLOCK_K"], IS_FP32=a.dtype == torch.float32,
         PRECISION=c["PRECISION"], EMULATE=emulated(a.dtype, tf32=c["PRECISION"] == "tf32"),
         num_warps=c["num_warps"], num_stages=c["num_stages"])
-    return dw
+    if dw is not out:
+        out.copy_(dw)
+    return out
 
 
 class ImplicitGemmConv(Variant):

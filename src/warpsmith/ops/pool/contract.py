@@ -9,16 +9,17 @@ arguments within the spec's ranges (kernel, stride, dilation <= 255; padding at 
 effective kernel, as torch requires); output sizes as torch computes them, which the domain
 states through the bound they satisfy in floor and ceil mode: (O - 1) s <= L + 2 p.
 
-Obligations: every load and store in bounds and no int32 overflow, for every shape in the domain
-(the padding, dilation and ceil_mode index math included: a window's taps outside the input are
-masked, never read). Race freedom and coverage are checked on the bounded shapes (the writer of
-an element is found by dividing its flat position, which z3 does not invert).
+Obligations, all proved for every shape in the domain: every load and store in bounds and no
+int32 overflow (the padding, dilation and ceil_mode index math included: a window's taps outside
+the input are masked, never read), race freedom, and coverage of every output by the plane
+witness (:func:`_plane_witness`: element (n, c, i, j, k) is written by lane s % BLOCK of program
+(s // BLOCK, c, n), s its flat position in the plane).
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...verify.symbolic import KernelContract, Tensor, cdiv, sizes
+from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, sizes
 from . import kernel as K_
 
 N, C, D, H, W, OD, OH, OW = sizes("N C D H W OD OH OW")
@@ -86,6 +87,22 @@ def _scalars(adaptive: bool) -> dict[str, Any]:
             "DD": DD, "DH": DH, "DW": DW, "DIVISOR": DIV}
 
 
+def _plane_witness(c: Mapping[str, Any], A: Any, B: Any) -> Witness:
+    """Who writes element (n, ch, i, j, k) of an output of spatial sizes (., A, B): lane s % BLOCK of program
+    (s // BLOCK, ch, n), s = (i A + j) B + k its flat position in the plane (the kernels' ``_split``)."""
+    blk = c["BLOCK"]
+
+    def writer(n, ch, i, j, k):
+        s = (i * A + j) * B + k
+        return Writer(pid=(s / blk, ch, n), lanes=(s % blk,))
+
+    def element(store, pid, iters, lanes):
+        s = pid[0] * blk + lanes[0]
+        return pid[2], pid[1], (s / B) / A, (s / B) % A, s % B
+
+    return Witness(writer=writer, element=element)
+
+
 def _strides(prefix: str, values) -> dict[str, Any]:
     return {f"stride_{prefix}{a}": v for a, v in zip("ncdhw", values)}
 
@@ -105,7 +122,8 @@ def forward(consts: list[dict], *, adaptive: bool = False, channels_last: bool =
     return KernelContract(kernel=fn, name=name, args=args, constexprs=consts,
                           grid=lambda c: (cdiv(OD * OH * OW, c["BLOCK"]), C, N), domain=domain,
                           bounded_shapes=[{k: v for k, v in s.items() if not k.startswith("stride_y")}
-                                          for s in _bounded(adaptive)])
+                                          for s in _bounded(adaptive)],
+                          witnesses={out: lambda c: _plane_witness(c, OH, OW) for out in ("y_ptr", "idx_ptr")})
 
 
 def backward(consts: list[dict], *, adaptive: bool = False, channels_last: bool = False) -> KernelContract:
@@ -124,7 +142,7 @@ def backward(consts: list[dict], *, adaptive: bool = False, channels_last: bool 
     name = ("adaptive_bwd_kernel" if adaptive else f"pool_bwd_kernel[{'max' if is_max else 'avg'}]")
     return KernelContract(kernel=fn, name=name, args=args, constexprs=consts,
                           grid=lambda c: (cdiv(D * H * W, c["BLOCK"]), C, N), domain=domain,
-                          bounded_shapes=bounded)
+                          bounded_shapes=bounded, witnesses={"dx_ptr": lambda c: _plane_witness(c, H, W)})
 
 
 def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[KernelContract]:

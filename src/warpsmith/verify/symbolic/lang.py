@@ -130,9 +130,27 @@ def _shift_op(a: SymTensor, b: SymTensor, kind: str, shape: tuple) -> SymTensor:
 _ACTIVE: list = []  # the tracer running now (set by Tracer.compile's callers)
 
 
+def _signs_known(x: Any, y: Any) -> bool:
+    """Whether the running tracer shows ``x >= 0`` and ``y >= 1`` from the syntax (Tracer.lower_bound)."""
+    if not _ACTIVE or _is_bool(x) or _is_bool(y):
+        return False
+    lo_x, lo_y = _ACTIVE[-1].lower_bound(x), _ACTIVE[-1].lower_bound(y)
+    return lo_x is not None and lo_x >= 0 and lo_y is not None and lo_y >= 1
+
+
+def _floordiv(x: Any, y: Any) -> Any:
+    """Triton's ``//`` truncates toward zero (values.tdiv); with ``x >= 0`` and ``y >= 1`` it is floor division."""
+    return x / y if _signs_known(x, y) else tdiv(x, y)
+
+
+def _remainder(x: Any, y: Any) -> Any:
+    """Triton's ``%`` takes the dividend's sign (values.tmod); with ``x >= 0`` and ``y >= 1`` it is z3's ``mod``."""
+    return x % y if _signs_known(x, y) else tmod(x, y)
+
+
 _OPS = {
     "__add__": (lambda x, y: x + y, "add"), "__sub__": (lambda x, y: x - y, "sub"),
-    "__mul__": (lambda x, y: x * y, "mul"), "__floordiv__": (tdiv, "div"), "__mod__": (tmod, "mod"),
+    "__mul__": (lambda x, y: x * y, "mul"), "__floordiv__": (_floordiv, "div"), "__mod__": (_remainder, "mod"),
     "__lt__": (lambda x, y: x < y, "cmp"), "__le__": (lambda x, y: x <= y, "cmp"),
     "__gt__": (lambda x, y: x > y, "cmp"), "__ge__": (lambda x, y: x >= y, "cmp"),
     "__eq__": (lambda x, y: x == y, "eq"), "__ne__": (lambda x, y: x != y, "eq"),

@@ -21,6 +21,11 @@ An output with a writer witness in its contract (contract.py) gets ``race_free``
 (a witness refuted or not proved, an output with atomic writes) the checks above run as without
 one, and the detail says why the witness did not prove the obligation.
 
+``in_bounds`` and ``int32_no_overflow`` first try the stride-term rules (termwise.py): an address split
+into index times stride with each index's range one solve, an int32 sum of stride terms bounded term
+by term by a domain fact; what they do not show is checked as one formula, as before. A witness
+answer is reused for a later constexpr combination posing the very same problem (memo.py).
+
 Statuses: ``proved`` (z3 found no counterexample in the whole domain), ``failed`` with a
 concrete counterexample (sizes, program ids, lanes, address), ``bounded(N shapes)`` (no proof
 was reached in time; checked exhaustively for N named shapes — never reported as proved), or
@@ -36,7 +41,7 @@ from typing import Any, Mapping
 import numpy as np
 import z3
 
-from . import witness
+from . import memo, termwise, witness
 from .budget import budgeted
 from .contract import KernelContract, Tensor
 from .evaluate import evaluate, instances
@@ -243,7 +248,16 @@ class Prover:
         off = inst.sub(a.offset)
         bad = z3.Not(z3.And(off >= 0, off <= self.tensors[a.base].span()))
         subject = f"{a.kind} #{i} of {a.base} at {a.where}"
-        status, m = self._solve(inst.constraints(self.grid) + [bad])
+        by_dims, lead = termwise.in_bounds(self, inst.constraints(self.grid), off, self.tensors[a.base],
+                                           min(self.timeout_ms, 1500))
+        status, m = ("unsat", None) if by_dims else ("unknown", None)
+        if lead is not None:  # an index outside its dimension at these sizes: is the address outside too?
+            fixed = [s == lead.eval(s, model_completion=True) for s in self.c.size_symbols()]
+            found, model = self._solve(inst.constraints(self.grid) + [bad], fixed)
+            if found == "sat":  # a model of the whole domain, at those sizes: a counterexample
+                status, m = found, model
+        if status == "unknown":
+            status, m = self._solve(inst.constraints(self.grid) + [bad])
         if status == "unsat":
             reach, _ = self._solve(inst.constraints(self.grid))
             if reach == "unsat":  # true only because nothing executes: a mask or loop that is never true
@@ -281,10 +295,17 @@ class Prover:
         if any(a.kind == "atomic" for a in writes):
             return None, "witness not used: the output has atomic writes (not one writer per element)"
         stores = [a for a in writes if a.kind == "store"]
-        try:
-            res = (witness.race_free if name == "race_free" else witness.coverage)(self, tr, stores, base, w)
-        except witness.WitnessError as exc:
-            return None, f"witness not used: it does not fit the kernel: {exc}"
+        key = memo.witness_key(self, name, tr, stores, base, w)  # the same problem in another combination
+        res = memo.get(key)
+        if res is not None:
+            res = witness.Result(res.status, f"{res.detail} (the same witness problem as in an earlier constexpr "
+                                 "combination: its answer)", res.counterexample)
+        else:
+            try:
+                res = (witness.race_free if name == "race_free" else witness.coverage)(self, tr, stores, base, w)
+            except witness.WitnessError as exc:
+                return None, f"witness not used: it does not fit the kernel: {exc}"
+            memo.put(key, res)
         if res.status in ("proved", "failed"):
             return Obligation(name, base, res.status, res.detail, res.counterexample, time.perf_counter() - t0), ""
         return None, f"{res.detail} [{time.perf_counter() - t0:.1f} s on the witness]"
@@ -465,6 +486,10 @@ class Prover:
             seen.add(key)
             inst = _Instance(op, tr.pids, "o")  # an Int32Op has the fields an instance needs
             e = inst.sub(op.expr)
+            # a sum of stride terms: first the rule that bounds it term by term by a domain fact (termwise.py)
+            if termwise.has_strides(self, e) and termwise.int32(self, inst.constraints(self.grid), e,
+                                                                min(self.timeout_ms, 1000)):
+                continue
             status, m = self._solve(inst.constraints(self.grid) + [z3.Or(e < lo, e > hi)],
                                     timeout_ms=min(self.timeout_ms, 400))
             if status == "sat" and op.data:
@@ -476,7 +501,8 @@ class Prover:
                 cex["source"] = f"{op.file}:{op.where.rsplit(':', 1)[-1]}"
                 return Obligation("int32_no_overflow", op.where, "failed", "a 32-bit integer result wraps", cex,
                                   time.perf_counter() - t0)
-            if status == "unknown":
+            if status == "unknown" and (termwise.has_strides(self, e) or not termwise.int32(
+                    self, inst.constraints(self.grid), e, min(self.timeout_ms, 1000))):
                 unproved.append(op)
         if maybe_data:
             where = ", ".join(sorted({op.where for op in maybe_data}))

@@ -134,6 +134,7 @@ class Loop:
         lo, hi, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
         lo, hi, step = (_int_expr(v) for v in (lo, hi, step))
         self.t = z3.Int(f"t{next(_ids)}")
+        tracer.loop_vars.add(str(self.t))
         step_s = z3.simplify(step)
         if z3.is_int_value(step_s) and step_s.as_long() == 0:
             raise SymbolicError(f"range() with step 0 (line {line})")
@@ -298,6 +299,9 @@ class Tracer:
         self.triton = fake_triton(self.tl)
         self._compiled: dict[int, Any] = {}
         self.UNDEF = UNDEF
+        self.loop_vars: set[str] = set()  # loop iteration variables (each >= 0 wherever it occurs)
+        self._floors = _symbol_floors(self.assume)
+        self._lb_memo: dict[int, tuple[Any, int | None]] = {}
 
     # -- called by the rewritten code ------------------------------------------------------------
     def loop(self, args: tuple, carried: Mapping[str, Any], line: int) -> Loop:
@@ -322,6 +326,59 @@ class Tracer:
             return z3.is_true(e)
         self.path.append(z3.Not(e))
         return False
+
+    def lower_bound(self, e: Any) -> int | None:
+        """A constant lower bound of ``e`` wherever the traced value is used, or None; read off the
+        syntax alone. Atoms: program ids, lanes and loop iterations are >= 0 (every obligation,
+        bounded check and witness takes them in their ranges), a contract symbol is >= the constant
+        an assumption ``x >= k`` gives it (sizes: 1); sums, products of non-negative factors, floor
+        quotients and remainders by divisors >= 1 and conditionals combine these."""
+        key = e.get_id()
+        hit = self._lb_memo.get(key)
+        if hit is not None:
+            return hit[1]
+        out = self._lower_bound(e)
+        self._lb_memo[key] = (e, out)  # the term is kept alive: its id is not reused while cached
+        return out
+
+    def _lower_bound(self, e: Any) -> int | None:
+        if z3.is_int_value(e):
+            return e.as_long()
+        if not z3.is_app(e) or z3.is_bool(e):
+            return None
+        kind, ch = e.decl().kind(), e.children()
+        if kind == z3.Z3_OP_UNINTERPRETED:
+            if ch:
+                return None
+            name = e.decl().name()
+            if name in self.loop_vars or (name.startswith(("pid", "lane")) and name[3 if name[0] == "p" else 4:].isdigit()):
+                return 0
+            return self._floors.get(name)
+        if kind == z3.Z3_OP_ITE:
+            a, b = self.lower_bound(ch[1]), self.lower_bound(ch[2])
+            return None if a is None or b is None else min(a, b)
+        if kind == z3.Z3_OP_ADD:
+            bs = [self.lower_bound(c) for c in ch]
+            return None if None in bs else sum(bs)
+        if kind == z3.Z3_OP_SUB and len(ch) == 2 and z3.is_int_value(ch[1]):
+            a = self.lower_bound(ch[0])
+            return None if a is None else a - ch[1].as_long()
+        if kind == z3.Z3_OP_MUL:
+            bs = [self.lower_bound(c) for c in ch]
+            if None in bs or min(bs) < 0:
+                return None
+            out = 1
+            for b in bs:
+                out *= b
+            return out
+        if kind in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD):
+            a, d = self.lower_bound(ch[0]), self.lower_bound(ch[1])
+            if a is None or d is None or a < 0 or d < 1:
+                return None
+            if kind == z3.Z3_OP_MOD:
+                return 0
+            return a // ch[1].as_long() if z3.is_int_value(ch[1]) else 0
+        return None
 
     def range_not_rewritten(self, *a, **k):
         raise SymbolicError("tl.range used outside a for statement")
@@ -427,6 +484,23 @@ def _ours(filename: str) -> bool:
     if filename not in _OURS:
         _OURS[filename] = str(__import__("pathlib").Path(filename).resolve().parent) == _HERE
     return _OURS[filename]
+
+
+def _symbol_floors(facts: list[Any]) -> dict[str, int]:
+    """Constant lower bounds of symbols stated by facts ``x >= k``, ``x > k``, ``k <= x`` or ``k < x``."""
+    out: dict[str, int] = {}
+    for f in facts:
+        if not isinstance(f, z3.BoolRef) or not z3.is_app(f) or f.num_args() != 2:
+            continue
+        kind, (a, b) = f.decl().kind(), f.children()
+        if kind in (z3.Z3_OP_LE, z3.Z3_OP_LT):  # k <= x is x >= k
+            a, b, kind = b, a, z3.Z3_OP_GE if kind == z3.Z3_OP_LE else z3.Z3_OP_GT
+        if kind not in (z3.Z3_OP_GE, z3.Z3_OP_GT) or not z3.is_int_value(b):
+            continue
+        if z3.is_const(a) and a.decl().kind() == z3.Z3_OP_UNINTERPRETED and a.is_int():
+            k = b.as_long() + (1 if kind == z3.Z3_OP_GT else 0)
+            out[str(a)] = max(k, out.get(str(a), k))
+    return out
 
 
 def _kernel_frame() -> Any:
