@@ -17,13 +17,19 @@ from .common import handle_errors
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write every obligation with its status as JSON.")
 @click.option("--timeout-ms", default=3000, show_default=True, type=int, help="Solver time per obligation.")
+@click.option("--solution", is_flag=True, help="FILE is a program `warpsmith solve` wrote (a ModelNew .py, a "
+              "program module, or a solution.json): prove its generated kernels' launch contracts.")
 @handle_errors
-def prove(file: str, json_out: Path | None, timeout_ms: int) -> None:
+def prove(file: str, json_out: Path | None, timeout_ms: int, solution: bool) -> None:
     """Prove memory safety, race freedom, coverage and split coverage of FILE's kernels.
 
-    FILE is a .py file (or a module name) defining CONTRACTS (see `warpsmith.verify.symbolic.contract`).
+    FILE is a .py file (or a module name) defining CONTRACTS (see `warpsmith.verify.symbolic.contract`),
+    or, with --solution, a file `warpsmith solve` emitted (its contracts are built from its launch
+    table and kernel text: `warpsmith.compiler.contracts`).
     Exit 0 only if every obligation is proved; 1 otherwise; 2 on an unusable file.
     """
+    if solution:
+        return _solution(file, json_out, timeout_ms)
     from ..verify.symbolic import prove as run
     from ..verify.symbolic.load import load_contracts
 
@@ -46,4 +52,29 @@ def prove(file: str, json_out: Path | None, timeout_ms: int) -> None:
     if json_out is not None:
         json_out.write_text(json.dumps({"file": file, "reports": [r.to_json() for r in reports]}, indent=2) + "\n")
     if proved != len(total):
+        raise click.exceptions.Exit(1)
+
+
+def _solution(file: str, json_out: Path | None, timeout_ms: int) -> None:
+    from ..compiler.proofs import prove_file
+
+    programs = prove_file(file, timeout_ms)
+    table = Table(title=f"generated kernels of {file}")
+    for col in ("file", "kernel", "obligation", "subject", "status", "detail"):
+        table.add_column(col, overflow="fold")
+    for p in programs:
+        for k in p.kernels:
+            for o in k.obligations:
+                color = {"proved": "green", "failed": "red"}.get(o.status.split("(")[0], "yellow")
+                detail = o.detail if o.counterexample is None else f"{o.detail}; counterexample {o.counterexample}"
+                table.add_row(p.file, f"{k.kernel} ({k.kind})", o.name, o.subject, f"[{color}]{o.status}[/]", detail)
+    Console(file=sys.stdout, width=200).print(table)
+    total = [o for p in programs for o in p.obligations]
+    proved = sum(o.status == "proved" for o in total)
+    failed = sum(o.status == "failed" for o in total)
+    for p in programs:
+        click.echo(f"{p.file}: {p.summary()}")
+    if json_out is not None:
+        json_out.write_text(json.dumps({"file": file, "programs": [p.to_json() for p in programs]}, indent=2) + "\n")
+    if not total or proved != len(total) or failed:
         raise click.exceptions.Exit(1)

@@ -5,7 +5,8 @@ FlashInfer-Bench problem folder or its ``definition.json`` (-> a ``solution.json
 sources; :mod:`warpsmith.compiler.solexec`).
 
 Exit codes: 0 the program was verified by ``warpsmith check`` (and written to ``-o``); 1 it was
-rejected by the check, or ``--strict`` refused its ATen fallbacks (nothing written to ``-o``);
+rejected by the check or by a failed proof obligation of a generated kernel, or ``--strict`` refused
+its ATen fallbacks (nothing written to ``-o``);
 2 unusable input (the file does not import, lacks Model/get_inputs/get_init_inputs, its model or
 inputs cannot be built, or its forward cannot be captured; a definition, workload or reference
 the check's loader or the compiler refuses); nothing written.
@@ -39,14 +40,20 @@ from .common import handle_errors, quiet_interpreter
 @click.option("--schema", type=click.Choice(["sol-execbench", "flashinfer-bench"]), default=None,
               help="SOL-ExecBench/FlashInfer-Bench: the solution.json spec to write, spec.languages (SOL-ExecBench, "
                    "the default) or spec.language (FlashInfer-Bench).")
+@click.option("--prove/--no-prove", default=True, show_default=True,
+              help="Prove the launch contract of every generated kernel (a failed obligation rejects the program).")
+@click.option("--prove-timeout-ms", type=int, default=None, metavar="MS",
+              help="Solver budget per obligation (deterministic z3 units; default 2000).")
 @handle_errors
 def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
-          sets: tuple[str, ...], greedy: bool, target: str, workloads: tuple[str, ...], schema: str | None) -> None:
+          sets: tuple[str, ...], greedy: bool, target: str, workloads: tuple[str, ...], schema: str | None,
+          prove: bool, prove_timeout_ms: int | None) -> None:
     """Compile PROBLEM into a verified, self-contained solution.
 
     PROBLEM is a KernelBench file (Model, get_inputs, get_init_inputs; writes a ModelNew file), or
     a SOL-ExecBench / FlashInfer-Bench problem folder or its definition.json (writes a solution.json).
-    The program is verified with `warpsmith check` before anything is written to -o.
+    Every generated kernel's launch contract is proved (unless --no-prove), and the program is
+    verified with `warpsmith check`, before anything is written to -o.
     """
     from ..compiler import solve as run_solve, write_report
     from ..core.errors import InvalidInputError
@@ -55,7 +62,7 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
         json_out.unlink()
     if problem.suffix != ".py" and (problem.is_dir() or problem.suffix == ".json"):
         return _solve_definition(problem, out, json_out, explain, strict, seed, sets, greedy, target, workloads,
-                                 schema or "sol-execbench")
+                                 schema or "sol-execbench", prove, prove_timeout_ms)
     if problem.suffix != ".py":
         raise InvalidInputError("PROBLEM", "a KernelBench .py file, a SOL-ExecBench/FlashInfer-Bench problem "
                                 "folder, or its definition.json", str(problem))
@@ -68,7 +75,7 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
 
         res = run_solve(problem, out, strict=strict, seed=seed, overrides=list(sets) or None,
                         progress=lambda s: click.echo(s, err=True), partitioner=partition if greedy else None,
-                        target=target)
+                        target=target, prove=prove, prove_timeout_ms=prove_timeout_ms)
     if explain:
         click.echo(res.explain())
     if json_out is not None:
@@ -81,6 +88,7 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
         click.echo(f"  fallback {n.name}: {n.target} {n.line}".rstrip())
     if p.search is not None:
         click.echo(p.search.lines()[0])
+    _echo_proofs(res.proofs)
     if res.status == "refused":
         click.echo(f"refused (--strict): {len(p.fallbacks)} op(s) have no lowering or codegen: "
                    + ", ".join(str(n.target) for n in p.fallbacks), err=True)
@@ -93,9 +101,17 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
         click.echo(f"wrote {res.written}")
 
 
+def _echo_proofs(proofs, indent: str = "") -> None:
+    if proofs is not None:
+        click.echo(f"{indent}proofs: {proofs.summary()}")
+        for kernel, o in proofs.failed:
+            click.echo(f"{indent}  failed {kernel} {o.name} ({o.subject}): {o.detail}; counterexample "
+                       f"{o.counterexample}", err=True)
+
+
 def _solve_definition(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
                       sets: tuple[str, ...], greedy: bool, target: str, workloads: tuple[str, ...],
-                      schema: str) -> None:
+                      schema: str, prove: bool = True, prove_timeout_ms: int | None = None) -> None:
     from ..compiler.solexec import solve_definition, write_report
 
     with quiet_interpreter():
@@ -103,7 +119,8 @@ def _solve_definition(problem: Path, out: Path | None, json_out: Path | None, ex
 
         res = solve_definition(problem, out, strict=strict, seed=seed, overrides=list(sets) or None,
                                workloads=list(workloads) or None, partitioner=partition if greedy else None,
-                               target=target, schema=schema, progress=lambda s: click.echo(s, err=True))
+                               target=target, schema=schema, progress=lambda s: click.echo(s, err=True),
+                               prove=prove, prove_timeout_ms=prove_timeout_ms)
     if explain:
         click.echo(res.explain())
     if json_out is not None:
@@ -118,6 +135,7 @@ def _solve_definition(problem: Path, out: Path | None, json_out: Path | None, ex
                    f"kernel(s), {len(p.library_calls)} library call(s), {len(p.fallbacks)} ATen fallback(s)")
         for n in p.fallbacks:
             click.echo(f"    fallback {n.name}: {n.target} {n.line}".rstrip())
+        _echo_proofs(s.proofs, "    ")
     skipped = [w for w in total if w not in compiled]
     if skipped:
         click.echo(f"not compiled (run raises ValueError on their signatures unless one above matches): "

@@ -7,7 +7,8 @@ Stages, one module each: ``capture`` (torch.export), ``ir`` (the graph IR), ``lo
 group), ``emit`` (the ModelNew file, or a module for the backend), ``solve`` (the pipeline and
 verification with ``warpsmith.check``), ``backend`` (the torch.compile backend, each graph verified
 before use), ``solexec`` (a SOL-ExecBench / FlashInfer-Bench definition -> a verified ``solution.json``,
-one program per input signature). Not yet: generated launch contracts.
+one program per input signature), ``contracts``/``proofs`` (the generated kernels' launch contracts,
+proved with the symbolic prover before a program is written).
 """
 from .solve import SolveResult, compile_problem, solve, write_report
 

@@ -143,6 +143,10 @@ def _program(g: Graph, part: Partition) -> tuple[Program, str, list[str]]:
     if prog.kernels:
         code += HELPERS + "\n\n" + "\n\n".join(k.source for k in prog.kernels) + "\n\n"
     code += "\n\n".join(launchers + [k.launcher for k in prog.kernels]) + "\n\n"
+    if prog.kernels:  # plain data: what `warpsmith prove --solution` builds the launch contracts from
+        from .contracts import launch_table
+
+        code += launch_table(prog.kernels) + "\n\n"
     code += RUNTIME + "\n\n"
     return prog, code, body
 

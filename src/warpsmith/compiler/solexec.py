@@ -39,7 +39,7 @@ from .capture import LoadedProblem, capture
 from .emit import Program, emit_function
 from .fuse import Partition
 from .ir import Graph, build
-from .solve import SolveResult, _write_atomic, plan
+from .solve import SolveResult, _write_atomic, plan, proved
 
 ENTRY_FILE = "main.py"
 SCHEMAS = ("sol-execbench", "flashinfer-bench")  # spec.languages: ["triton"] / spec.language: "triton"
@@ -56,6 +56,7 @@ class Signature:
     graph: Graph | None = None
     notes: list[str] = field(default_factory=list)
     program: Program | None = None
+    proofs: Any = None  # proofs.ProgramProofs of its generated kernels (None: not proved)
 
 
 @dataclass
@@ -81,7 +82,8 @@ class SolExecResult:
         return [w for s in self.signatures for w in s.workloads]
 
     def _per(self, s: Signature) -> SolveResult:
-        return SolveResult(f"{self.problem} [{s.file}: {s.text}]", self.status, s.program, s.graph, s.notes)
+        return SolveResult(f"{self.problem} [{s.file}: {s.text}]", self.status, s.program, s.graph, s.notes,
+                           proofs=s.proofs)
 
     def explain(self) -> str:
         return "\n\n".join(self._per(s).explain() for s in self.signatures)
@@ -377,11 +379,14 @@ def solve_definition(path: str | Path, out: str | Path | None = None, *, strict:
                      workloads: Sequence[str] | None = None, overrides: Any = None, seed: int = 0,
                      partitioner: Callable[[Graph], Partition] | None = None, target: str = "h100",
                      schema: str = "sol-execbench", check_kwargs: dict[str, Any] | None = None,
-                     progress: Callable[[str], None] | None = None) -> SolExecResult:
+                     progress: Callable[[str], None] | None = None, prove: bool = True,
+                     prove_timeout_ms: int | None = None) -> SolExecResult:
     """Compile a SOL-ExecBench / FlashInfer-Bench problem into a verified ``solution.json``.
 
     The check runs over the compiled workloads (``workloads``, default all); ``out`` is written,
-    atomically, only when it accepts (or, with ``verify=False``, unverified, as asked).
+    atomically, only when it accepts (or, with ``verify=False``, unverified, as asked). With ``prove``,
+    each program's generated kernels are proved first (:mod:`.proofs`): a failed obligation rejects
+    the solution (reason ``proof_failed``) before the check runs.
 
     Raises:
         InvalidInputError: the problem is unusable (exit 2); nothing is written.
@@ -394,6 +399,15 @@ def solve_definition(path: str | Path, out: str | Path | None = None, *, strict:
     if strict and res.fallbacks:
         res.status = "refused"
         return res
+    if prove:
+        for s in res.signatures:
+            if s.program is not None:
+                holder = SolveResult(s.file, res.status)
+                ok = proved(holder, s.program.text, s.file, prove_timeout_ms)
+                s.proofs = holder.proofs
+                if not ok:
+                    res.status, res.verdict = holder.status, holder.verdict
+                    return res
     if not verify:
         if out is not None:
             _write_atomic(text, Path(out))

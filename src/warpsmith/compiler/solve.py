@@ -36,6 +36,7 @@ class SolveResult:
     notes: list[str] = field(default_factory=list)
     verdict: dict[str, Any] = field(default_factory=dict)
     written: str | None = None
+    proofs: Any = None  # proofs.ProgramProofs of the generated kernels (None: not proved)
 
     def explain(self) -> str:
         out = [f"# {self.problem}"]
@@ -60,6 +61,8 @@ class SolveResult:
                 from .coverage import line
 
                 out += ["## coverage", line(self.program.coverage)]
+            out.append("## proofs (launch contracts of the generated kernels)")
+            out += self.proofs.lines() if self.proofs is not None else ["(not proved: --no-prove)"]
         return "\n".join(out)
 
     def to_json(self) -> dict[str, Any]:
@@ -76,6 +79,7 @@ class SolveResult:
             "lowering": self.notes, "check": self.verdict,
             "search": p.search.to_json() if p is not None and p.search is not None else None,
             "coverage": p.coverage if p is not None else None,
+            "proofs": self.proofs.to_json() if self.proofs is not None else None,
         }
 
 
@@ -128,8 +132,12 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
 def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = False, verify: bool = True,
           seed: int = 0, check_kwargs: dict[str, Any] | None = None,
           partitioner: Callable[[Graph], Partition] | None = None, overrides: Any = None,
-          progress: Callable[[str], None] | None = None, target: str = "h100") -> SolveResult:
+          progress: Callable[[str], None] | None = None, target: str = "h100", prove: bool = True,
+          prove_timeout_ms: int | None = None) -> SolveResult:
     """Compile a KernelBench problem into a verified ``ModelNew`` file.
+
+    With ``prove``, the launch contract of every generated kernel is proved first (:mod:`.proofs`);
+    a failed obligation rejects the program (reason ``proof_failed``) before the check runs.
 
     Raises:
         InvalidInputError: the problem file is unusable (exit 2); nothing is written.
@@ -138,6 +146,8 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     res = SolveResult(str(path), "unverified", prog, g, notes)
     if strict and prog.fallbacks:
         res.status = "refused"
+        return res
+    if prove and not proved(res, prog.text, Path(out).name if out is not None else "model_new.py", prove_timeout_ms):
         return res
     if not verify:
         if out is not None:
@@ -164,6 +174,18 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
             os.replace(tmp_dest, dest)
             res.written = str(dest)
     return res
+
+
+def proved(res: Any, text: str, name: str, timeout_ms: int | None = None) -> bool:
+    """Prove the generated kernels of ``text`` into ``res.proofs``; False (``res`` rejected, reason
+    ``proof_failed``) when an obligation failed."""
+    from .proofs import DEFAULT_TIMEOUT_MS, prove_text
+
+    res.proofs = prove_text(text, name, timeout_ms or DEFAULT_TIMEOUT_MS)
+    if res.proofs.failed:
+        res.status, res.verdict = "rejected", res.proofs.verdict()
+        return False
+    return True
 
 
 def _write_atomic(text: str, dest: Path) -> None:

@@ -21,7 +21,9 @@ Optional: ``Tensor(..., values=(lo, hi))`` declares that every element of an int
 lies in ``[lo, hi)`` (a gather or block table: addresses computed from it are proved under
 that precondition), and ``monotone=True`` that its values do not decrease with the offset (the
 offsets of packed sequences, ``cu_seqlens``: programs of different sequences then write disjoint
-rows); ``split=Split(tensor="a_ptr", dim=1, axis=1)`` declares a split reduction
+rows); ``may_be_zero=[stride_x]`` lets those size symbols be 0 (every other symbol is at least 1): the
+stride of a dimension an operand is broadcast along;
+``split=Split(tensor="a_ptr", dim=1, axis=1)`` declares a split reduction
 (grid axis ``axis`` enumerates slices of ``tensor``'s dimension ``dim``), for the
 split-coverage obligation; ``guards`` names constexpr knobs that are specializations, with the
 domain constraint each needs, as a constraint or a function of the constexprs
@@ -134,6 +136,7 @@ class KernelContract:
     guards: Mapping[str, Any] = field(default_factory=dict)
     name: str = ""
     witnesses: Mapping[str, Any] = field(default_factory=dict)  # output name -> Witness or f(constexprs)
+    may_be_zero: Sequence[Any] = ()  # size symbols whose range starts at 0, not 1 (a broadcast's stride)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -164,7 +167,8 @@ class KernelContract:
         return w(consts)
 
     def assumptions(self, consts: Mapping[str, Any]) -> list[Any]:
-        base = [s >= 1 for s in self.size_symbols()] + list(self.domain)
+        zero = {str(s) for s in self.may_be_zero}
+        base = [s >= (0 if str(s) in zero else 1) for s in self.size_symbols()] + list(self.domain)
         for t in self.tensors().values():
             base += [st >= 0 for st in t.strides if isinstance(st, z3.ExprRef)]
         base += [cond(consts) if callable(cond) else cond for knob, cond in self.guards.items() if consts.get(knob)]

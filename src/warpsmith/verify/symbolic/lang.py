@@ -6,12 +6,15 @@ and the path conditions (loop ranges) under which they execute.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any, Callable
 
 import z3
 
 from .values import DATA, SymTensor, lane, tdiv, tmod
+
+_select_ids = itertools.count()
 
 
 class SymbolicError(Exception):
@@ -364,10 +367,16 @@ def make_tl(tracer: Any) -> Any:
 
     def _select(c, x, y):
         c, x, y = as_sym(c), as_sym(x), as_sym(y)
-        if c is DATA:
-            raise SymbolicError("a select on data values is not modelled")
         if x is DATA or y is DATA:
             return DATA
+        if c is DATA:  # a choice made by float data (NaN tests, signs): either value, no telling which
+            shape = broadcast_shape(x.shape, y.shape)
+            x, y = _shift(x, len(shape)), _shift(y, len(shape))
+            pick = z3.Function(f"data_select_{next(_select_ids)}", *([z3.IntSort()] * len(shape)), z3.BoolSort())
+            which = pick(*[lane(d) for d in range(len(shape))]) if shape else z3.Bool(f"data_select_{next(_select_ids)}")
+            both_bool = _is_bool(x.expr) and _is_bool(y.expr)
+            return SymTensor(z3.If(which, *((x.expr, y.expr) if both_bool else (_to_int(x.expr), _to_int(y.expr)))),
+                             shape, x.base or y.base, x.int64 or y.int64, data=True)
         shape = broadcast_shape(broadcast_shape(c.shape, x.shape), y.shape)
         c, x, y = (_shift(t, len(shape)) for t in (c, x, y))
         return SymTensor(z3.If(c.expr, _to_int(x.expr), _to_int(y.expr)), shape, x.base or y.base, x.int64 or y.int64,
@@ -489,11 +498,20 @@ def make_tl(tracer: Any) -> Any:
         y = _shift(x, len(shape))
         return SymTensor(y.expr, shape, y.base, y.int64, y.elem, y.data)
 
-    def cumsum(x, axis=0, reverse=False, **_):
-        x = as_sym(x)
+    def scan(name):
+        def op(x, axis=0, reverse=False, **_):
+            x = as_sym(x)
+            if x is DATA or x.data:
+                return DATA  # float data (or values of no declared range): nothing to track
+            raise SymbolicError(f"tl.{name} of integer indices is not modelled")
+        op.__name__ = name
+        return op
+
+    def reduce(x, axis, combine, **_):
+        x = as_sym(x) if not isinstance(x, tuple) else DATA
         if x is DATA or x.data:
-            return DATA  # float data (or values of no declared range): nothing to track
-        raise SymbolicError("tl.cumsum of integer indices is not modelled")
+            return DATA  # a reduction of data (the combine function is float or data work)
+        raise SymbolicError("tl.reduce of integer indices is not modelled")
 
     def atomic(name):
         def op(ptr, *args, mask=None, **_):
@@ -537,7 +555,7 @@ def make_tl(tracer: Any) -> Any:
         static_range=static_range, multiple_of=multiple_of, max_contiguous=multiple_of,
         dot=data, sum=data, max=data, min=data, exp=data, exp2=data, log=data, log2=data, sqrt=data, rsqrt=data,
         erf=data, sigmoid=data, abs=data, fma=data, cos=data, sin=data, tanh=data, argmax=data, argmin=data,
-        cumsum=cumsum, softmax=data, math=types.SimpleNamespace(erf=data, exp=data, rsqrt=data, tanh=data),
+        cumsum=scan("cumsum"), cumprod=scan("cumprod"), reduce=reduce, floor=data, ceil=data, softmax=data, math=types.SimpleNamespace(erf=data, exp=data, rsqrt=data, tanh=data),
         device_assert=lambda *a, **k: None, static_assert=lambda *a, **k: None, debug_barrier=lambda: None,
         PropagateNan=types.SimpleNamespace(ALL="all", NONE="none"),  # minimum/maximum's NaN flag: float data only
     )

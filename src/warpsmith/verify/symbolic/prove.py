@@ -248,10 +248,13 @@ class Prover:
         off = inst.sub(a.offset)
         bad = z3.Not(z3.And(off >= 0, off <= self.tensors[a.base].span()))
         subject = f"{a.kind} #{i} of {a.base} at {a.where}"
+        how = ""
         by_dims, lead = termwise.in_bounds(self, inst.constraints(self.grid), off, self.tensors[a.base],
                                            min(self.timeout_ms, 1500))
         status, m = ("unsat", None) if by_dims else ("unknown", None)
-        if lead is not None:  # an index outside its dimension at these sizes: is the address outside too?
+        if by_dims:
+            how = "index by index (termwise.py)"
+        if lead is not None and status == "unknown":  # an index outside its dimension: is the address outside too?
             fixed = [s == lead.eval(s, model_completion=True) for s in self.c.size_symbols()]
             found, model = self._solve(inst.constraints(self.grid) + [bad], fixed)
             if found == "sat":  # a model of the whole domain, at those sizes: a counterexample
@@ -264,7 +267,7 @@ class Prover:
                 return Obligation("in_bounds", subject, "unknown", "vacuous: no program, lane or loop iteration "
                                   "executes this access (its mask or enclosing loop is never true)",
                                   seconds=time.perf_counter() - t0)
-            return Obligation("in_bounds", subject, "proved", seconds=time.perf_counter() - t0)
+            return Obligation("in_bounds", subject, "proved", how, seconds=time.perf_counter() - t0)
         if status == "sat" and not a.havoc:
             m = self._minimize(inst.constraints(self.grid) + [bad], m)
             cex = self._cex(m, {**self._instance_terms(inst, ""), "offset": off, "span": self.tensors[a.base].span(),
@@ -283,7 +286,6 @@ class Prover:
         why = "depends on a havocked loop value" if a.havoc else f"solver: {m}"
         return Obligation("in_bounds", subject, st, f"{detail} (no proof: {why})", cex, time.perf_counter() - t0)
 
-    # ---- writer witnesses ------------------------------------------------------------------------
     def _by_witness(self, name: str, tr: Trace, base: str) -> tuple[Obligation | None, str]:
         """``race_free`` or ``coverage`` of ``base`` from its declared writer witness: the obligation when
         the witness proves it (or shows a race through its own writer), else None and a note why not."""
