@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per problem")
     p.add_argument("--limit", type=int, default=0, help="at most this many problems per level (0: all)")
     p.add_argument("--only", default="", help="a regular expression problems' file names must match")
+    p.add_argument("--skip-category", default="", help="comma-separated categories to leave out (e.g. convolution)")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--markdown", type=Path, default=None)
     a = p.parse_args(argv)
@@ -189,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         files = sorted(folder.glob("*.py"), key=lambda f: int(f.name.split("_")[0]) if f.name[0].isdigit() else 0)
         files = [f for f in files if re.search(a.only, f.name)] if a.only else files
+        skip = {c for c in a.skip_category.split(",") if c}
+        files = [f for f in files if category(f.name) not in skip]
         files = files[: a.limit] if a.limit else files
         for f in files:
             row = run_one(f, a.cap, a.timeout, Path(tmp.name))
