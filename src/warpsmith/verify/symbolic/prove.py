@@ -49,6 +49,7 @@ from .lang import SymbolicError
 from .tracer import Access, Trace, Tracer
 from .values import lane
 
+RETRY = 8  # budget multiple of the one second chance an undecided solve gets before named shapes
 OBLIGATIONS = ("in_bounds", "race_free", "cross_program_raw", "coverage", "split_coverage", "int32_no_overflow")
 
 
@@ -280,7 +281,13 @@ class Prover:
         def concrete(shape):
             fixed = [s == shape[str(s)] for s in self.c.size_symbols() if str(s) in shape]
             st, mm = self._solve(inst.constraints(self.grid) + [bad], fixed)
-            return self._cex(mm, {"offset": off}) if st == "sat" else None
+            if st != "sat":
+                return None
+            found = self._cex(mm, {**self._instance_terms(inst, ""), "offset": off,
+                                   "span": self.tensors[a.base].span(), **_gathered(off)})
+            found["element"] = self._element(mm, a.base, found["offset"])
+            found["source"] = f"{a.file}:{a.where.rsplit(':', 1)[-1]}"
+            return found  # the same fields as a quantified counterexample
 
         st, detail, cex = self._bounded(concrete)
         why = "depends on a havocked loop value" if a.havoc else f"solver: {m}"
@@ -492,20 +499,22 @@ class Prover:
             if termwise.has_strides(self, e) and termwise.int32(self, inst.constraints(self.grid), e,
                                                                 min(self.timeout_ms, 1000)):
                 continue
-            status, m = self._solve(inst.constraints(self.grid) + [z3.Or(e < lo, e > hi)],
-                                    timeout_ms=min(self.timeout_ms, 400))
+            wraps = inst.constraints(self.grid) + [z3.Or(e < lo, e > hi)]
+            status, m = self._solve(wraps, timeout_ms=min(self.timeout_ms, 400))
+            if status == "unknown" and (termwise.has_strides(self, e) or not termwise.int32(
+                    self, inst.constraints(self.grid), e, min(self.timeout_ms, 1000))):
+                # a second chance with RETRY times the budget: an answer near the limit stays stable
+                status, m = self._solve(wraps, timeout_ms=min(self.timeout_ms, 400) * RETRY)
+                if status == "unknown":
+                    unproved.append(op)
             if status == "sat" and op.data:
                 maybe_data.append(op)
-                continue
-            if status == "sat":
-                m = self._minimize(inst.constraints(self.grid) + [z3.Or(e < lo, e > hi)], m)
+            elif status == "sat":
+                m = self._minimize(wraps, m)
                 cex = self._cex(m, {"value": e, **self._instance_terms(inst, "")})
                 cex["source"] = f"{op.file}:{op.where.rsplit(':', 1)[-1]}"
                 return Obligation("int32_no_overflow", op.where, "failed", "a 32-bit integer result wraps", cex,
                                   time.perf_counter() - t0)
-            if status == "unknown" and (termwise.has_strides(self, e) or not termwise.int32(
-                    self, inst.constraints(self.grid), e, min(self.timeout_ms, 1000))):
-                unproved.append(op)
         if maybe_data:
             where = ", ".join(sorted({op.where for op in maybe_data}))
             return Obligation("int32_no_overflow", subject, "unknown",
