@@ -141,7 +141,7 @@ def test_a_rejected_program_is_never_written(tmp_path, monkeypatch):
 
     monkeypatch.setattr(emit_mod, "generate", wrong)
     out = tmp_path / "o.py"
-    res = solve(HERE / "rowsum_norm.py", out)
+    res = solve(HERE / "rowsum_norm.py", out, candidates=1)  # the next candidates: test_next_candidate.py
     assert res.status == "rejected" and res.verdict["reason"] == "wrong_result"
     assert not out.exists() and res.written is None
 

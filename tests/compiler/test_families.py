@@ -104,6 +104,6 @@ def test_a_scan_that_drops_its_carry_between_chunks_is_rejected(monkeypatch, tmp
         w.body[-2] = w.body[-2].replace(f" + carry_{n.name}{w.suffix}", "")
 
     monkeypatch.setattr(codegen, "_scan", no_carry)
-    res = solve(HERE / "long_rows_chunked.py", tmp_path / "new.py")
+    res = solve(HERE / "long_rows_chunked.py", tmp_path / "new.py", candidates=1)
     assert res.status == "rejected" and res.verdict["reason"] == "wrong_result", res.verdict
     assert not (tmp_path / "new.py").exists()

@@ -138,7 +138,7 @@ def test_solve_refuses_to_write_a_program_whose_proof_fails(tmp_path, monkeypatc
 
     monkeypatch.setattr(emit_mod, "generate", wrong)
     out = tmp_path / "o.py"
-    res = solve(HERE / "swish_chain.py", out, prove_timeout_ms=BUDGET)
+    res = solve(HERE / "swish_chain.py", out, prove_timeout_ms=BUDGET, candidates=1)
     assert res.status == "rejected" and res.verdict["reason"] == "proof_failed", res.verdict
     assert "in_bounds" in res.verdict["message"] and not out.exists() and res.written is None
     doc = res.to_json()["proofs"]

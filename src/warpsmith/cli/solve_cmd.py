@@ -44,10 +44,13 @@ from .common import handle_errors, quiet_interpreter
               help="Prove the launch contract of every generated kernel (a failed obligation rejects the program).")
 @click.option("--prove-timeout-ms", type=int, default=None, metavar="MS",
               help="Solver budget per obligation (deterministic z3 units; default 2000).")
+@click.option("--candidates", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Programs verified at most, best predicted first: a rejected one is replaced by the search's "
+                   "next partition, and the report lists what it failed.")
 @handle_errors
 def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
           sets: tuple[str, ...], greedy: bool, target: str, workloads: tuple[str, ...], schema: str | None,
-          prove: bool, prove_timeout_ms: int | None) -> None:
+          prove: bool, prove_timeout_ms: int | None, candidates: int) -> None:
     """Compile PROBLEM into a verified, self-contained solution.
 
     PROBLEM is a KernelBench file (Model, get_inputs, get_init_inputs; writes a ModelNew file), or
@@ -75,7 +78,7 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
 
         res = run_solve(problem, out, strict=strict, seed=seed, overrides=list(sets) or None,
                         progress=lambda s: click.echo(s, err=True), partitioner=partition if greedy else None,
-                        target=target, prove=prove, prove_timeout_ms=prove_timeout_ms)
+                        target=target, prove=prove, prove_timeout_ms=prove_timeout_ms, candidates=candidates)
     if explain:
         click.echo(res.explain())
     if json_out is not None:
@@ -89,6 +92,8 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
     if p.search is not None:
         click.echo(p.search.lines()[0])
     _echo_proofs(res.proofs)
+    for a in res.attempts:
+        click.echo(f"  candidate rank {a['choice']} ({a['partition']}) rejected: {a['reason']}: {a['message']}", err=True)
     if res.status == "refused":
         click.echo(f"refused (--strict): {len(p.fallbacks)} op(s) have no lowering or codegen: "
                    + ", ".join(str(n.target) for n in p.fallbacks), err=True)

@@ -132,12 +132,21 @@ class SearchResult:
     target: str
     explored: list[Explored] = field(default_factory=list)
     rewrites: list[dict[str, Any]] = field(default_factory=list)
+    ranked: list[tuple[Explored, Partition]] = field(default_factory=list, repr=False)  # best first
+    choice: int = 0  # the rank of the partition used (0: the best; more when better ones failed the check)
+
+    def pick(self, rank: int) -> Partition:
+        """The ``rank``-th best explored partition (it becomes ``best``); IndexError past the last."""
+        e, part = self.ranked[rank]
+        self.best, self.best_ms, self.choice = part, e.predicted_ms, rank
+        return part
 
     def to_json(self) -> dict[str, Any]:
         return {"target": self.target, "figures": "predicted (roofline cost model), not measured",
                 "greedy_ms": self.greedy_ms, "chosen_ms": self.best_ms,
                 "gain_over_greedy": self.greedy_ms / self.best_ms if self.best_ms > 0 else 1.0,
-                "explored": [e.__dict__ for e in self.explored], "rewrites": self.rewrites}
+                "explored": [e.__dict__ for e in self.explored], "rewrites": self.rewrites,
+                "choice": self.choice}
 
     def lines(self) -> list[str]:
         out = [f"search (predicted on {self.target}, not measured): {len(self.explored)} partitions explored; "
@@ -197,6 +206,7 @@ def search(graph: Graph, target: Any, budget: int = 200) -> SearchResult:
     greedy = partition(graph)
     greedy_ms = predict_ms(graph, greedy, target)
     seen: dict[tuple, Explored] = {}
+    parts: dict[tuple, Partition] = {}
     heap: list[tuple[float, int, str, Partition]] = []
     tick = 0
     for label, p in (("greedy", greedy), ("unfused", unfused(graph))):
@@ -206,7 +216,7 @@ def search(graph: Graph, target: Any, budget: int = 200) -> SearchResult:
         if key in seen:
             continue
         t = predict_ms(graph, p, target)
-        seen[key] = Explored(label, t, len([g for g in p.groups if g.nodes]))
+        seen[key], parts[key] = Explored(label, t, len([g for g in p.groups if g.nodes])), p
         heapq.heappush(heap, (t, tick, label, p))
         tick += 1
     best_ms, best = greedy_ms, greedy
@@ -222,7 +232,7 @@ def search(graph: Graph, target: Any, budget: int = 200) -> SearchResult:
                 continue
             tq = predict_ms(graph, q, target)
             name = f"{label}, {move}" if len(label) < 80 else f"...{label[-60:]}, {move}"
-            seen[key] = Explored(name, tq, len([g for g in q.groups if g.nodes]))
+            seen[key], parts[key] = Explored(name, tq, len([g for g in q.groups if g.nodes])), q
             heapq.heappush(heap, (tq, tick, name, q))
             tick += 1
             if len(seen) >= budget:
@@ -230,5 +240,10 @@ def search(graph: Graph, target: Any, budget: int = 200) -> SearchResult:
     for t, _, label, p in heap:  # partitions evaluated but not expanded can still be the best
         if t < best_ms - 1e-12:
             best_ms, best = t, p
-    return SearchResult(Partition([g for g in best.groups if g.nodes]), best_ms, greedy_ms, target.name,
-                        list(seen.values()))
+    best_key = _signature(best)
+    order = sorted(seen, key=lambda k: (k != best_key, seen[k].predicted_ms))  # stable: ties keep search order
+    ranked = [(seen[k], Partition([g for g in parts[k].groups if g.nodes])) for k in order]
+    if not ranked or best_key not in seen:  # greedy itself unusable: as before, the caller's check says so
+        ranked.insert(0, (Explored("greedy", best_ms, len([g for g in best.groups if g.nodes])),
+                          Partition([g for g in best.groups if g.nodes])))
+    return SearchResult(ranked[0][1], best_ms, greedy_ms, target.name, list(seen.values()), ranked=ranked)

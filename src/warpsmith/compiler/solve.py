@@ -37,6 +37,7 @@ class SolveResult:
     verdict: dict[str, Any] = field(default_factory=dict)
     written: str | None = None
     proofs: Any = None  # proofs.ProgramProofs of the generated kernels (None: not proved)
+    attempts: list[dict[str, Any]] = field(default_factory=list)  # rejected candidates (see solve)
 
     def explain(self) -> str:
         out = [f"# {self.problem}"]
@@ -63,6 +64,10 @@ class SolveResult:
                 out += ["## coverage", line(self.program.coverage)]
             out.append("## proofs (launch contracts of the generated kernels)")
             out += self.proofs.lines() if self.proofs is not None else ["(not proved: --no-prove)"]
+            if self.attempts:
+                out.append("## candidates rejected before this one (never written nor used)")
+                out += [f"rank {a['choice']}: {a['partition']} ({a['kernels']} kernels): {a['reason']}: {a['message']}"
+                        for a in self.attempts]
         return "\n".join(out)
 
     def to_json(self) -> dict[str, Any]:
@@ -80,20 +85,23 @@ class SolveResult:
             "search": p.search.to_json() if p is not None and p.search is not None else None,
             "coverage": p.coverage if p is not None else None,
             "proofs": self.proofs.to_json() if self.proofs is not None else None,
+            "rejected_candidates": self.attempts,
         }
 
 
 def compile_problem(path: str | Path, seed: int = 0,
                     partitioner: Callable[[Graph], Partition] | None = None,
-                    overrides: Any = None, target: str = "h100") -> tuple[Graph, list[str], Program]:
+                    overrides: Any = None, target: str = "h100", choice: int = 0) -> tuple[Graph, list[str], Program]:
     """Capture, lower, partition and emit (no verification); ``overrides`` are ``--set`` items (size
     constants rewritten before the problem runs). With no ``partitioner``, the search
     (:mod:`.search`: rewrites, then partitions ranked by the cost model for ``target``) chooses, and
-    its record is ``Program.search``; a given ``partitioner`` (e.g. ``fuse.partition``, greedy) is used as it is."""
+    its record is ``Program.search``; a given ``partitioner`` (e.g. ``fuse.partition``, greedy) is used as it is.
+    ``choice`` takes the search's ``choice``-th best partition instead of its best (IndexError past the
+    last explored one): the next candidate when a better one failed verification."""
     problem = load_problem(path, seed=seed, overrides=overrides)
     cap = capture(problem)
     g = build(cap)
-    notes, part, found = plan(g, partitioner, target)
+    notes, part, found = plan(g, partitioner, target, choice)
     shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
     values = [None if hasattr(x, "shape") else x for x in problem.inputs]
     prog = emit(g, part, problem.source, Path(path).name, shapes, values)
@@ -102,7 +110,7 @@ def compile_problem(path: str | Path, seed: int = 0,
 
 
 def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
-         target: str = "h100") -> tuple[list[str], Partition, Any]:
+         target: str = "h100", choice: int = 0) -> tuple[list[str], Partition, Any]:
     """Lower ``g`` (in place) and choose its partition: the search's (with its rewrites) when
     ``partitioner`` is None, else ``partitioner(g)``. Nodes no group took are marked ``aten``.
     Returns the lowering notes, the partition and the search's record (None without a search)."""
@@ -116,8 +124,10 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
                   f"{r['right_ms'] * 1e3:.2f} us on {target})" for r in rewrites if r["taken"]]
         found = run_search(g, tgt)
         found.greedy_ms, found.rewrites = greedy_ms, rewrites
-        part = found.best
+        part = found.pick(choice)
     else:
+        if choice:
+            raise IndexError("a given partitioner has one partition, no other candidate")
         part = partitioner(g)
     bad = problems(g, part)
     if bad:
@@ -129,20 +139,58 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
     return notes, part, found
 
 
+MAX_CANDIDATES = 3  # programs verified at most, best predicted first, before solve gives up
+
+
 def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = False, verify: bool = True,
           seed: int = 0, check_kwargs: dict[str, Any] | None = None,
           partitioner: Callable[[Graph], Partition] | None = None, overrides: Any = None,
           progress: Callable[[str], None] | None = None, target: str = "h100", prove: bool = True,
-          prove_timeout_ms: int | None = None) -> SolveResult:
+          prove_timeout_ms: int | None = None, candidates: int = MAX_CANDIDATES) -> SolveResult:
     """Compile a KernelBench problem into a verified ``ModelNew`` file.
 
     With ``prove``, the launch contract of every generated kernel is proved first (:mod:`.proofs`);
-    a failed obligation rejects the program (reason ``proof_failed``) before the check runs.
+    a failed obligation rejects the program (reason ``proof_failed``) before the check runs. A
+    rejected program is never written nor used: the search's next partition (in predicted order,
+    at most ``candidates`` programs in all) is emitted, proved and checked in its place, and
+    ``SolveResult.attempts`` says what each rejected one failed.
 
     Raises:
         InvalidInputError: the problem file is unusable (exit 2); nothing is written.
     """
-    g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides, target=target)
+    attempts: list[dict[str, Any]] = []
+    texts: set[str] = set()
+    res = None
+    for choice in range(max(1, candidates) if partitioner is None else 1):
+        try:
+            g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides,
+                                             target=target, choice=choice)
+        except IndexError:  # no other partition was explored
+            break
+        if prog.text in texts:  # another partition that emits the very same program: nothing new to verify
+            continue
+        texts.add(prog.text)
+        res = _verify_one(path, g, notes, prog, out, strict=strict, verify=verify, seed=seed,
+                          check_kwargs=check_kwargs, overrides=overrides, progress=progress, prove=prove,
+                          prove_timeout_ms=prove_timeout_ms)
+        if res.status != "rejected":
+            break
+        search = prog.search
+        attempts.append({"choice": choice, "reason": res.verdict.get("reason"), "message": res.verdict.get("message"),
+                         "kernels": len(prog.kernels),
+                         "predicted_ms": search.best_ms if search is not None else None,
+                         "partition": search.ranked[choice][0].label if search is not None else "given"})
+        if progress is not None:
+            progress(f"candidate {choice} rejected ({attempts[-1]['reason']}): trying the next")
+    assert res is not None
+    res.attempts = attempts  # when accepted, the better-predicted ones rejected; when rejected, every one tried
+    return res
+
+
+def _verify_one(path: str | Path, g: Graph, notes: list[str], prog: Program, out: str | Path | None, *,
+                strict: bool, verify: bool, seed: int, check_kwargs: dict[str, Any] | None, overrides: Any,
+                progress: Callable[[str], None] | None, prove: bool, prove_timeout_ms: int | None) -> SolveResult:
+    """Prove and check one emitted program; write it to ``out`` only when accepted."""
     res = SolveResult(str(path), "unverified", prog, g, notes)
     if strict and prog.fallbacks:
         res.status = "refused"
