@@ -1,7 +1,6 @@
 """The conv kernels' launch contracts (ops/conv/contract.py) proved for every shape in the domain, and
 planted index bugs found by the prover with a counterexample. Solver budgets are z3 resource counts
 (verify/symbolic/budget.py): the answers do not depend on the machine's load."""
-import dataclasses
 import json
 import os
 import subprocess
@@ -13,9 +12,7 @@ import torch
 from warpsmith.core._triton import tl, triton
 from warpsmith.core.errors import InvalidInputError
 from warpsmith.ops.conv import contract as C
-from warpsmith.ops.conv import kernel as K
 from warpsmith.ops.conv import variant as V
-from warpsmith.verify.symbolic import prove
 from warpsmith.verify.symbolic.prove import Prover
 
 
@@ -45,7 +42,6 @@ def test_forward_accesses_and_int32_are_proved_for_every_shape(loop, transposed,
 _PRELUDE = """
 import json
 from warpsmith.ops.conv import contract as C
-from warpsmith.verify.symbolic import prove
 from warpsmith.verify.symbolic.prove import Prover
 """
 
@@ -124,17 +120,24 @@ def group_offset_wrong(g, CG):
      lambda cex: any(cex[f"pad_{a}_plus_1"] >= 2 and cex[f"dil_{a}"] >= 2 for a in "dhw")),
     ("group_channel", group_offset_wrong, lambda cex: cex["G"] >= 2),
 ])
-def test_planted_index_bugs_fail_with_a_counterexample(monkeypatch, helper, bug, check):
-    consts = C._meta("nested", False, epilogue=False)
-    contract = C.forward([consts], "ncdhw")
-    _, obs = _memory_obligations(contract, consts)  # the kernel as it is: proved
-    assert obs[0].subject.startswith("load #0 of x_ptr") and obs[0].status == "proved"
-    monkeypatch.setattr(K, helper, bug)
-    p = Prover(contract, consts)
-    tr = p.trace()
-    ob = p.in_bounds(tr, tr.accesses[0], 0)
-    assert ob.status == "failed", (ob.status, ob.detail)
-    cex = ob.counterexample
+def test_planted_index_bugs_fail_with_a_counterexample(helper, bug, check):
+    here = os.path.dirname(os.path.abspath(__file__))
+    ob = _fresh(f"""
+import sys
+sys.path.insert(0, {here!r})
+import test_conv_proofs as T
+consts = C._meta("nested", False, epilogue=False)
+contract = C.forward([consts], "ncdhw")
+_, obs = T._memory_obligations(contract, consts)  # the kernel as it is: proved
+assert obs[0].subject.startswith("load #0 of x_ptr") and obs[0].status == "proved", obs[0]
+K.{helper} = T.{bug.__name__}
+p = Prover(contract, consts)
+tr = p.trace()
+ob = p.in_bounds(tr, tr.accesses[0], 0)
+print(json.dumps([ob.status, ob.detail, ob.counterexample], default=str))
+""")
+    status, detail, cex = ob
+    assert status == "failed", (status, detail)
     assert cex["offset"] < 0 or cex["offset"] > cex["span"], cex  # the address really lies outside x
     assert check(cex), cex
     assert cex["source"].endswith("kernel.py:139")  # the gather in conv_fwd_kernel
@@ -143,15 +146,19 @@ def test_planted_index_bugs_fail_with_a_counterexample(monkeypatch, helper, bug,
 def test_split_k_iteration_precondition_is_needed():
     """Without the launcher's ``ITERS_PER_SPLIT <= total`` (it is cdiv(total, SPLIT_K)), the split's end
     ``i_lo + ITERS_PER_SPLIT`` wraps in int32: the prover shows it; with it, int32 is proved (above)."""
-    consts = C._meta("nested", False, split=True)
-    contract = C.split([consts])
-    needed = [f for f in contract.domain if "ITERS_PER_SPLIT <=" in str(f)]
-    assert len(needed) == 1
-    weaker = dataclasses.replace(contract, domain=[f for f in contract.domain if not f.eq(needed[0])])
-    p = Prover(weaker, consts)
-    ob = p.int32_no_overflow(p.trace())
-    assert ob.status == "failed" and ob.counterexample["value"] >= 2**31, (ob.status, ob.detail)
-    assert ob.counterexample["source"].endswith("kernel.py:131")
+    needed, status, detail, cex = _fresh("""
+import dataclasses
+consts = C._meta("nested", False, split=True)
+contract = C.split([consts])
+needed = [f for f in contract.domain if "ITERS_PER_SPLIT <=" in str(f)]
+weaker = dataclasses.replace(contract, domain=[f for f in contract.domain if not f.eq(needed[0])])
+p = Prover(weaker, consts)
+ob = p.int32_no_overflow(p.trace())
+print(json.dumps([len(needed), ob.status, ob.detail, ob.counterexample], default=str))
+""")
+    assert needed == 1
+    assert status == "failed" and cex["value"] >= 2**31, (status, detail)
+    assert cex["source"].endswith("kernel.py:131")
 
 
 # ---- the launchers keep to the contracts' domain --------------------------------------------------
