@@ -42,6 +42,7 @@ def test_forward_accesses_and_int32_are_proved_for_every_shape(loop, transposed,
 _PRELUDE = """
 import json
 from warpsmith.ops.conv import contract as C
+from warpsmith.verify.symbolic import prove
 from warpsmith.verify.symbolic.prove import Prover
 """
 
@@ -126,6 +127,7 @@ def test_planted_index_bugs_fail_with_a_counterexample(helper, bug, check):
 import sys
 sys.path.insert(0, {here!r})
 import test_conv_proofs as T
+from warpsmith.ops.conv import kernel as K
 consts = C._meta("nested", False, epilogue=False)
 contract = C.forward([consts], "ncdhw")
 _, obs = T._memory_obligations(contract, consts)  # the kernel as it is: proved
