@@ -269,25 +269,23 @@ class Prover:
                                   "executes this access (its mask or enclosing loop is never true)",
                                   seconds=time.perf_counter() - t0)
             return Obligation("in_bounds", subject, "proved", how, seconds=time.perf_counter() - t0)
+
+        def access_cex(model):
+            cex = self._cex(model, {**self._instance_terms(inst, ""), "offset": off,
+                                    "span": self.tensors[a.base].span(), **_gathered(off)})
+            cex["element"] = self._element(model, a.base, cex["offset"])
+            cex["source"] = f"{a.file}:{a.where.rsplit(':', 1)[-1]}"
+            return cex
+
         if status == "sat" and not a.havoc:
             m = self._minimize(inst.constraints(self.grid) + [bad], m)
-            cex = self._cex(m, {**self._instance_terms(inst, ""), "offset": off, "span": self.tensors[a.base].span(),
-                                **_gathered(off)})
-            cex["element"] = self._element(m, a.base, cex["offset"])
-            cex["source"] = f"{a.file}:{a.where.rsplit(':', 1)[-1]}"
-            return Obligation("in_bounds", subject, "failed", "mask true, address outside the tensor", cex,
+            return Obligation("in_bounds", subject, "failed", "mask true, address outside the tensor", access_cex(m),
                               time.perf_counter() - t0)
 
         def concrete(shape):
             fixed = [s == shape[str(s)] for s in self.c.size_symbols() if str(s) in shape]
             st, mm = self._solve(inst.constraints(self.grid) + [bad], fixed)
-            if st != "sat":
-                return None
-            found = self._cex(mm, {**self._instance_terms(inst, ""), "offset": off,
-                                   "span": self.tensors[a.base].span(), **_gathered(off)})
-            found["element"] = self._element(mm, a.base, found["offset"])
-            found["source"] = f"{a.file}:{a.where.rsplit(':', 1)[-1]}"
-            return found  # the same fields as a quantified counterexample
+            return access_cex(mm) if st == "sat" else None  # the same fields as a quantified counterexample
 
         st, detail, cex = self._bounded(concrete)
         why = "depends on a havocked loop value" if a.havoc else f"solver: {m}"
