@@ -23,7 +23,7 @@ from ..core.errors import InvalidInputError
 from . import library
 from .codegen import HELPERS, Kernel, generate
 from .coverage import coverage
-from .fuse import Partition
+from .fuse import Partition, mark_unfused, partition
 from .ir import Graph, Node, is_generator
 
 
@@ -96,41 +96,48 @@ def _steps(g: Graph, part: Partition) -> list[tuple[str, Any]]:
     return out
 
 
-def _program(g: Graph, part: Partition) -> tuple[Program, str, list[str]]:
+def _program(g: Graph, part: Partition, init_part: Partition | None = None) -> tuple[Program, str, list[str], list[str]]:
     """The kernels (generated and library), their launchers as source text, and the body lines
-    (8 spaces deep) computing every node of ``g`` as ``v_<name>``."""
-    users = g.users()
+    (8 spaces deep) computing every node of ``g`` as ``v_<name>``; then the lines computing
+    ``g.init`` (partitioned by ``init_part``), the values folded out of the call (empty without one)."""
     prog = Program("")
     jit: list[Any] = []
     launchers: list[str] = []
-    body: list[str] = []
-    for kind, item in _steps(g, part):
-        if kind == "group":
-            k = generate(item, len(prog.kernels), users, g.results())
-            prog.kernels.append(k)
-            outs = ", ".join(f"v_{n.name}" for n in k.outputs) + ("," if len(k.outputs) == 1 else "")
-            args = ", ".join(["_dev"] + [f"v_{s.node.name}" for s in k.slots])
-            body.append(f"        {outs} = {k.launcher_name}({args})")
-            continue
-        n = item
-        if n.kind == "library":
-            kernels, launcher = library.needs(n)
-            jit += [x for x in kernels if x not in jit]
-            if launcher not in launchers:
-                launchers.append(launcher)
-            prog.library_calls.append(n)
-            body.append(f"        v_{n.name} = {library.call(n, _render)}  # library {n.op}")
-        elif n.kind == "view" and n.op in RESHAPES:
-            prog.views.append(n)
-            body.append(f"        v_{n.name} = _ws_view({_render(n.aten_args[0])}, {tuple(n.shape)!r})  # view (a copy "
-                        "kernel first when the strides do not allow one)")
-        elif n.kind == "view" and n.op in COPIES:
-            prog.views.append(n)
-            body.append(f"        v_{n.name} = _ws_clone({_render(n.aten_args[0])})  # copy kernel")
-        else:
-            (prog.views if n.kind == "view" else prog.fallbacks).append(n)
-            tag = "view" if n.kind == "view" else "ATen fallback"
-            body.append(f"        v_{n.name} = {_aten_call(n)}  # {tag}")
+
+    def lines(graph: Graph, partition: Partition) -> list[str]:
+        users = graph.users()
+        body: list[str] = []
+        for kind, item in _steps(graph, partition):
+            if kind == "group":
+                k = generate(item, len(prog.kernels), users, graph.results())
+                prog.kernels.append(k)
+                outs = ", ".join(f"v_{n.name}" for n in k.outputs) + ("," if len(k.outputs) == 1 else "")
+                args = ", ".join(["_dev"] + [f"v_{s.node.name}" for s in k.slots])
+                body.append(f"        {outs} = {k.launcher_name}({args})")
+                continue
+            n = item
+            if n.kind == "library":
+                kernels, launcher = library.needs(n)
+                jit.extend(x for x in kernels if x not in jit)
+                if launcher not in launchers:
+                    launchers.append(launcher)
+                prog.library_calls.append(n)
+                body.append(f"        v_{n.name} = {library.call(n, _render)}  # library {n.op}")
+            elif n.kind == "view" and n.op in RESHAPES:
+                prog.views.append(n)
+                body.append(f"        v_{n.name} = _ws_view({_render(n.aten_args[0])}, {tuple(n.shape)!r})  # view (a copy "
+                            "kernel first when the strides do not allow one)")
+            elif n.kind == "view" and n.op in COPIES:
+                prog.views.append(n)
+                body.append(f"        v_{n.name} = _ws_clone({_render(n.aten_args[0])})  # copy kernel")
+            else:
+                (prog.views if n.kind == "view" else prog.fallbacks).append(n)
+                tag = "view" if n.kind == "view" else "ATen fallback"
+                body.append(f"        v_{n.name} = {_aten_call(n)}  # {tag}")
+        return body
+
+    init = lines(g.init, init_part) if g.init is not None and init_part is not None else []
+    body = lines(g, part)
     for t, v in g.mutations:
         body.append(f"        _ws_assign(v_{t.name}, v_{v.name})  # in-place update of {t.name}, as the original does")
     if prog.kernels:
@@ -148,7 +155,7 @@ def _program(g: Graph, part: Partition) -> tuple[Program, str, list[str]]:
 
         code += launch_table(prog.kernels) + "\n\n"
     code += RUNTIME + "\n\n"
-    return prog, code, body
+    return prog, code, body, init
 
 
 RESHAPES = ("view", "reshape", "_unsafe_view", "flatten", "unflatten", "view_as")
@@ -223,7 +230,11 @@ _IMPORTS = ["import os", "", "import torch", "import torch.nn as nn", "import tr
 
 def emit(g: Graph, part: Partition, problem_source: str, problem_name: str,
          shapes: list[tuple[int, ...] | None], values: list[Any] | None = None) -> Program:
-    prog, code, body = _program(g, part)
+    init_part = None
+    if g.init is not None:  # computed once per parameter version: greedy fusion, no search
+        init_part = partition(g.init)
+        mark_unfused(g.init, init_part)
+    prog, code, body, init = _program(g, part, init_part)
     prog.coverage = coverage(g, part)
     # a `from __future__` import must open the file: lifted out of the problem's source
     future = [ln for ln in problem_source.splitlines() if ln.startswith("from __future__ import")]
@@ -236,7 +247,7 @@ def emit(g: Graph, part: Partition, problem_source: str, problem_name: str,
             "# parameters, buffers and submodules (same names, same order, same RNG draws); Model.forward is never called",
             "# " + "-" * 96]
     text = "\n".join(head) + "\n" + problem_source.rstrip() + "\n\n\n" + code
-    text += _model_new(g, shapes, body, values)
+    text += _model_new(g, shapes, body, values, init)
     prog.text = text
     return prog
 
@@ -246,7 +257,7 @@ def emit_function(g: Graph, part: Partition, name: str, shapes: list[tuple[int, 
     """A module defining ``run(*inputs)``: the graph ``g`` (every placeholder an input, in order),
     returning the tuple of its outputs; what the torch.compile backend loads (and, one per shape,
     a SOL-ExecBench solution: ``origin`` names the user in the docstring)."""
-    prog, code, body = _program(g, part)
+    prog, code, body, _ = _program(g, part)
     args = [f"v_{n.name}" for n in g.inputs]
     tensors = [a for a, s in zip(args, shapes) if s is not None]
     head = [f'"""{name}, compiled by warpsmith ({origin}).', "", *_summary(prog),
@@ -259,8 +270,35 @@ def emit_function(g: Graph, part: Partition, name: str, shapes: list[tuple[int, 
     return prog
 
 
+def _state_lines(g: Graph) -> list[str]:
+    """The parameters and buffers ``g`` reads, as ``v_<name>`` (8 spaces deep)."""
+    users = g.users()
+    used = {n.name for n in g.nodes if users[n.name]} | {n.name for n in g.results()} | {t.name for t, _ in g.mutations}
+    return [f"        v_{name} = self.get_{'buffer' if is_buffer else 'parameter'}({key!r})"
+            for name, (key, is_buffer) in g.state.items() if name in used]
+
+
+def _folded_method(g: Graph, init: list[str]) -> list[str]:
+    """``ModelNew._ws_folded``: the values of ``g.init`` (compiler.hoist), computed again only when a
+    parameter they read changes (its version counter, storage, device or dtype)."""
+    params = [f"v_{n}" for n in g.init.state]
+    outs = ", ".join(f"v_{o.name}" for o in g.init.outputs) + ("," if len(g.init.outputs) == 1 else "")
+    return ["    def _ws_folded(self, _dev):",
+            '        """What the forward computes from its parameters alone (warpsmith\'s fold at init), computed',
+            "        on the first call and again whenever a parameter it reads changes (an optimizer step,",
+            '        load_state_dict, .to()): keyed by each parameter\'s version counter, storage, device and dtype."""',
+            *_state_lines(g.init),
+            f"        key = tuple((t.data_ptr(), t._version, t.device, t.dtype) for t in ({', '.join(params)},))",
+            '        if getattr(self, "_ws_fold_key", None) == key:',
+            "            return self._ws_fold_values",
+            *init,
+            f"        self._ws_fold_values, self._ws_fold_key = ({outs}), key",
+            "        return self._ws_fold_values",
+            ""]
+
+
 def _model_new(g: Graph, shapes: list[tuple[int, ...] | None], body: list[str],
-               values: list[Any] | None = None) -> str:
+               values: list[Any] | None = None, init: list[str] | None = None) -> str:
     args = [f"v_{n.name}" for n in g.inputs]
     lines = ["class ModelNew(nn.Module):",
              "    def __init__(self, *args, **kwargs):",
@@ -272,8 +310,10 @@ def _model_new(g: Graph, shapes: list[tuple[int, ...] | None], body: list[str],
              "            self.register_buffer(name, b, persistent=name not in ref._non_persistent_buffers_set)",
              "        for name, m in ref._modules.items():",
              "            self.add_module(name, m)",
-             "",
-             f"    def forward(self, {', '.join(args)}):"]
+             ""]
+    if g.init is not None:
+        lines += _folded_method(g, init or [])
+    lines.append(f"    def forward(self, {', '.join(args)}):")
     checks = [f"tuple({a}.shape) != {s!r}" for a, s in zip(args, shapes) if s is not None]
     if checks:
         lines += [f"        if {' or '.join(checks)}:",
@@ -284,9 +324,10 @@ def _model_new(g: Graph, shapes: list[tuple[int, ...] | None], body: list[str],
                       f"            raise ValueError('this ModelNew is specialized to {a[2:]} == {v!r}')"]
     tensor_inputs = [a for a, s in zip(args, shapes) if s is not None]
     lines.append(f"        _dev = {tensor_inputs[0]}.device" if tensor_inputs else "        _dev = torch.device('cpu')")
-    for name, (key, is_buffer) in g.state.items():
-        if any(name == n.name for n in g.nodes):
-            lines.append(f"        v_{name} = self.get_{'buffer' if is_buffer else 'parameter'}({key!r})")
+    lines += _state_lines(g)
+    if g.init is not None:
+        outs = ", ".join(f"v_{o.name}" for o in g.init.outputs) + ("," if len(g.init.outputs) == 1 else "")
+        lines.append(f"        {outs} = self._ws_folded(_dev)  # computed from the parameters alone (fold at init)")
     lines += body
     outs = [f"v_{o.name}" for o in g.outputs]
     lines.append(f"        return {outs[0]}" if g.single_output else f"        return ({', '.join(outs)},)")

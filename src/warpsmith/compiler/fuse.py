@@ -285,3 +285,11 @@ def problems(graph: Graph, part: Partition) -> list[str]:
     if not _acyclic(graph, part.groups):
         out.append("the groups form a cycle")
     return out
+
+
+def mark_unfused(graph: Graph, part: Partition) -> None:
+    """What no group of ``part`` took runs as ATen: say so in the IR too (kind ``aten``)."""
+    grouped = part.group_of()
+    for n in graph.nodes:
+        if n.kind in ("pointwise", "reduction", "scan") and n.name not in grouped and not is_generator(n):
+            n.kind = "aten"

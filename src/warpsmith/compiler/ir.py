@@ -77,6 +77,9 @@ class Graph:
     single_output: bool = True
     # in-place updates of the model's buffers or the inputs, applied after the call: (target, value)
     mutations: list[tuple[Node, Node]] = field(default_factory=list)
+    # values computed from the parameters alone, folded out of the call (compiler.hoist): their graph,
+    # whose outputs are the call's ``param`` nodes of op ``folded``; None when nothing is folded
+    init: "Graph | None" = None
 
     def results(self) -> list[Node]:
         """What the program must compute: its outputs and the values its mutations write."""

@@ -1,14 +1,13 @@
-"""Search: rewrites a bit-exact compiler may not make, and a local search over fusion partitions.
+"""Search: a local search over fusion partitions, ranked by a roofline cost model.
 
-Both are ranked by a roofline cost model for a named target (:func:`predict_ms`: per kernel, its
-launch plus the larger of its bytes over the DRAM bandwidth and its FLOPs over the peak; nothing is
-measured without a GPU, and every figure in the report says *predicted* and for which target).
-Every choice here is allowed only because the emitted program is verified at the end (``solve``
-runs ``warpsmith check`` on it); the search never relaxes that.
+The cost model is for a named target (:func:`predict_ms`: per kernel, its launch plus the larger of
+its bytes over the DRAM bandwidth and its FLOPs over the peak; nothing is measured without a GPU,
+and every figure in the report says *predicted* and for which target). The rewrites a bit-exact
+compiler may not make (:mod:`.rewrite`) and the values folded out of the call (:mod:`.hoist`) are
+chosen with the same model before the partition search, and recorded in its result. Every choice
+here is allowed only because the emitted program is verified at the end (``solve`` runs
+``warpsmith check`` on it); the search never relaxes that.
 
-- **Reassociation** of matmul chains: ``(A @ B) @ C`` and ``A @ (B @ C)`` compute the same product
-  in a different order (different rounding: not bit-exact) with different FLOPs; each chain is
-  rewritten to the association the cost model prefers, and both are listed.
 - **Partitions**: starting from the greedy partition (:func:`~.fuse.partition`) and from one kernel
   per op (:func:`~.fuse.unfused`), a best-first local search over two moves, *merge* two groups
   one kernel can run (the program staying acyclic) and *split* a group at a cut in program order
@@ -62,58 +61,13 @@ def group_ms(graph: Graph, g: Group, target: Any, users: dict[str, list[Node]]) 
     return target.launch_us * 1e-3 + moved / (target.hbm_tbps * 1e9)
 
 
-def predict_ms(graph: Graph, part: Partition, target: Any) -> float:
-    """Predicted time of the whole program (see the module docstring)."""
+def predict_ms(graph: Graph, part: Partition, target: Any, free: set[str] = frozenset()) -> float:
+    """Predicted time of the whole program (see the module docstring); the nodes named in ``free``
+    (computed outside the call, :mod:`.hoist`) cost nothing, nor does a group made of them alone."""
     users = graph.users()
     grouped = part.group_of()
-    t = sum(group_ms(graph, g, target, users) for g in part.groups)
-    return t + sum(node_ms(n, target) for n in graph.nodes if n.name not in grouped)
-
-
-# ---- rewrites ---------------------------------------------------------------------------------------
-def _plain_mm(n: Any, activation: bool = False) -> bool:
-    """A 2-D library matmul with no bias (and no activation unless ``activation``)."""
-    return isinstance(n, Node) and n.kind == "library" and n.op == "matmul" and n.attrs.get("form") == "mm" \
-        and (activation or n.attrs.get("activation") == "none") and n.args[2] is None
-
-
-def reassociate(graph: Graph, target: Any) -> list[dict[str, Any]]:
-    """Rewrite each ``(A @ B) @ C`` chain (2-D, no bias, the inner product used only there and with
-    no activation; the outer one's activation stays on the outer product) to the cheaper
-    association; returns one record per chain with both predictions."""
-    records = []
-    for n in list(graph.nodes):
-        if not _plain_mm(n, activation=True) or not _plain_mm(n.args[0]):
-            continue
-        p = n.args[0]
-        if p in graph.outputs or len(graph.users()[p.name]) != 1:
-            continue
-        a, b, c = p.args[0], p.args[1], n.args[1]
-        inner = Node(f"{n.name}_bc", "library", "matmul", [b, c, None], (b.shape[0], c.shape[1]), n.dtype,
-                     {"form": "mm", "activation": "none"}, line=n.line)
-        outer = Node(n.name, "library", "matmul", [a, inner, None], n.shape, n.dtype, dict(n.attrs), line=n.line)
-        left = node_ms(p, target) + node_ms(n, target)
-        right = node_ms(inner, target) + node_ms(outer, target)
-        rec = {"rewrite": "reassociate", "at": n.name, "left_ms": left, "right_ms": right,
-               "shapes": [list(a.shape), list(b.shape), list(c.shape)], "taken": right < left}
-        if rec["taken"]:
-            i = graph.nodes.index(p)
-            graph.nodes[i] = inner
-            graph.nodes[graph.nodes.index(n)] = outer
-            for m in graph.nodes:  # n's users now read the new node (same name, new object)
-                m.args = _swap(m.args, n, outer)
-                m.aten_args = _swap(m.aten_args or [], n, outer)
-            graph.outputs = [outer if o is n else o for o in graph.outputs]
-        records.append(rec)
-    return records
-
-
-def _swap(v: Any, old: Node, new: Node) -> Any:
-    if v is old:
-        return new
-    if isinstance(v, (list, tuple)):
-        return type(v)(_swap(x, old, new) for x in v)
-    return v
+    t = sum(group_ms(graph, g, target, users) for g in part.groups if not all(n.name in free for n in g.nodes))
+    return t + sum(node_ms(n, target) for n in graph.nodes if n.name not in grouped and n.name not in free)
 
 
 # ---- the partition search ---------------------------------------------------------------------------
@@ -132,6 +86,7 @@ class SearchResult:
     target: str
     explored: list[Explored] = field(default_factory=list)
     rewrites: list[dict[str, Any]] = field(default_factory=list)
+    hoisted: dict[str, Any] | None = None  # what hoist.hoist folded out of the call (None: nothing)
     ranked: list[tuple[Explored, Partition]] = field(default_factory=list, repr=False)  # best first
     choice: int = 0  # the rank of the partition used (0: the best; more when better ones failed the check)
 
@@ -145,16 +100,18 @@ class SearchResult:
         return {"target": self.target, "figures": "predicted (roofline cost model), not measured",
                 "greedy_ms": self.greedy_ms, "chosen_ms": self.best_ms,
                 "gain_over_greedy": self.greedy_ms / self.best_ms if self.best_ms > 0 else 1.0,
-                "explored": [e.__dict__ for e in self.explored], "rewrites": self.rewrites,
+                "explored": [e.__dict__ for e in self.explored], "rewrites": self.rewrites, "hoisted": self.hoisted,
                 "choice": self.choice}
 
     def lines(self) -> list[str]:
         out = [f"search (predicted on {self.target}, not measured): {len(self.explored)} partitions explored; "
                f"greedy {self.greedy_ms * 1e3:.2f} us, chosen {self.best_ms * 1e3:.2f} us "
                f"({self.greedy_ms / self.best_ms if self.best_ms else 1:.2f}x)"]
-        for r in self.rewrites:
-            out.append(f"  rewrite {r['rewrite']} at {r['at']} {r['shapes']}: (AB)C {r['left_ms'] * 1e3:.2f} us, "
-                       f"A(BC) {r['right_ms'] * 1e3:.2f} us -> {'taken' if r['taken'] else 'kept'}")
+        from .rewrite import describe
+
+        out += [f"  {describe(r)}" for r in self.rewrites]
+        if self.hoisted:
+            out.append(f"  {self.hoisted['line']}")
         for e in sorted(self.explored, key=lambda e: e.predicted_ms)[:8]:
             out.append(f"  {e.predicted_ms * 1e3:9.2f} us  {e.kernels:3d} kernels  {e.label}")
         return out

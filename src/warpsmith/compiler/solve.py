@@ -17,10 +17,12 @@ from typing import Any, Callable
 from ..targets import get_target
 from .capture import capture, load_problem
 from .emit import Program, emit
-from .fuse import Partition, partition, problems
-from .ir import is_generator, Graph, build
+from .fuse import Partition, mark_unfused, partition, problems
+from .hoist import hoist
+from .ir import Graph, build
 from .lower import lower
-from .search import predict_ms, reassociate, search as run_search
+from .rewrite import rewrite
+from .search import predict_ms, search as run_search
 
 
 
@@ -66,8 +68,8 @@ class SolveResult:
             out += self.proofs.lines() if self.proofs is not None else ["(not proved: --no-prove)"]
             if self.attempts:
                 out.append("## candidates rejected before this one (never written nor used)")
-                out += [f"rank {a['choice']}: {a['partition']} ({a['kernels']} kernels): {a['reason']}: {a['message']}"
-                        for a in self.attempts]
+                out += [f"rank {a['choice']}{' with rewrites' if a.get('rewrites') else ''}: {a['partition']} "
+                        f"({a['kernels']} kernels): {a['reason']}: {a['message']}" for a in self.attempts]
         return "\n".join(out)
 
     def to_json(self) -> dict[str, Any]:
@@ -91,17 +93,19 @@ class SolveResult:
 
 def compile_problem(path: str | Path, seed: int = 0,
                     partitioner: Callable[[Graph], Partition] | None = None,
-                    overrides: Any = None, target: str = "h100", choice: int = 0) -> tuple[Graph, list[str], Program]:
+                    overrides: Any = None, target: str = "h100", choice: int = 0,
+                    rewrites_on: bool = True) -> tuple[Graph, list[str], Program]:
     """Capture, lower, partition and emit (no verification); ``overrides`` are ``--set`` items (size
     constants rewritten before the problem runs). With no ``partitioner``, the search
     (:mod:`.search`: rewrites, then partitions ranked by the cost model for ``target``) chooses, and
     its record is ``Program.search``; a given ``partitioner`` (e.g. ``fuse.partition``, greedy) is used as it is.
     ``choice`` takes the search's ``choice``-th best partition instead of its best (IndexError past the
-    last explored one): the next candidate when a better one failed verification."""
+    last explored one): the next candidate when a better one failed verification; ``rewrites_on=False``
+    compiles the program as written (no rewrite, nothing folded out of the call)."""
     problem = load_problem(path, seed=seed, overrides=overrides)
     cap = capture(problem)
     g = build(cap)
-    notes, part, found = plan(g, partitioner, target, choice)
+    notes, part, found = plan(g, partitioner, target, choice, rewrites_on)
     shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
     values = [None if hasattr(x, "shape") else x for x in problem.inputs]
     prog = emit(g, part, problem.source, Path(path).name, shapes, values)
@@ -109,9 +113,14 @@ def compile_problem(path: str | Path, seed: int = 0,
     return g, notes, prog
 
 
+_REWRITE_NOTE = {"reassociate": "matmul chain reassociated to A @ (B @ C)",
+                 "fold_reduction": "reduction over a GEMM's features folded into its weight"}
+
+
 def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
-         target: str = "h100", choice: int = 0) -> tuple[list[str], Partition, Any]:
-    """Lower ``g`` (in place) and choose its partition: the search's (with its rewrites) when
+         target: str = "h100", choice: int = 0, rewrites_on: bool = True) -> tuple[list[str], Partition, Any]:
+    """Lower ``g`` (in place) and choose its partition: the search's (with its rewrites, :mod:`.rewrite`,
+    and the values folded out of the call, :mod:`.hoist`, unless ``rewrites_on`` is False) when
     ``partitioner`` is None, else ``partitioner(g)``. Nodes no group took are marked ``aten``.
     Returns the lowering notes, the partition and the search's record (None without a search)."""
     notes = lower(g)
@@ -119,11 +128,14 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
     if partitioner is None:
         tgt = get_target(target)
         greedy_ms = predict_ms(g, partition(g), tgt)  # the baseline: this graph, greedy fusion, no rewrite
-        rewrites = reassociate(g, tgt)
-        notes += [f"{r['at']}: matmul chain reassociated to A @ (B @ C) (predicted {r['left_ms'] * 1e3:.2f} -> "
-                  f"{r['right_ms'] * 1e3:.2f} us on {target})" for r in rewrites if r["taken"]]
+        rewrites = rewrite(g, tgt) if rewrites_on else []
+        notes += [f"{r['at']}: {_REWRITE_NOTE[r['rewrite']]} (predicted {r['before_ms'] * 1e3:.2f} -> "
+                  f"{r['after_ms'] * 1e3:.2f} us on {target})" for r in rewrites if r["taken"]]
+        hoisted = hoist(g, tgt) if rewrites_on else None
+        if hoisted is not None:
+            notes.append(hoisted["line"])
         found = run_search(g, tgt)
-        found.greedy_ms, found.rewrites = greedy_ms, rewrites
+        found.greedy_ms, found.rewrites, found.hoisted = greedy_ms, rewrites, hoisted
         part = found.pick(choice)
     else:
         if choice:
@@ -132,10 +144,7 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
     bad = problems(g, part)
     if bad:
         raise ValueError(f"{getattr(partitioner, '__name__', partitioner)} gave an unusable partition: " + "; ".join(bad))
-    grouped = part.group_of()
-    for n in g.nodes:  # what no group took runs as ATen: say so in the IR too
-        if n.kind in ("pointwise", "reduction", "scan") and n.name not in grouped and not is_generator(n):
-            n.kind = "aten"
+    mark_unfused(g, part)
     return notes, part, found
 
 
@@ -153,7 +162,9 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     a failed obligation rejects the program (reason ``proof_failed``) before the check runs. A
     rejected program is never written nor used: the search's next partition (in predicted order,
     at most ``candidates`` programs in all) is emitted, proved and checked in its place, and
-    ``SolveResult.attempts`` says what each rejected one failed.
+    ``SolveResult.attempts`` says what each rejected one failed. When the search took a rewrite or
+    folded values out of the call, the last of them is the program as written (no rewrite): a rewrite
+    that fails verification costs its gain, never the solution.
 
     Raises:
         InvalidInputError: the problem file is unusable (exit 2); nothing is written.
@@ -161,30 +172,47 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     attempts: list[dict[str, Any]] = []
     texts: set[str] = set()
     res = None
-    for choice in range(max(1, candidates) if partitioner is None else 1):
+    budget = max(1, candidates) if partitioner is None else 1
+    tried, choice, rewrites_on, took = 0, 0, True, False
+    while tried < budget:
+        if took and rewrites_on and tried == budget - 1:  # the last one: the program as written, no rewrite
+            choice, rewrites_on = 0, False
         try:
             g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides,
-                                             target=target, choice=choice)
+                                             target=target, choice=choice, rewrites_on=rewrites_on)
         except IndexError:  # no other partition was explored
+            if took and rewrites_on:
+                choice, rewrites_on = 0, False
+                continue
             break
+        took = took or rewrites_on and _rewritten(prog)
+        choice += 1
         if prog.text in texts:  # another partition that emits the very same program: nothing new to verify
             continue
         texts.add(prog.text)
+        tried += 1
         res = _verify_one(path, g, notes, prog, out, strict=strict, verify=verify, seed=seed,
                           check_kwargs=check_kwargs, overrides=overrides, progress=progress, prove=prove,
                           prove_timeout_ms=prove_timeout_ms)
         if res.status != "rejected":
             break
         search = prog.search
-        attempts.append({"choice": choice, "reason": res.verdict.get("reason"), "message": res.verdict.get("message"),
+        attempts.append({"choice": choice - 1, "rewrites": rewrites_on and _rewritten(prog),
+                         "reason": res.verdict.get("reason"), "message": res.verdict.get("message"),
                          "kernels": len(prog.kernels),
                          "predicted_ms": search.best_ms if search is not None else None,
-                         "partition": search.ranked[choice][0].label if search is not None else "given"})
+                         "partition": search.ranked[choice - 1][0].label if search is not None else "given"})
         if progress is not None:
-            progress(f"candidate {choice} rejected ({attempts[-1]['reason']}): trying the next")
+            progress(f"candidate {choice - 1} rejected ({attempts[-1]['reason']}): trying the next")
     assert res is not None
     res.attempts = attempts  # when accepted, the better-predicted ones rejected; when rejected, every one tried
     return res
+
+
+def _rewritten(prog: Program) -> bool:
+    """Whether the search took a rewrite (:mod:`.rewrite`) or folded values out of the call (:mod:`.hoist`)."""
+    s = prog.search
+    return s is not None and (any(r["taken"] for r in s.rewrites) or s.hoisted is not None)
 
 
 def _verify_one(path: str | Path, g: Graph, notes: list[str], prog: Program, out: str | Path | None, *,
