@@ -26,10 +26,25 @@ def test_conv_bn_relu_is_folded_fused_and_verified(tmp_path):
     assert res.status == "accepted", res.verdict
     p = res.program
     assert [n.op for n in p.library_calls] == ["conv", "conv"] and p.fallbacks == []
-    folded = next(n for n in p.library_calls if n.attrs["bn"] is not None)
-    assert folded.attrs["activation"] == "relu" and folded.attrs["bn"] == 1e-5
+    folded = next(n for n in p.library_calls if n.attrs.get("folded_bn") is not None)
+    assert folded.attrs["activation"] == "relu" and folded.attrs["folded_bn"] == 1e-5
     assert any("folded" in n for n in res.notes) and any("epilogue" in n for n in res.notes)
+    # the fold is computed from the parameters alone: once per parameter version, not at each call
+    h = p.search.hoisted
+    assert h is not None and set(h["read"]) == {"batch_norm_bn_w_folded", "batch_norm_bn_shift"}
+    assert all(a.kind == "param" and a.op == "folded" for a in folded.args[1:])
     assert _imports(tmp_path / "new.py") <= {"torch", "triton"} | set(sys.stdlib_module_names)
+
+
+def test_a_bf16_conv_with_bias_and_batch_norm_is_folded_in_float32_at_init(tmp_path):
+    res = solve(HERE / "conv_bn_bf16.py", tmp_path / "new.py", strict=True, candidates=1)
+    assert res.status == "accepted", res.verdict
+    [conv] = res.program.library_calls
+    assert conv.attrs["activation"] == "silu" and conv.attrs["folded_bn"] == 1e-5
+    h = res.program.search.hoisted
+    assert set(h["read"]) == {"batch_norm_bn_w", "batch_norm_bn_b"}  # the bf16 roundings of the fp32 fold
+    assert {"batch_norm_bn_b_f32", "batch_norm_bn_w_folded"} <= set(h["folded"])  # conv bias centred in fp32
+    assert "def _ws_folded(self, _dev):" in (tmp_path / "new.py").read_text()
 
 
 def test_transposed_grouped_dilated_same_and_depthwise(tmp_path):

@@ -89,16 +89,10 @@ def _ws_norm(x, w, b, eps, is_rms):
 '''
 
 CONV = '''
-def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, groups, activation, bn=None):
+def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, groups, activation):
     """aten.convolution (1-D/2-D/3-D, direct or transposed), one implicit-GEMM launch, the activation
-    fused; ``bn`` = (gamma, beta, mean, var, eps) of an inference batch norm folded into w and bias."""
+    fused (an inference batch norm arrives folded into w and bias: compiler.lower_conv)."""
     nd = x.dim() - 2
-    if bn is not None:
-        gamma, beta, mean, var, eps = bn
-        inv = (var.float() + eps).rsqrt() * (gamma.float() if gamma is not None else 1.0)
-        shift = (beta.float() if beta is not None else 0.0) - mean.float() * inv
-        bias = (shift + (bias.float() * inv if bias is not None else 0.0)).to(x.dtype)
-        w = (w.float() * inv.view(-1, *([1] * (w.dim() - 1)))).to(w.dtype)
     ks = list(w.shape[2:])
     if transposed:
         co = w.shape[1] * groups
@@ -251,9 +245,8 @@ def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
         return f"_ws_softmax({v(a[0])}, {n.attrs['log']})"
     if n.op == "conv":
         t = n.attrs
-        bn = "None" if t["bn"] is None else f"({v(a[3])}, {v(a[4])}, {v(a[5])}, {v(a[6])}, {t['bn']!r})"
         return (f"_ws_conv({v(a[0])}, {v(a[1])}, {v(a[2])}, {t['stride']}, {t['padding']}, {t['dilation']}, "
-                f"{t['transposed']}, {t['output_padding']}, {t['groups']}, {t['activation']!r}, {bn})")
+                f"{t['transposed']}, {t['output_padding']}, {t['groups']}, {t['activation']!r})")
     if n.op == "pool":
         t = n.attrs
         return (f"_ws_pool({v(a[0])}, {t['nd']}, {t['kernel']}, {t['stride']}, {t['padding']}, {t['dilation']}, "

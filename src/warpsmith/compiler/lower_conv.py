@@ -7,14 +7,18 @@ and ``aten.convolution``. Each becomes one ``library conv`` node with aten.convo
 Then, where the conv is the only user of its input:
 
 - a following ``batch_norm`` in inference (``training=False``) is folded into the conv's weight and
-  bias (``w * gamma / sqrt(var + eps)``, ``(b - mean) * gamma / sqrt(var + eps) + beta``), computed in
-  float32 from the weights at each call (one small weight-sized step, no activation-sized one);
+  bias (``w * gamma / sqrt(var + eps)``, ``(b - mean) * gamma / sqrt(var + eps) + beta``): the fold is
+  written as IR nodes over the parameters (float32 in between, rounded once to the conv's dtype),
+  so generated kernels compute it, and :mod:`.hoist` computes it once per parameter version
+  rather than at each call;
 - a following ``relu``, ``gelu`` (erf) or ``silu`` becomes the conv's epilogue (the matmul rule in
   :mod:`.lower` does this for both).
 
 The operands must share one float dtype; anything else stays an ATen fallback.
 """
 from __future__ import annotations
+
+import torch
 
 from .ir import Graph, Node
 
@@ -72,7 +76,7 @@ def conv(g: Graph, n: Node) -> str | None:
     if None in (stride, padding, dilation, opad) or not isinstance(groups, int) or groups < 1:
         return None
     _replace(g, n, _lib(n, "conv", [x, w, bias], stride=stride, padding=padding, dilation=dilation,
-                        transposed=transposed, output_padding=opad, groups=groups, activation="none", bn=None))
+                        transposed=transposed, output_padding=opad, groups=groups, activation="none"))
     return f"{n.name}: {n.op} -> library conv ({'transposed, ' if transposed else ''}{nd}-D implicit GEMM)"
 
 
@@ -83,7 +87,7 @@ def batch_norm(g: Graph, n: Node) -> str | None:
     if n.kind != "aten" or n.op not in ("batch_norm", "_native_batch_norm_legit_no_training"):
         return None
     c = n.args[0]
-    if not (isinstance(c, Node) and c.kind == "library" and c.op == "conv" and c.attrs["bn"] is None
+    if not (isinstance(c, Node) and c.kind == "library" and c.op == "conv" and not c.attrs.get("folded_bn")
             and c.attrs["activation"] == "none" and not c.attrs["transposed"]) or c in g.outputs or len(g.users()[c.name]) != 1:
         return None
     if n.op == "batch_norm":
@@ -97,7 +101,51 @@ def batch_norm(g: Graph, n: Node) -> str | None:
     if n.dtype != c.dtype or n.shape != c.shape:
         return None
     x, w, b = c.args
-    fused = _lib(n, "conv", [x, w, b, weight, bias, mean, var], **{**c.attrs, "bn": float(eps)})
+    steps: list[Node] = []
+    w2, b2 = _fold_nodes(n, w, b, weight, bias, mean, var, float(eps), steps)
+    fused = _lib(n, "conv", [x, w2, b2], **c.attrs, folded_bn=float(eps))
+    g.nodes[g.nodes.index(c):g.nodes.index(c)] = steps
     g.nodes.remove(c)
     _replace(g, n, fused)
     return f"{n.name}: batch_norm (inference) folded into {c.name}'s conv weight and bias"
+
+
+_F32 = torch.float32
+_AT = torch.ops.aten
+
+
+def _fold_nodes(n: Node, w: Node, b: Node | None, gamma: Node | None, beta: Node | None, mean: Node, var: Node,
+                eps: float, steps: list[Node]) -> tuple[Node, Node]:
+    """IR nodes (appended to ``steps``) computing the folded weight and bias in float32, each rounded
+    once to the conv's dtype: ``inv = gamma / sqrt(var + eps)``, ``w inv``, ``(b - mean) inv + beta``."""
+    dt, line = w.dtype, n.line
+
+    def node(tag: str, op: str, args: list, shape: tuple, dtype: torch.dtype, target: object, kind: str = "pointwise",
+             **attrs: object) -> Node:
+        kw = {"dtype": dtype} if op == "cast" else {}
+        out = Node(f"{n.name}_bn_{tag}", kind, op, args, shape, dtype, attrs, target=target, aten_args=list(args),
+                   aten_kwargs=kw, line=line)
+        steps.append(out)
+        return out
+
+    def f32(v: Node, tag: str) -> Node:
+        return v if v.dtype == _F32 else node(f"{tag}_f32", "cast", [v], v.shape, _F32, _AT._to_copy.default)
+
+    c = (w.shape[0],)
+    inv = node("inv", "rsqrt", [node("var_eps", "add", [f32(var, "var"), eps], c, _F32, _AT.add.Tensor, alpha=1)],
+               c, _F32, _AT.rsqrt.default)
+    if gamma is not None:
+        inv = node("scale", "mul", [inv, f32(gamma, "gamma")], c, _F32, _AT.mul.Tensor)
+    col = [w.shape[0]] + [1] * (len(w.shape) - 1)
+    inv_w = node("scale_w", "view", [inv, col], tuple(col), _F32, _AT.view.default, kind="view")
+    w2 = node("w_folded", "mul", [f32(w, "w"), inv_w], w.shape, _F32, _AT.mul.Tensor)
+    m32 = f32(mean, "mean")
+    d = node("centre", "sub", [f32(b, "b"), m32], c, _F32, _AT.sub.Tensor, alpha=1) if b is not None else \
+        node("centre", "neg", [m32], c, _F32, _AT.neg.default)
+    b2 = node("b_folded", "mul", [d, inv], c, _F32, _AT.mul.Tensor)
+    if beta is not None:
+        b2 = node("shift", "add", [b2, f32(beta, "beta")], c, _F32, _AT.add.Tensor, alpha=1)
+    if dt != _F32:
+        w2 = node("w", "cast", [w2], w.shape, dt, _AT._to_copy.default)
+        b2 = node("b", "cast", [b2], c, dt, _AT._to_copy.default)
+    return w2, b2
