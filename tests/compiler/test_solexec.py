@@ -239,9 +239,41 @@ def test_a_rejected_solution_is_never_written(tmp_path, monkeypatch):
     monkeypatch.setattr(emit_mod, "generate", wrong)
     out = tmp_path / "sol.json"
     out.write_text("precious")  # a file already there is left as it was
-    res = solve_definition(HERE / "silu_and_mul", out)
+    res = solve_definition(HERE / "silu_and_mul", out, candidates=1)  # the greedy program only: it has the bug
     assert res.status == "rejected" and res.verdict["reason"] == "wrong_result", res.verdict
     assert out.read_text() == "precious" and res.written is None
+    assert [a["reason"] for a in res.attempts] == ["wrong_result"]
+
+
+WRONG_RUN = """
+_ws_run = run
+
+
+def run(*args):
+    return tuple(t * 1.0625 for t in _ws_run(*args))  # planted: 6% off
+"""
+
+
+def test_a_rejected_solution_gives_way_to_the_next_partition(tmp_path, monkeypatch):
+    from warpsmith.compiler import solexec
+
+    real, seen = solexec.compile_signature, []
+
+    def planted(problem, sig, args, partitioner=None, target="h100", choice=0, rewrites_on=True):
+        out = real(problem, sig, args, partitioner, target, choice, rewrites_on)
+        seen.append(choice)
+        if choice == 0:
+            out.program.text += WRONG_RUN
+        return out
+
+    monkeypatch.setattr(solexec, "compile_signature", planted)
+    out = tmp_path / "sol.json"
+    res = solve_definition(HERE / "silu_and_mul", out, prove=False)
+    assert res.status == "accepted", res.verdict
+    [a] = res.attempts
+    assert a["choice"] == 0 and a["reason"] == "wrong_result" and not a["rewrites"]
+    assert 1 in seen and "planted" not in out.read_text()
+    assert res.to_json()["rejected_candidates"] == res.attempts
 
 
 def test_the_flashinfer_bench_schema_names_spec_language(solved, tmp_path):

@@ -65,7 +65,7 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
         json_out.unlink()
     if problem.suffix != ".py" and (problem.is_dir() or problem.suffix == ".json"):
         return _solve_definition(problem, out, json_out, explain, strict, seed, sets, greedy, target, workloads,
-                                 schema or "sol-execbench", prove, prove_timeout_ms)
+                                 schema or "sol-execbench", prove, prove_timeout_ms, candidates)
     if problem.suffix != ".py":
         raise InvalidInputError("PROBLEM", "a KernelBench .py file, a SOL-ExecBench/FlashInfer-Bench problem "
                                 "folder, or its definition.json", str(problem))
@@ -93,7 +93,9 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
         click.echo(p.search.lines()[0])
     _echo_proofs(res.proofs)
     for a in res.attempts:
-        click.echo(f"  candidate rank {a['choice']} ({a['partition']}) rejected: {a['reason']}: {a['message']}", err=True)
+        how = " with rewrites" if a.get("rewrites") else ""
+        click.echo(f"  candidate rank {a['choice']}{how} ({a['partition']}) rejected: {a['reason']}: {a['message']}",
+                   err=True)
     if res.status == "refused":
         click.echo(f"refused (--strict): {len(p.fallbacks)} op(s) have no lowering or codegen: "
                    + ", ".join(str(n.target) for n in p.fallbacks), err=True)
@@ -116,7 +118,7 @@ def _echo_proofs(proofs, indent: str = "") -> None:
 
 def _solve_definition(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
                       sets: tuple[str, ...], greedy: bool, target: str, workloads: tuple[str, ...],
-                      schema: str, prove: bool = True, prove_timeout_ms: int | None = None) -> None:
+                      schema: str, prove: bool, prove_timeout_ms: int | None, candidates: int) -> None:
     from ..compiler.solexec import solve_definition, write_report
 
     with quiet_interpreter():
@@ -125,7 +127,7 @@ def _solve_definition(problem: Path, out: Path | None, json_out: Path | None, ex
         res = solve_definition(problem, out, strict=strict, seed=seed, overrides=list(sets) or None,
                                workloads=list(workloads) or None, partitioner=partition if greedy else None,
                                target=target, schema=schema, progress=lambda s: click.echo(s, err=True),
-                               prove=prove, prove_timeout_ms=prove_timeout_ms)
+                               prove=prove, prove_timeout_ms=prove_timeout_ms, candidates=candidates)
     if explain:
         click.echo(res.explain())
     if json_out is not None:
@@ -141,6 +143,9 @@ def _solve_definition(problem: Path, out: Path | None, json_out: Path | None, ex
         for n in p.fallbacks:
             click.echo(f"    fallback {n.name}: {n.target} {n.line}".rstrip())
         _echo_proofs(s.proofs, "    ")
+    for a in res.attempts:
+        how = " with rewrites" if a.get("rewrites") else ""
+        click.echo(f"  solution candidate rank {a['choice']}{how} rejected: {a['reason']}: {a['message']}", err=True)
     skipped = [w for w in total if w not in compiled]
     if skipped:
         click.echo(f"not compiled (run raises ValueError on their signatures unless one above matches): "

@@ -39,7 +39,7 @@ from .capture import LoadedProblem, capture
 from .emit import Program, emit_function
 from .fuse import Partition
 from .ir import Graph, build
-from .solve import SolveResult, _write_atomic, plan, proved
+from .solve import MAX_CANDIDATES, SolveResult, _rewritten, _write_atomic, plan, proved
 
 ENTRY_FILE = "main.py"
 SCHEMAS = ("sol-execbench", "flashinfer-bench")  # spec.languages: ["triton"] / spec.language: "triton"
@@ -72,6 +72,7 @@ class SolExecResult:
     solution: dict[str, Any] = field(default_factory=dict)
     verdict: dict[str, Any] = field(default_factory=dict)
     written: str | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)  # rejected candidates (see solve_definition)
 
     @property
     def fallbacks(self) -> list[Any]:
@@ -99,7 +100,7 @@ class SolExecResult:
                 "status": self.status, "written": self.written, "entry_point": f"{ENTRY_FILE}::run",
                 "workloads": {"compiled": self.workloads_compiled,
                               "not_compiled": [w for w in self.workloads_all if w not in self.workloads_compiled]},
-                "programs": progs, "check": self.verdict}
+                "programs": progs, "check": self.verdict, "rejected_candidates": self.attempts}
 
 
 # ---- loading ------------------------------------------------------------------------------------
@@ -257,8 +258,11 @@ def _wrapper(run: Callable[..., Any], names: Sequence[str], out_names: Sequence[
 
 
 def compile_signature(problem: Any, sig: Signature, args: list[Any],
-                      partitioner: Callable[[Graph], Partition] | None = None, target: str = "h100") -> Signature:
-    """Capture, lower, partition and emit the program of one signature (no verification)."""
+                      partitioner: Callable[[Graph], Partition] | None = None, target: str = "h100",
+                      choice: int = 0, rewrites_on: bool = True) -> Signature:
+    """Capture, lower, partition and emit the program of one signature (no verification); ``choice``
+    takes the search's ``choice``-th best partition (its last when it explored fewer), and
+    ``rewrites_on=False`` the program as written (as :func:`.solve.compile_problem`)."""
     d = problem.context["definition"]
     names, out_names = list(d["inputs"]), list(d["outputs"])
     ref_path, run = _reference(problem)
@@ -275,7 +279,7 @@ def compile_signature(problem: Any, sig: Signature, args: list[Any],
     if len(g.inputs) != len(names):
         raise InvalidInputError(f"{problem.path}: captured program", f"{len(names)} inputs ({', '.join(names)})",
                                 len(g.inputs))
-    sig.notes, part, found = plan(g, partitioner, target)
+    sig.notes, part, found = plan(g, partitioner, target, choice, rewrites_on, clamp=True)
     shapes = [tuple(a.shape) if isinstance(a, torch.Tensor) else None for a in args]
     prog = emit_function(g, part, f"{d['name']}, input signature {sig.text} (workloads {', '.join(sig.workloads)})",
                          shapes, origin="warpsmith solve, SOL-ExecBench solution")
@@ -361,14 +365,16 @@ def solution(d: dict[str, Any], sigs: list[Signature], schema: str = "sol-execbe
 # ---- the pipeline ----------------------------------------------------------------------------------
 def compile_definition(path: str | Path, *, workloads: Sequence[str] | None = None, overrides: Any = None,
                        seed: int = 0, partitioner: Callable[[Graph], Partition] | None = None,
-                       target: str = "h100", schema: str = "sol-execbench") -> SolExecResult:
-    """Load, compile every signature and build the solution document (no verification)."""
+                       target: str = "h100", schema: str = "sol-execbench", choice: int = 0,
+                       rewrites_on: bool = True) -> SolExecResult:
+    """Load, compile every signature and build the solution document (no verification); ``choice``
+    and ``rewrites_on`` as :func:`compile_signature`'s, for every signature."""
     if schema not in SCHEMAS:
         raise InvalidInputError("--schema", " or ".join(SCHEMAS), schema)
     problem = load(path, overrides, seed)
     sigs, draws = signatures(problem, workloads)
     for s in sigs:
-        compile_signature(problem, s, draws[s.file], partitioner, target)
+        compile_signature(problem, s, draws[s.file], partitioner, target, choice, rewrites_on)
     d = problem.context["definition"]
     res = SolExecResult(str(path), d["name"], "unverified", sigs, [w.label for w in problem.workloads])
     res.solution = solution(d, sigs, schema)
@@ -380,22 +386,62 @@ def solve_definition(path: str | Path, out: str | Path | None = None, *, strict:
                      partitioner: Callable[[Graph], Partition] | None = None, target: str = "h100",
                      schema: str = "sol-execbench", check_kwargs: dict[str, Any] | None = None,
                      progress: Callable[[str], None] | None = None, prove: bool = True,
-                     prove_timeout_ms: int | None = None) -> SolExecResult:
+                     prove_timeout_ms: int | None = None, candidates: int = MAX_CANDIDATES) -> SolExecResult:
     """Compile a SOL-ExecBench / FlashInfer-Bench problem into a verified ``solution.json``.
 
     The check runs over the compiled workloads (``workloads``, default all); ``out`` is written,
     atomically, only when it accepts (or, with ``verify=False``, unverified, as asked). With ``prove``,
     each program's generated kernels are proved first (:mod:`.proofs`): a failed obligation rejects
-    the solution (reason ``proof_failed``) before the check runs.
+    the solution (reason ``proof_failed``) before the check runs. A rejected solution is never
+    written: as :func:`.solve.solve` does, the next one (every signature's next partition, and as the
+    last one, when the search took a rewrite, the programs as written) is tried, at most
+    ``candidates`` in all; ``SolExecResult.attempts`` says what each rejected one failed.
 
     Raises:
         InvalidInputError: the problem is unusable (exit 2); nothing is written.
     """
+    attempts: list[dict[str, Any]] = []
+    texts: set[str] = set()
+    res = None
+    budget = max(1, candidates) if partitioner is None else 1
+    tried, choice, rewrites_on, took = 0, 0, True, False
+    while tried < budget:
+        if took and rewrites_on and tried == budget - 1:  # the last one: the programs as written
+            choice, rewrites_on = 0, False
+        cand = compile_definition(path, workloads=workloads, overrides=overrides, seed=seed, partitioner=partitioner,
+                                  target=target, schema=schema, choice=choice, rewrites_on=rewrites_on)
+        rewritten = rewrites_on and any(_rewritten(s.program) for s in cand.signatures if s.program is not None)
+        took = took or rewritten
+        choice += 1
+        text = json.dumps(cand.solution, indent=2) + "\n"
+        if text in texts:  # every signature past its last partition: nothing new this way
+            if took and rewrites_on:
+                choice, rewrites_on = 0, False  # the programs as written come next
+                continue
+            break
+        texts.add(text)
+        tried += 1
+        res = _verify_solution(path, cand, text, out, strict=strict, verify=verify, workloads=workloads,
+                               overrides=overrides, seed=seed, check_kwargs=check_kwargs, progress=progress,
+                               prove=prove, prove_timeout_ms=prove_timeout_ms)
+        if res.status != "rejected":
+            break
+        attempts.append({"choice": choice - 1, "rewrites": rewritten, "reason": res.verdict.get("reason"),
+                         "message": res.verdict.get("message")})
+        if progress is not None:
+            progress(f"solution candidate {choice - 1} rejected ({attempts[-1]['reason']}): trying the next")
+    assert res is not None
+    res.attempts = attempts
+    return res
+
+
+def _verify_solution(path: str | Path, res: SolExecResult, text: str, out: str | Path | None, *, strict: bool,
+                     verify: bool, workloads: Sequence[str] | None, overrides: Any, seed: int,
+                     check_kwargs: dict[str, Any] | None, progress: Callable[[str], None] | None, prove: bool,
+                     prove_timeout_ms: int | None) -> SolExecResult:
+    """Prove and check one solution document; write it to ``out`` only when accepted."""
     import tempfile
 
-    res = compile_definition(path, workloads=workloads, overrides=overrides, seed=seed, partitioner=partitioner,
-                             target=target, schema=schema)
-    text = json.dumps(res.solution, indent=2) + "\n"
     if strict and res.fallbacks:
         res.status = "refused"
         return res

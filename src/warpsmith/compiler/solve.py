@@ -118,10 +118,12 @@ _REWRITE_NOTE = {"reassociate": "matmul chain reassociated to A @ (B @ C)",
 
 
 def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
-         target: str = "h100", choice: int = 0, rewrites_on: bool = True) -> tuple[list[str], Partition, Any]:
+         target: str = "h100", choice: int = 0, rewrites_on: bool = True,
+         clamp: bool = False) -> tuple[list[str], Partition, Any]:
     """Lower ``g`` (in place) and choose its partition: the search's (with its rewrites, :mod:`.rewrite`,
     and the values folded out of the call, :mod:`.hoist`, unless ``rewrites_on`` is False) when
     ``partitioner`` is None, else ``partitioner(g)``. Nodes no group took are marked ``aten``.
+    ``choice`` past the last explored partition raises IndexError, or with ``clamp`` takes the last.
     Returns the lowering notes, the partition and the search's record (None without a search)."""
     notes = lower(g)
     found = None
@@ -136,7 +138,7 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
             notes.append(hoisted["line"])
         found = run_search(g, tgt)
         found.greedy_ms, found.rewrites, found.hoisted = greedy_ms, rewrites, hoisted
-        part = found.pick(choice)
+        part = found.pick(min(choice, len(found.ranked) - 1) if clamp else choice)
     else:
         if choice:
             raise IndexError("a given partitioner has one partition, no other candidate")
