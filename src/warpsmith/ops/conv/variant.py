@@ -423,4 +423,8 @@ class PointwiseConv(ImplicitGemmConv):
         return cfg
 
 
-VARIANTS: tuple[Variant, ...] = (ImplicitGemmConv(), PointwiseConv())
+from .depthwise import DepthwiseConv  # noqa: E402  (it builds on this module's helpers)
+
+# in order of preference for the heuristic default (dispatch without a record): depthwise where it is
+# valid (one input channel per group, direct), else the implicit GEMM
+VARIANTS: tuple[Variant, ...] = (DepthwiseConv(), ImplicitGemmConv(), PointwiseConv())
