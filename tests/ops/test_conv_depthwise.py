@@ -185,12 +185,27 @@ def test_search_explores_both_variants_and_the_verified_winner_is_dispatched(tmp
     assert res.winner.variant == "depthwise" and res.certificate.passed and res.record_id is not None
     monkeypatch.setenv("WARPSMITH_DB", str(db))
     monkeypatch.setenv("WARPSMITH_TARGET", "h100")
+    launched = []
+    real_launch = type(V).launch
+    monkeypatch.setattr(type(V), "launch", lambda self, i, prob, c, out=None: launched.append(dict(c)) or
+                        real_launch(self, i, prob, c, out))
     clear_cache()
     try:
         choice = select(p, VARIANTS)
+        # warpsmith.nn.Conv2d runs the same problem through dispatch: the record's config
+        import warpsmith.nn as wnn
+
+        torch.manual_seed(0)
+        m = wnn.Conv2d(4, 4, 3, padding=(1, 0), groups=4, bias=False).half()
+        x = torch.randn(1, 4, 6, 6).half().contiguous(memory_format=torch.channels_last)
+        with torch.no_grad():
+            y = m(x)
     finally:
         clear_cache()
     assert (choice.source, choice.variant.name, choice.config) == ("db", "depthwise", dict(res.winner.config))
+    assert launched == [dict(res.winner.config)]
+    ref = F.conv2d(x.float(), m.weight.detach().float(), padding=(1, 0), groups=4)
+    torch.testing.assert_close(y.float(), ref, rtol=2e-3, atol=2e-3)
 
 
 @triton.jit
