@@ -1,8 +1,9 @@
 """Launch contracts of the conv kernels, for ``warpsmith prove`` (see verify/symbolic/contract.py).
 
 Kernels: ``conv_fwd_kernel`` (direct and transposed, both reduction orders, with and without bias,
-residual and activation; with SPLIT, its fp32 partial store), ``conv_splitk_reduce_kernel`` and
-``conv_wgrad_kernel``. The domain is any geometry: sizes >= 1 (batch, groups, channels per group,
+residual and activation; with SPLIT, its fp32 partial store), ``conv_splitk_reduce_kernel``,
+``conv_wgrad_kernel`` and ``conv_depthwise_kernel`` (both program orders, with and without the
+epilogue; its domain ``depthwise.depthwise_limits`` at the contract's tile). The domain is any geometry: sizes >= 1 (batch, groups, channels per group,
 input, output and window extents, with no relation between them: input coordinates are masked,
 padding and stride holes included, so memory safety needs none), strides, dilations and padding
 (>= 0, declared one above its value, ``pad_d_plus_1``) within the spec's ranges; operands read
@@ -15,15 +16,14 @@ the launchers check on their integers and that this domain states over symbols (
 channels and every within-sample offset any lane computes, masked or not, below 2^31; the
 batch offset is int64).
 
-STATUS (``CONTRACTS``: 86 of 86 obligations proved): ``in_bounds`` of every load and store and
-``int32_no_overflow`` are **proved** for all of these kernels over the whole domain (the README
-section "Convolution" has the table and the time), by the prover's stride-term rules
-(verify/symbolic/termwise.py) on the traced index math;
-``race_free`` and ``coverage`` of the output, the split-K workspace and the weight gradient are
-proved by writer witnesses below (element -> the program and lane that stores it, and back), in
-the layout each contract names. Split coverage is not declared (the reduction runs over the
-weight's (c, window) dimensions, not one dimension of one tensor); the interpreter tests and the
-verifier check the sums.
+STATUS (``CONTRACTS``: 114 of 114 obligations proved, 28 of them the depthwise kernel's):
+``in_bounds`` of every load and store and ``int32_no_overflow`` are **proved** for all of these
+kernels over the whole domain (the README section "Convolution" has the table and the time), by the
+prover's stride-term rules (verify/symbolic/termwise.py) on the traced index math; ``race_free`` and
+``coverage`` of the output, the split-K workspace and the weight gradient are proved by writer
+witnesses below (element -> the program and lane that stores it, and back), in the layout each
+contract names. Split coverage is not declared (the reduction runs over the weight's (c, window)
+dimensions, not one dimension of one tensor); the interpreter tests and the verifier check the sums.
 """
 from __future__ import annotations
 

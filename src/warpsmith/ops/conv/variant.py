@@ -7,6 +7,8 @@
   fixed order before the epilogue (deterministic).
 - ``pointwise``: the same kernel guarded for 1x1 windows with unit stride and no padding
   (``POINTWISE``: the window loop is one position); searched like any variant.
+- ``depthwise`` (depthwise.py): a direct convolution for one input channel per group, first in
+  ``VARIANTS`` so that dispatch without a record runs it wherever it is valid.
 
 Inputs are read in place through their strides (NCHW or channels-last); the output is allocated
 in the input's memory format. The kernels index one sample in int32: :func:`sample_span` must be
