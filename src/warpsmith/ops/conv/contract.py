@@ -3,18 +3,18 @@
 Kernels: ``conv_fwd_kernel`` (direct and transposed, both reduction orders, with and without bias,
 residual and activation; with SPLIT, its fp32 partial store), ``conv_splitk_reduce_kernel``,
 ``conv_wgrad_kernel`` and ``conv_depthwise_kernel`` (both program orders, with and without the
-epilogue; its domain ``depthwise.depthwise_limits`` at the contract's tile). The domain is any geometry: sizes >= 1 (batch, groups, channels per group,
-input, output and window extents, with no relation between them: input coordinates are masked,
-padding and stride holes included, so memory safety needs none), strides, dilations and padding
-(>= 0, declared one above its value, ``pad_d_plus_1``) within the spec's ranges; operands read
-in place with *any* strides >= 1 (NCDHW, channels-last, views: the launcher copies out a
-broadcast dimension of stride 0 and gives a size-1 dimension stride 1, ``variant.readable``); the
-output (and the weight gradient) in a layout whose strides nest (``variant.OUTPUT_ORDERS``:
-NCDHW or channels-last, padded or not; the launcher writes a temporary otherwise); and the
-kernels' 32-bit preconditions, ``variant.fwd_limits`` / ``wgrad_limits``: one definition that
-the launchers check on their integers and that this domain states over symbols (pixels,
-channels and every within-sample offset any lane computes, masked or not, below 2^31; the
-batch offset is int64).
+epilogue; its domain ``depthwise.depthwise_limits`` at the contract's tile). The domain is any
+geometry: sizes >= 1 (batch, groups, channels per group, input, output and window extents, with no
+relation between them: input coordinates are masked, padding and stride holes included, so memory
+safety needs none), strides, dilations and padding (>= 0, declared one above its value,
+``pad_d_plus_1``) within the spec's ranges; operands read in place with *any* strides >= 1 (NCDHW,
+channels-last, views: the launcher copies out a broadcast dimension of stride 0 and gives a size-1
+dimension stride 1, ``variant.readable``); the output (and the weight gradient) in a layout whose
+strides nest (``variant.OUTPUT_ORDERS``: NCDHW or channels-last, padded or not; the launcher writes
+a temporary otherwise); and the kernels' 32-bit preconditions, ``variant.fwd_limits`` /
+``wgrad_limits``: one definition that the launchers check on their integers and that this domain
+states over symbols (pixels, channels and every within-sample offset any lane computes, masked or
+not, below 2^31; the batch offset is int64).
 
 STATUS (``CONTRACTS``: 114 of 114 obligations proved, 28 of them the depthwise kernel's):
 ``in_bounds`` of every load and store and ``int32_no_overflow`` are **proved** for all of these
