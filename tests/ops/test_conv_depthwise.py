@@ -83,6 +83,13 @@ def test_residual_scale_and_silu_channels_last_3d():
     run(p, SMALL)
 
 
+def test_trivial_problem_runs_at_the_default():
+    p = CONV.problem({"N": 1, "C": 1, "K": 1, "W": 1, "KW": 1}, "float32", {})  # C / G = 1 with groups=1
+    cfg = V.default_config(p, H100)
+    assert V.rejection(p, cfg, H100) is None
+    run(p)
+
+
 def test_block_edges_and_exact_identity():
     """Tiles that cut neither pixels nor channels evenly; small-integer inputs are exact in fp32, so the
     result is bitwise the reference's."""

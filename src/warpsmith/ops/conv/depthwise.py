@@ -182,6 +182,7 @@ class DepthwiseConv(Variant):
         cl = bool(p.attrs["channels_last"])
         bc = min(triton.next_power_of_2(CO), 64 if cl else 8)
         bp = min(triton.next_power_of_2(M), max(1, 4096 // bc), MAX_BLOCK)
+        bp = max(bp, 32 // bc)  # at least a warp's worth of elements (lanes past the pixels are masked)
         warps = max(1, min(4, bp * bc // 256))
         return {"BLOCK_P": bp, "BLOCK_C": bc, "ORDER": "pixels", "num_warps": warps}
 
