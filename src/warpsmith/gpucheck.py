@@ -82,7 +82,8 @@ _SCALED = [({"M": 4096, "N": 4096, "K": 4096}, {"format": "e4m3", "scaling": "ro
            ({"M": 128, "N": 4096, "K": 14336}, {"format": "int8", "scaling": "row"}),
            ({"M": 257, "N": 129, "K": 300}, {"format": "e4m3", "scaling": "block", "bias": True, "activation": "gelu"})]
 # conv: ResNet-50 (3x3 stride 1 and 2, 1x1 bottleneck, the 7x7/2 stem), SD-UNet (3x3 at 320/640
-# channels, the 2x upsampling as a transposed conv), ConvNeXt (7x7 depthwise); channels-last
+# channels, the 2x upsampling as a transposed conv), ConvNeXt (7x7 depthwise), a strided depthwise with
+# channel multiplier 2 (NCHW); channels-last
 _P1, _P3 = {"pad_h": 1, "pad_end_h": 1, "pad_w": 1, "pad_end_w": 1}, {"pad_h": 3, "pad_end_h": 3, "pad_w": 3,
                                                                       "pad_end_w": 3}
 _CONV = [({"N": 32, "C": 64, "K": 64, "H": 56, "W": 56, "KH": 3, "KW": 3}, {**_P1, "channels_last": True}),
@@ -97,6 +98,9 @@ _CONV = [({"N": 32, "C": 64, "K": 64, "H": 56, "W": 56, "KH": 3, "KW": 3}, {**_P
          ({"N": 2, "C": 320, "K": 320, "H": 32, "W": 32, "KH": 2, "KW": 2},
           {"transposed": True, "stride_h": 2, "stride_w": 2, "channels_last": True}),
          ({"N": 32, "C": 96, "K": 96, "G": 96, "H": 56, "W": 56, "KH": 7, "KW": 7}, {**_P3, "channels_last": True}),
+         # a depthwise conv with channel multiplier 2, stride 2, NCHW, the full epilogue (MobileNet-like)
+         ({"N": 8, "C": 32, "K": 64, "G": 32, "H": 57, "W": 57, "KH": 3, "KW": 3},
+          {**_P1, "stride_h": 2, "stride_w": 2, "bias": True, "residual": True, "activation": "silu"}),
          ({"N": 32, "C": 64, "K": 256, "H": 56, "W": 56, "KH": 1, "KW": 1},
           {"channels_last": True, "bias": True, "activation": "relu"}),
          ({"N": 3, "C": 17, "K": 29, "D": 5, "H": 9, "W": 7, "KD": 3, "KH": 3, "KW": 3},

@@ -450,21 +450,23 @@ class _ConvMixin:
 
 
 class Conv1d(_ConvMixin, torch.nn.Conv1d):
-    """``torch.nn.Conv1d`` on warpsmith's implicit-GEMM kernel (every padding_mode; see _ConvMixin)."""
+    """``torch.nn.Conv1d`` on warpsmith's conv kernels (every padding_mode; see _ConvMixin)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._warpsmith_forward(x)
 
 
 class Conv2d(_ConvMixin, torch.nn.Conv2d):
-    """``torch.nn.Conv2d`` on warpsmith's implicit-GEMM kernel; NCHW or channels-last in place."""
+    """``torch.nn.Conv2d`` on warpsmith's conv kernels (the variant dispatch picks: a tuned record, else
+    the direct depthwise kernel where groups == in_channels, else the implicit GEMM); NCHW or
+    channels-last in place."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._warpsmith_forward(x)
 
 
 class Conv3d(_ConvMixin, torch.nn.Conv3d):
-    """``torch.nn.Conv3d`` on warpsmith's implicit-GEMM kernel."""
+    """``torch.nn.Conv3d`` on warpsmith's conv kernels (as Conv2d)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._warpsmith_forward(x)

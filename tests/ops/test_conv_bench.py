@@ -30,3 +30,5 @@ def test_dry_run_matches_torch(tmp_path):
     assert doc["benchmark"] == "conv" and doc["dry_run"] and not doc["failed"] and len(doc["cases"]) == 2
     for row in doc["cases"]:
         assert row["impls"]["warpsmith"]["status"] == "ok" and max(row["impls"]["warpsmith"]["rel_err"].values()) < 1e-4
+    # the stem runs the implicit GEMM, the depthwise 7x7 the direct depthwise kernel (dispatch's default)
+    assert [row["impls"]["warpsmith"]["variant"] for row in doc["cases"]] == ["implicit_gemm", "depthwise"]

@@ -1,29 +1,29 @@
 """Launch contracts of the conv kernels, for ``warpsmith prove`` (see verify/symbolic/contract.py).
 
 Kernels: ``conv_fwd_kernel`` (direct and transposed, both reduction orders, with and without bias,
-residual and activation; with SPLIT, its fp32 partial store), ``conv_splitk_reduce_kernel`` and
-``conv_wgrad_kernel``. The domain is any geometry: sizes >= 1 (batch, groups, channels per group,
-input, output and window extents, with no relation between them: input coordinates are masked,
-padding and stride holes included, so memory safety needs none), strides, dilations and padding
-(>= 0, declared one above its value, ``pad_d_plus_1``) within the spec's ranges; operands read
-in place with *any* strides >= 1 (NCDHW, channels-last, views: the launcher copies out a
-broadcast dimension of stride 0 and gives a size-1 dimension stride 1, ``variant.readable``); the
-output (and the weight gradient) in a layout whose strides nest (``variant.OUTPUT_ORDERS``:
-NCDHW or channels-last, padded or not; the launcher writes a temporary otherwise); and the
-kernels' 32-bit preconditions, ``variant.fwd_limits`` / ``wgrad_limits``: one definition that
-the launchers check on their integers and that this domain states over symbols (pixels,
-channels and every within-sample offset any lane computes, masked or not, below 2^31; the
-batch offset is int64).
+residual and activation; with SPLIT, its fp32 partial store), ``conv_splitk_reduce_kernel``,
+``conv_wgrad_kernel`` and ``conv_depthwise_kernel`` (both program orders, with and without the
+epilogue; its domain ``depthwise.depthwise_limits`` at the contract's tile). The domain is any
+geometry: sizes >= 1 (batch, groups, channels per group, input, output and window extents, with no
+relation between them: input coordinates are masked, padding and stride holes included, so memory
+safety needs none), strides, dilations and padding (>= 0, declared one above its value,
+``pad_d_plus_1``) within the spec's ranges; operands read in place with *any* strides >= 1 (NCDHW,
+channels-last, views: the launcher copies out a broadcast dimension of stride 0 and gives a size-1
+dimension stride 1, ``variant.readable``); the output (and the weight gradient) in a layout whose
+strides nest (``variant.OUTPUT_ORDERS``: NCDHW or channels-last, padded or not; the launcher writes
+a temporary otherwise); and the kernels' 32-bit preconditions, ``variant.fwd_limits`` /
+``wgrad_limits``: one definition that the launchers check on their integers and that this domain
+states over symbols (pixels, channels and every within-sample offset any lane computes, masked or
+not, below 2^31; the batch offset is int64).
 
-STATUS (``CONTRACTS``: 86 of 86 obligations proved): ``in_bounds`` of every load and store and
-``int32_no_overflow`` are **proved** for all of these kernels over the whole domain (the README
-section "Convolution" has the table and the time), by the prover's stride-term rules
-(verify/symbolic/termwise.py) on the traced index math;
-``race_free`` and ``coverage`` of the output, the split-K workspace and the weight gradient are
-proved by writer witnesses below (element -> the program and lane that stores it, and back), in
-the layout each contract names. Split coverage is not declared (the reduction runs over the
-weight's (c, window) dimensions, not one dimension of one tensor); the interpreter tests and the
-verifier check the sums.
+STATUS (``CONTRACTS``: 114 of 114 obligations proved, 28 of them the depthwise kernel's):
+``in_bounds`` of every load and store and ``int32_no_overflow`` are **proved** for all of these
+kernels over the whole domain (the README section "Convolution" has the table and the time), by the
+prover's stride-term rules (verify/symbolic/termwise.py) on the traced index math; ``race_free`` and
+``coverage`` of the output, the split-K workspace and the weight gradient are proved by writer
+witnesses below (element -> the program and lane that stores it, and back), in the layout each
+contract names. Split coverage is not declared (the reduction runs over the weight's (c, window)
+dimensions, not one dimension of one tensor); the interpreter tests and the verifier check the sums.
 """
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ from typing import Any, Mapping
 
 
 from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, sizes
+from . import depthwise_kernel as DK_
 from . import kernel as K_
+from .depthwise import depthwise_limits
 from .variant import OUTPUT_ORDERS, fwd_limits, wgrad_limits
 
 BATCH, G, CG, KG, D, H, W, OD, OH, OW, KD, KH, KW = sizes("BATCH G CG KG D H W OD OH OW KD KH KW")
@@ -43,6 +45,7 @@ SX, SW, SY, SR = (tuple(sizes(" ".join(f"{p}{a}" for a in axes))) for p, axes in
                   (("sx", "ncdhw"), ("sw", "gncdhw"), ("sy", "ncdhw"), ("sr", "ncdhw")))
 SA, SB = (tuple(sizes(" ".join(f"{p}{a}" for a in "ncdhw"))) for p in ("sa", "sb"))
 SBIAS, S, IPS = sizes("stride_bias SPLITS ITERS_PER_SPLIT")
+SWDW = tuple(sizes("swo swkd swkh swkw"))  # the depthwise weight w[co, 0, kd, kh, kw]
 I3, O3, K3 = (D, H, W), (OD, OH, OW), (KD, KH, KW)
 M = BATCH * OD * OH * OW  # output pixels (GEMM rows)
 CO = G * KG  # output channels
@@ -291,6 +294,78 @@ def for_config(config: Mapping[str, Any], problem: Any) -> list[KernelContract]:
     return [split([meta]), reduce([epi], layout)]
 
 
+def _dw_y_witness(c: Mapping[str, Any], layout: str) -> Witness:
+    """y[n, co, od, oh, ow] of the depthwise kernel: pixel tile m // BLOCK_P, channel tile co // BLOCK_C,
+    combined into the program id in the kernel's ORDER (``tile_of``)."""
+    bp, bc = c["BLOCK_P"], c["BLOCK_C"]
+    tp, tc = cdiv(M, bp), cdiv(CO, bc)
+    pixels_first = c["ORDER"] == "pixels"
+
+    def writer(*index):
+        n, co, od, oh, ow = _from_memory_order(layout, index)
+        m = _pixel(n, od, oh, ow)
+        pid = (m / bp) * tc + co / bc if pixels_first else (co / bc) * tp + m / bp
+        return Writer(pid=(pid,), lanes=(m % bp, co % bc))
+
+    def element(store, pid, iters, lanes):
+        tile_p, tile_c = (pid[0] / tc, pid[0] % tc) if pixels_first else (pid[0] % tp, pid[0] / tp)
+        n, od, oh, ow = _split_pixels(tile_p * bp + lanes[0])
+        return _in_memory_order(layout, (n, tile_c * bc + lanes[1], od, oh, ow))
+
+    return Witness(writer=writer, element=element)
+
+
+def _dw_bounded(layout: str) -> list[dict]:
+    """The forward's small shapes with one input channel per group (x has G channels), its weight
+    (C_out, 1, window) contiguous."""
+    out = []
+    for sh in _bounded(layout, False):
+        b, gg, kg = sh["BATCH"], sh["G"], sh["KG"]
+        sh = {k: v for k, v in sh.items() if not k.startswith(("sw", "sa", "sb")) and k not in
+              ("CG", "SPLITS", "ITERS_PER_SPLIT")}
+        sh.update(zip(("sx" + a for a in "ncdhw"), _layout(layout, (b, gg, sh["D"], sh["H"], sh["W"]))))
+        w5 = _contiguous((gg * kg, 1, sh["KD"], sh["KH"], sh["KW"]))
+        sh.update(zip(("swo", "swkd", "swkh", "swkw"), (w5[0], *w5[2:])))
+        out.append(sh)
+    return out
+
+
+def depthwise(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
+    """``conv_depthwise_kernel``: x (BATCH, G, D, H, W) and the weight (G KG, 1, window) with any strides,
+    the output in ``layout``; the domain is ``depthwise.depthwise_limits`` at the tile the constexprs
+    share (the program count depends on it) and an output whose strides nest."""
+    bp, bc = constexprs[0]["BLOCK_P"], constexprs[0]["BLOCK_C"]
+    if any((c["BLOCK_P"], c["BLOCK_C"]) != (bp, bc) for c in constexprs):
+        raise ValueError("one depthwise contract per tile (BLOCK_P, BLOCK_C): its domain depends on it")
+    geometry = {k: v for k, v in _GEOMETRY.items() if k != "CG"}
+    args = {
+        "x_ptr": Tensor((BATCH, G, D, H, W), SX), "w_ptr": Tensor((CO, KD, KH, KW), SWDW), "y_ptr": _output(layout),
+        **_EPILOGUE, **geometry, "CO": CO, **{f"sx{a}": v for a, v in zip("ncdhw", SX)},
+        **dict(zip(("swo", "swd", "swh", "sww"), SWDW)),
+    }
+    lim = depthwise_limits(BATCH, G, KG, I3, O3, K3, STRIDE, PAD, DIL, SX, SWDW, SY, SR, SBIAS, bp, bc)
+    domain = [v < b for _, v, b in lim] + nests(SY, (BATCH, CO, OD, OH, OW), OUTPUT_ORDERS[layout])
+    orders = "/".join(sorted({c["ORDER"] for c in constexprs}))
+    return KernelContract(
+        kernel=DK_.conv_depthwise_kernel, name=f"conv_depthwise_kernel[{layout}, {orders}, {bp}x{bc}]", args=args,
+        constexprs=constexprs, grid=lambda c: (cdiv(M, c["BLOCK_P"]) * cdiv(CO, c["BLOCK_C"]),),
+        domain=domain, bounded_shapes=_dw_bounded(layout), witnesses={"y_ptr": lambda c: _dw_y_witness(c, layout)})
+
+
+def _dw_meta(order: str, epilogue: bool = True, block_p: int = 32, block_c: int = 16) -> dict:
+    return dict(BLOCK_P=block_p, BLOCK_C=block_c, ORDER=order, HAS_BIAS=epilogue, HAS_RES=epilogue,
+                ACTIVATION="gelu" if epilogue else "none", EMULATE=False)
+
+
+def depthwise_for_config(config: Mapping[str, Any], problem: Any) -> list[KernelContract]:
+    """The depthwise kernel one tuned config launches, its output in the layout the op allocates."""
+    a = problem.attrs
+    layout = "ndhwc" if a.get("channels_last") else "ncdhw"
+    meta = dict(BLOCK_P=config.BLOCK_P, BLOCK_C=config.BLOCK_C, ORDER=config.ORDER, HAS_BIAS=bool(a["bias"]),
+                HAS_RES=bool(a["residual"]), ACTIVATION=a["activation"], EMULATE=False)
+    return [depthwise([meta], layout)]
+
+
 CONTRACTS = [  # every (LOOP, TRANSPOSED, epilogue or none) of the forward, both output layouts
     forward([_meta("nested", False), _meta("nested", False, epilogue=False)], "ncdhw"),
     forward([_meta("flat", False), _meta("flat", True, epilogue=False)], "ndhwc"),
@@ -301,4 +376,7 @@ CONTRACTS = [  # every (LOOP, TRANSPOSED, epilogue or none) of the forward, both
     reduce([_epilogue_meta(True)], "ncdhw"),
     reduce([_epilogue_meta(False)], "ndhwc"),
     wgrad([_wgrad_meta()]),
+    # the depthwise kernel: both program orders, with and without the epilogue, both output layouts
+    depthwise([_dw_meta("pixels"), _dw_meta("channels", epilogue=False)], "ndhwc"),
+    depthwise([_dw_meta("channels"), _dw_meta("pixels", epilogue=False)], "ncdhw"),
 ]

@@ -7,6 +7,8 @@
   fixed order before the epilogue (deterministic).
 - ``pointwise``: the same kernel guarded for 1x1 windows with unit stride and no padding
   (``POINTWISE``: the window loop is one position); searched like any variant.
+- ``depthwise`` (depthwise.py): a direct convolution for one input channel per group, first in
+  ``VARIANTS`` so that dispatch without a record runs it wherever it is valid.
 
 Inputs are read in place through their strides (NCHW or channels-last); the output is allocated
 in the input's memory format. The kernels index one sample in int32: :func:`sample_span` must be
@@ -423,4 +425,8 @@ class PointwiseConv(ImplicitGemmConv):
         return cfg
 
 
-VARIANTS: tuple[Variant, ...] = (ImplicitGemmConv(), PointwiseConv())
+from .depthwise import DepthwiseConv  # noqa: E402  (it builds on this module's helpers)
+
+# in order of preference for the heuristic default (dispatch without a record): depthwise where it is
+# valid (one input channel per group, direct), else the implicit GEMM
+VARIANTS: tuple[Variant, ...] = (DepthwiseConv(), ImplicitGemmConv(), PointwiseConv())
