@@ -56,6 +56,9 @@ def test_transposed_grouped_dilated_same_and_depthwise(tmp_path):
     assert up.attrs["output_padding"] == [1] and up.attrs["activation"] == "gelu"
     assert vol.attrs["padding"] == [1, 2, 1] and vol.attrs["groups"] == 2  # "same" with dilation (1, 2, 1)
     assert dw.attrs["groups"] == 3 and dw.attrs["stride"] == [2, 2]
+    text = (tmp_path / "new.py").read_text()  # the depthwise conv runs the library's direct kernel, the others the implicit GEMM
+    assert text.count("_ws_conv_dw(v_") == 1 and text.count("_ws_conv(v_") == 2
+    assert "def conv_depthwise_kernel(" in text
 
 
 def test_asymmetric_same_padding_stays_aten(tmp_path):
