@@ -24,6 +24,7 @@ PROBLEMS = {
     "matmul_relu": (ZOO / "matmul_relu.py", ["M=9", "N=12", "K=20"]),
     "layernorm": (ZOO / "layernorm.py", ["batch_size=5", "features=48"]),
     "rmsnorm": (RMSNORM, []),
+    "groupnorm_single": (ZOO / "groupnorm_single.py", []),
 }
 
 
@@ -45,6 +46,7 @@ CORRECT = [
     ("rmsnorm", "solutions/value_triton"),     # FlashInfer, value-returning Triton, two source files
     ("softmax", "softmax_autotune.py"),        # @triton.autotune under the interpreter: the first config
     ("softmax", "softmax_logsumexp.py"),       # exp(x - logsumexp): the reference criterion's floor
+    ("groupnorm_single", "groupnorm_single_bias.py"),  # right and constant: the reference varies by noise only
 ]
 
 

@@ -34,8 +34,9 @@ CHECKS: tuple[tuple[str, str, str], ...] = (
                                       "candidate's parameters; destination buffers are not rebound"),
     ("inputs_unmodified", "mutated_input", "inputs are bitwise unchanged, with the same shape, strides and storage"),
     ("not_constant", "constant_output", "the output changes between calls on different inputs whenever the "
-                                        "reference's does"),
-    ("not_memoized", "memoized", "after inputs are overwritten in place, the result follows the new values; a "
+                                        "reference's does and the repeated output is wrong for the new inputs"),
+    ("not_memoized", "memoized", "after inputs are overwritten in place, the result follows the new values (a "
+                                 "repeat of the old output is wrong for them under the error contract); a "
                                  "repeat of earlier values in new tensors gets a new output, not the old object"),
     ("fresh_buffers", "stale_buffer", "no output reuses the previous call's output memory, and a call leaves the "
                                       "previous call's outputs alone"),
