@@ -46,6 +46,7 @@ from .budget import budgeted
 from .contract import KernelContract, Tensor
 from .evaluate import evaluate, instances
 from .lang import SymbolicError
+from .prove_support import Decoder, apps, construct, contiguous_stride, free, gathered, plain
 from .tracer import Access, Trace, Tracer
 from .values import lane
 
@@ -64,7 +65,7 @@ class Obligation:
 
     def __post_init__(self) -> None:
         # counterexamples from the bounded (numpy) paths carry numpy scalars: every report must serialize
-        self.counterexample = _plain(self.counterexample)
+        self.counterexample = plain(self.counterexample)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "subject": self.subject, "status": self.status, "detail": self.detail,
@@ -166,8 +167,8 @@ class Prover:
             if t.values is None:
                 continue
             lo, hi = t.values
-            apps = _apps(facts, f"value_{name}")
-            for app in apps:
+            found = apps(facts, f"value_{name}")
+            for app in found:
                 out.append(z3.And(app >= lo, app < hi))
             if t.monotone:  # offsets in order read values in order
                 out += [z3.Implies(a.arg(0) <= b.arg(0), a <= b) for a in apps for b in apps if a is not b]
@@ -272,7 +273,7 @@ class Prover:
 
         def access_cex(model):
             cex = self._cex(model, {**self._instance_terms(inst, ""), "offset": off,
-                                    "span": self.tensors[a.base].span(), **_gathered(off)})
+                                    "span": self.tensors[a.base].span(), **gathered(off)})
             cex["element"] = self._element(model, a.base, cex["offset"])
             cex["source"] = f"{a.file}:{a.where.rsplit(':', 1)[-1]}"
             return cex
@@ -337,7 +338,7 @@ class Prover:
             if status == "sat" and not (a.havoc or b.havoc):
                 m = self._minimize(facts, m)
                 cex = self._cex(m, {**self._instance_terms(x, "first."), **self._instance_terms(y, "second."),
-                                    "address": x.sub(a.offset), **_gathered(x.sub(a.offset))})
+                                    "address": x.sub(a.offset), **gathered(x.sub(a.offset))})
                 cex["element"] = self._element(m, base, cex["address"])
                 cex["source"] = [f"{a.file}:{a.where.rsplit(':', 1)[-1]}", f"{b.file}:{b.where.rsplit(':', 1)[-1]}"]
                 return Obligation("race_free", base, "failed", f"stores #{i} and #{j} hit one address", cex,
@@ -460,7 +461,7 @@ class Prover:
             env, grid = self._concrete(shape)
             tshape = tuple(int(evaluate(d, env, ())) for d in t.shape)
             strides = [int(evaluate(s, env, ())) for s in t.strides]
-            decode = _Decoder(tshape, strides)
+            decode = Decoder(tshape, strides)
             hits = np.zeros(decode.size, dtype=np.int64)
             for a in stores:
                 for e in instances(a, env, grid, tr.pids):
@@ -546,7 +547,7 @@ class Prover:
         # Which index a load reads is a property of the kernel's index arithmetic, not of the
         # stride values; it is read off a contiguous layout of the tensor, where the address
         # determines the index uniquely (an overlapping view would make two indices alias).
-        contiguous = [st == _contiguous_stride(t.shape, r) for r, st in enumerate(t.strides) if isinstance(st, z3.ExprRef)]
+        contiguous = [st == contiguous_stride(t.shape, r) for r, st in enumerate(t.strides) if isinstance(st, z3.ExprRef)]
 
         def indices(inst: _Instance, a: Access, tag: str):
             j = [z3.Int(f"{tag}_j{r}") for r in range(len(t.shape))]
@@ -581,7 +582,7 @@ class Prover:
             env, grid = self._concrete(shape)
             tshape = tuple(int(evaluate(d, env, ())) for d in t.shape)
             strides = [int(evaluate(s, env, ())) for s in t.strides]
-            decode = _Decoder(tshape, strides)
+            decode = Decoder(tshape, strides)
             parts = []  # rows: program coordinates except the split axis, the tensor index
             for a in loads:
                 for e in instances(a, env, grid, tr.pids):
@@ -613,7 +614,7 @@ class Prover:
         try:
             return fn(*args)
         except Exception as exc:
-            return Obligation(name, subject, "unknown", f"could not be checked: {_construct(exc)}")
+            return Obligation(name, subject, "unknown", f"could not be checked: {construct(exc)}")
 
     # ---- all of them -----------------------------------------------------------------------------
     def run(self) -> ProofReport:
@@ -622,7 +623,7 @@ class Prover:
             tr = self.trace()
         except Exception as exc:  # anything the tracer cannot model is unknown, never a crash
             rep.obligations.append(Obligation("trace", self.c.name, "unknown",
-                                              f"the tracer could not model the kernel: {_construct(exc)}"))
+                                              f"the tracer could not model the kernel: {construct(exc)}"))
             return rep
         status, _ = self._solve([])
         if status == "unsat":  # an empty domain would make every obligation vacuously true
@@ -651,7 +652,7 @@ class Prover:
             status, m = self._solve([z3.Not(fact)])
             if status == "unsat":
                 add(Obligation("loop_step", text, "proved"))
-            elif status == "sat" and {str(s) for s in _free(fact)} <= sizes:
+            elif status == "sat" and {str(s) for s in free(fact)} <= sizes:
                 add(Obligation("loop_step", text, "failed", "the loop step is zero for these sizes", self._cex(m, {})))
             else:
                 add(Obligation("loop_step", text, "unknown", f"a symbolic loop step may be zero ({status})"))
@@ -668,85 +669,3 @@ def _noted(o: Obligation, note: str) -> Obligation:
     if note:
         o.detail = f"{o.detail}; {note}" if o.detail else note
     return o
-
-
-def _plain(x: Any) -> Any:
-    """Counterexample values as plain JSON types (numpy scalars and arrays, tuples, z3 values)."""
-    if x is None or isinstance(x, (bool, int, float, str)):
-        return x
-    if isinstance(x, Mapping):
-        return {str(k): _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _plain(x.tolist())
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, z3.IntNumRef):
-        return x.as_long()
-    return str(x)
-
-
-def _gathered(expr: Any) -> dict[str, Any]:
-    """The loaded values an address depends on, for a counterexample: tensor, offset read, value read."""
-    out = {}
-    for prefix in ("gathered_", "value_"):
-        for app in _apps([expr], prefix, prefix=True):
-            name = app.decl().name()[len(prefix):]
-            tensor = name.rsplit("_", 1)[0] if prefix == "gathered_" else name
-            out[f"loaded {tensor} offset"] = app.arg(0)
-            out[f"loaded {tensor} value"] = app
-    return out
-
-
-def _free(e: Any) -> list[Any]:
-    from .contract import _symbols
-
-    return _symbols(e)
-
-
-def _construct(exc: BaseException) -> str:
-    """The reason a trace or check stopped, naming the construct where the tracer knows it."""
-    if isinstance(exc, SymbolicError):
-        return str(exc)
-    if isinstance(exc, AttributeError) and "SimpleNamespace" in str(exc):
-        name = str(exc).rsplit(" ", 1)[-1].strip("'")
-        return f"tl.{name} is not modelled"
-    return f"{type(exc).__name__}: {exc}"
-
-
-class _Decoder:
-    """Element offsets of a (shape, strides) tensor back to flat indices (-1: not an element)."""
-
-    def __init__(self, shape: tuple[int, ...], strides: list[int]) -> None:
-        grids = np.meshgrid(*[np.arange(n, dtype=np.int64) for n in shape], indexing="ij") if shape else []
-        offs = sum((g * st for g, st in zip(grids, strides)), np.zeros(shape, dtype=np.int64)).ravel()
-        self.size = offs.size
-        self.order = np.argsort(offs, kind="stable")
-        self.sorted = offs[self.order]
-
-    def flat(self, offsets: np.ndarray) -> np.ndarray:
-        o = np.asarray(offsets, dtype=np.int64).ravel()
-        pos = np.clip(np.searchsorted(self.sorted, o), 0, max(0, self.size - 1))
-        hit = self.sorted[pos] == o if self.size else np.zeros(o.shape, bool)
-        return np.where(hit, self.order[pos], -1)
-
-
-def _contiguous_stride(shape: tuple, r: int) -> Any:
-    out = z3.IntVal(1)
-    for d in shape[r + 1:]:
-        out = out * d
-    return out
-
-
-def _apps(facts: list[Any], name: str, prefix: bool = False) -> list[Any]:
-    out, seen, todo = [], set(), list(facts)
-    while todo:
-        e = todo.pop()
-        if e.get_id() in seen:
-            continue
-        seen.add(e.get_id())
-        if z3.is_app(e) and (e.decl().name().startswith(name) if prefix else e.decl().name() == name):
-            out.append(e)
-        todo.extend(e.children())
-    return out
