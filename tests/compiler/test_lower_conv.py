@@ -57,8 +57,10 @@ def test_transposed_grouped_dilated_same_and_depthwise(tmp_path):
     assert vol.attrs["padding"] == [1, 2, 1] and vol.attrs["groups"] == 2  # "same" with dilation (1, 2, 1)
     assert dw.attrs["groups"] == 3 and dw.attrs["stride"] == [2, 2]
     text = (tmp_path / "new.py").read_text()  # the depthwise conv runs the library's direct kernel, the others the implicit GEMM
-    assert text.count("_ws_conv_dw(v_") == 1 and text.count("_ws_conv(v_") == 2
-    assert "def conv_depthwise_kernel(" in text
+    assert "def conv_depthwise_kernel(" in text and "def conv_fwd_kernel(" in text
+    from warpsmith.compiler.library import depthwise
+
+    assert [depthwise(n) for n in calls] == [False, False, True]
 
 
 def test_asymmetric_same_padding_stays_aten(tmp_path):

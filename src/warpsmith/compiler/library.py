@@ -90,8 +90,9 @@ def _ws_norm(x, w, b, eps, is_rms):
 
 CONV = '''
 def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, groups, activation):
-    """aten.convolution (1-D/2-D/3-D, direct or transposed), one implicit-GEMM launch, the activation
-    fused (an inference batch norm arrives folded into w and bias: compiler.lower_conv)."""
+    """aten.convolution (1-D/2-D/3-D, direct or transposed), one launch, the activation fused: the direct
+    depthwise kernel for one input channel per group, else the implicit GEMM (an inference batch norm
+    arrives folded into w and bias: compiler.lower_conv)."""
     nd = x.dim() - 2
     ks = list(w.shape[2:])
     if transposed:
@@ -109,6 +110,16 @@ def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, 
     n_, c_, d_, h_, w_ = x5.shape
     od, oh, ow = y5.shape[2:]
     kd, kh, kw = w5.shape[2:]
+    if not transposed and groups == c_ and w5.shape[1] == 1:  # depthwise: the direct kernel, no GEMM
+        bp, bc = (64, 16) if _EMULATE else (64, 32)
+        conv_depthwise_kernel[(triton.cdiv(n_ * od * oh * ow, bp) * triton.cdiv(co, bc),)](
+            x5, w5, y, bias if bias is not None else y, y, n_, co // c_, co, d_, h_, w_, od, oh, ow, kd, kh, kw,
+            *(fill + list(stride)), *([0] * (3 - nd) + list(padding)), *(fill + list(dilation)), 1.0,
+            *x5.stride(), w5.stride(0), *w5.stride()[2:], *y5.stride(), *y5.stride(),
+            bias.stride(0) if bias is not None else 0,
+            BLOCK_P=bp, BLOCK_C=bc, ORDER="pixels", HAS_BIAS=bias is not None, HAS_RES=False, ACTIVATION=activation,
+            EMULATE=_EMULATE and x.dtype == torch.bfloat16)
+        return y
     cg, kg = c_ // groups, co // groups
     if transposed:
         ws = (cg * w5.stride(0), w5.stride(1), w5.stride(0), *w5.stride()[2:])
@@ -128,39 +139,12 @@ def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, 
 '''
 
 
-CONV_DW = '''
-def _ws_conv_dw(x, w, bias, stride, padding, dilation, activation):
-    """A depthwise aten.convolution (one input channel per group, any channel multiplier; 1-D/2-D/3-D):
-    the library's direct-convolution kernel, the activation fused."""
-    nd = x.dim() - 2
-    ks = list(w.shape[2:])
-    co = w.shape[0]
-    out = [(x.shape[2 + i] + 2 * padding[i] - dilation[i] * (ks[i] - 1) - 1) // stride[i] + 1 for i in range(nd)]
-    y = torch.empty((x.shape[0], co, *out), dtype=x.dtype, device=x.device)
-    x5, y5, w5 = x, y, w
-    while x5.dim() < 5:
-        x5, y5, w5 = x5.unsqueeze(2), y5.unsqueeze(2), w5.unsqueeze(2)
-    fill = [1] * (3 - nd)
-    n_, c_, d_, h_, w_ = x5.shape
-    od, oh, ow = y5.shape[2:]
-    kd, kh, kw = w5.shape[2:]
-    bp, bc = (64, 16) if _EMULATE else (64, 32)
-    grid = (triton.cdiv(n_ * od * oh * ow, bp) * triton.cdiv(co, bc),)
-    conv_depthwise_kernel[grid](
-        x5, w5, y, bias if bias is not None else y, y, n_, co // c_, co, d_, h_, w_, od, oh, ow, kd, kh, kw,
-        *(fill + list(stride)), *([0] * (3 - nd) + list(padding)), *(fill + list(dilation)), 1.0,
-        *x5.stride(), w5.stride(0), *w5.stride()[2:], *y5.stride(), *y5.stride(),
-        bias.stride(0) if bias is not None else 0,
-        BLOCK_P=bp, BLOCK_C=bc, ORDER="pixels", HAS_BIAS=bias is not None, HAS_RES=False, ACTIVATION=activation,
-        EMULATE=_EMULATE and x.dtype == torch.bfloat16)
-    return y
-'''
-
-
 def depthwise(n: Node) -> bool:
-    """A library conv the direct depthwise kernel runs: forward, one input channel per group."""
+    """A library conv that ``_ws_conv`` runs with the direct depthwise kernel: forward, one input channel
+    per group (the same condition as its branch)."""
     x, w = n.args[0], n.args[1]
     return n.op == "conv" and not n.attrs["transposed"] and n.attrs["groups"] == x.shape[1] and w.shape[1] == 1
+
 
 POOL = '''
 def _ws_pool_out(L, k, s, p, d, ceil_mode):
@@ -241,10 +225,10 @@ def needs(n: Node) -> tuple[list[Any], str]:
         from ..ops.matmul.kernel import matmul_tiled_kernel
 
         return [matmul_tiled_kernel], MATMUL
-    if n.op == "conv" and depthwise(n):
+    if n.op == "conv" and depthwise(n):  # the branch of _ws_conv that runs it
         from ..ops.conv.depthwise_kernel import conv_depthwise_kernel
 
-        return [conv_depthwise_kernel], CONV_DW
+        return [conv_depthwise_kernel], CONV
     if n.op == "conv":
         from ..ops.conv.kernel import conv_fwd_kernel
 
@@ -281,10 +265,6 @@ def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
         return f"{fn}({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['activation']!r})"
     if n.op == "softmax":
         return f"_ws_softmax({v(a[0])}, {n.attrs['log']})"
-    if n.op == "conv" and depthwise(n):
-        t = n.attrs
-        return (f"_ws_conv_dw({v(a[0])}, {v(a[1])}, {v(a[2])}, {t['stride']}, {t['padding']}, {t['dilation']}, "
-                f"{t['activation']!r})")
     if n.op == "conv":
         t = n.attrs
         return (f"_ws_conv({v(a[0])}, {v(a[1])}, {v(a[2])}, {t['stride']}, {t['padding']}, {t['dilation']}, "

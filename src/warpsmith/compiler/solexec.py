@@ -39,7 +39,7 @@ from .capture import LoadedProblem, capture
 from .emit import Program, emit_function
 from .fuse import Partition
 from .ir import Graph, build
-from .solve import MAX_CANDIDATES, SolveResult, _rewritten, _write_atomic, plan, proved
+from .solve import MAX_CANDIDATES, Candidates, SolveResult, _rewritten, _write_atomic, plan, proved
 
 ENTRY_FILE = "main.py"
 SCHEMAS = ("sol-execbench", "flashinfer-bench")  # spec.languages: ["triton"] / spec.language: "triton"
@@ -401,35 +401,27 @@ def solve_definition(path: str | Path, out: str | Path | None = None, *, strict:
         InvalidInputError: the problem is unusable (exit 2); nothing is written.
     """
     attempts: list[dict[str, Any]] = []
-    texts: set[str] = set()
     res = None
-    budget = max(1, candidates) if partitioner is None else 1
-    tried, choice, rewrites_on, took = 0, 0, True, False
-    while tried < budget:
-        if took and rewrites_on and tried == budget - 1:  # the last one: the programs as written
-            choice, rewrites_on = 0, False
+    order = Candidates(max(1, candidates) if partitioner is None else 1)
+    while (plan_ := order.next()) is not None:
+        choice, rewrites_on = plan_
         cand = compile_definition(path, workloads=workloads, overrides=overrides, seed=seed, partitioner=partitioner,
                                   target=target, schema=schema, choice=choice, rewrites_on=rewrites_on)
         rewritten = rewrites_on and any(_rewritten(s.program) for s in cand.signatures if s.program is not None)
-        took = took or rewritten
-        choice += 1
         text = json.dumps(cand.solution, indent=2) + "\n"
-        if text in texts:  # every signature past its last partition: nothing new this way
-            if took and rewrites_on:
-                choice, rewrites_on = 0, False  # the programs as written come next
-                continue
-            break
-        texts.add(text)
-        tried += 1
+        if not order.fresh(text, rewritten):  # every signature past its last partition: nothing new this way
+            if order.exhausted():
+                break
+            continue
         res = _verify_solution(path, cand, text, out, strict=strict, verify=verify, workloads=workloads,
                                overrides=overrides, seed=seed, check_kwargs=check_kwargs, progress=progress,
                                prove=prove, prove_timeout_ms=prove_timeout_ms)
         if res.status != "rejected":
             break
-        attempts.append({"choice": choice - 1, "rewrites": rewritten, "reason": res.verdict.get("reason"),
+        attempts.append({"choice": choice, "rewrites": rewritten, "reason": res.verdict.get("reason"),
                          "message": res.verdict.get("message")})
         if progress is not None:
-            progress(f"solution candidate {choice - 1} rejected ({attempts[-1]['reason']}): trying the next")
+            progress(f"solution candidate {choice} rejected ({attempts[-1]['reason']}): trying the next")
     assert res is not None
     res.attempts = attempts
     return res

@@ -172,43 +172,72 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
         InvalidInputError: the problem file is unusable (exit 2); nothing is written.
     """
     attempts: list[dict[str, Any]] = []
-    texts: set[str] = set()
     res = None
-    budget = max(1, candidates) if partitioner is None else 1
-    tried, choice, rewrites_on, took = 0, 0, True, False
-    while tried < budget:
-        if took and rewrites_on and tried == budget - 1:  # the last one: the program as written, no rewrite
-            choice, rewrites_on = 0, False
+    order = Candidates(max(1, candidates) if partitioner is None else 1)
+    while (plan_ := order.next()) is not None:
+        choice, rewrites_on = plan_
         try:
             g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides,
                                              target=target, choice=choice, rewrites_on=rewrites_on)
         except IndexError:  # no other partition was explored
-            if took and rewrites_on:
-                choice, rewrites_on = 0, False
-                continue
-            break
-        took = took or rewrites_on and _rewritten(prog)
-        choice += 1
-        if prog.text in texts:  # another partition that emits the very same program: nothing new to verify
+            if order.exhausted():
+                break
             continue
-        texts.add(prog.text)
-        tried += 1
+        if not order.fresh(prog.text, _rewritten(prog)):  # the very same program again: nothing new to verify
+            continue
         res = _verify_one(path, g, notes, prog, out, strict=strict, verify=verify, seed=seed,
                           check_kwargs=check_kwargs, overrides=overrides, progress=progress, prove=prove,
                           prove_timeout_ms=prove_timeout_ms)
         if res.status != "rejected":
             break
         search = prog.search
-        attempts.append({"choice": choice - 1, "rewrites": rewrites_on and _rewritten(prog),
+        attempts.append({"choice": choice, "rewrites": rewrites_on and _rewritten(prog),
                          "reason": res.verdict.get("reason"), "message": res.verdict.get("message"),
                          "kernels": len(prog.kernels),
                          "predicted_ms": search.best_ms if search is not None else None,
-                         "partition": search.ranked[choice - 1][0].label if search is not None else "given"})
+                         "partition": search.ranked[choice][0].label if search is not None else "given"})
         if progress is not None:
-            progress(f"candidate {choice - 1} rejected ({attempts[-1]['reason']}): trying the next")
+            progress(f"candidate {choice} rejected ({attempts[-1]['reason']}): trying the next")
     assert res is not None
     res.attempts = attempts  # when accepted, the better-predicted ones rejected; when rejected, every one tried
     return res
+
+
+class Candidates:
+    """The order programs are tried in: the search's partitions, best predicted first (``choice`` 0, 1,
+    ...), a program emitting the same text as one already tried skipped, at most ``budget`` verified.
+    When the search took a rewrite or folded values out of the call, the last one is the program as
+    written (no rewrite), and so is the next one when the partitions run out."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget, self.tried, self.choice, self.rewrites_on, self.took = budget, 0, 0, True, False
+        self.texts: set[str] = set()
+
+    def next(self) -> tuple[int, bool] | None:
+        """``(choice, rewrites_on)`` to compile next; None when ``budget`` programs were verified."""
+        if self.tried >= self.budget:
+            return None
+        if self.took and self.rewrites_on and self.tried == self.budget - 1:
+            self.choice, self.rewrites_on = 0, False
+        self.choice += 1
+        return self.choice - 1, self.rewrites_on
+
+    def exhausted(self) -> bool:
+        """No partition is left this way: True when nothing is left at all, else the program as written
+        comes next."""
+        if self.took and self.rewrites_on:
+            self.choice, self.rewrites_on = 0, False
+            return False
+        return True
+
+    def fresh(self, text: str, rewritten: bool) -> bool:
+        """Record a compiled program (``rewritten``: a rewrite was taken); whether it is new, to verify."""
+        self.took = self.took or self.rewrites_on and rewritten
+        if text in self.texts:
+            return False
+        self.texts.add(text)
+        self.tried += 1
+        return True
 
 
 def _rewritten(prog: Program) -> bool:
