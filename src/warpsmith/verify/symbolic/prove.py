@@ -171,7 +171,7 @@ class Prover:
             for app in found:
                 out.append(z3.And(app >= lo, app < hi))
             if t.monotone:  # offsets in order read values in order
-                out += [z3.Implies(a.arg(0) <= b.arg(0), a <= b) for a in apps for b in apps if a is not b]
+                out += [z3.Implies(a.arg(0) <= b.arg(0), a <= b) for a in found for b in found if a is not b]
         return out
 
     def _cex(self, model: Any, extra: Mapping[str, Any]) -> dict[str, Any]:
