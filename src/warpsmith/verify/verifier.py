@@ -42,6 +42,9 @@ def _contract_run(spec: OpSpec, problem: Problem, variant: Variant, config: Mapp
         outs = run_guarded(spec, variant, problem, config, inputs, target)
     except HarnessFailure as exc:
         return str(exc), None
+    verdict = spec.judge(problem, inputs, outs)
+    if verdict is not NotImplemented:  # a criterion over the outputs together (discrete outputs)
+        return verdict, outs
     ref64, scale = (as_tuple(x) for x in spec.oracle(inputs, problem.attrs))
     refs, contracts = as_tuple(spec.reference(inputs, problem.attrs)), as_tuple(spec.contract(problem))
     perturbed = as_tuple(spec.perturbed_oracle(inputs, problem.attrs, min(c.u_acc for c in contracts)))

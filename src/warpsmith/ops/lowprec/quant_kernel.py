@@ -86,8 +86,8 @@ def quant_rows_kernel(
     GROUP: tl.constexpr, BLOCK: tl.constexpr, NORM: tl.constexpr, STATIC: tl.constexpr,
     FMT: tl.constexpr, EMULATE: tl.constexpr,
 ):
-    """Row ``program_id(0)`` of x (M, N): y = rms_norm(x) * w (NORM) or x; then per row (GROUP == 0; BLOCK
-    the chunk) or per GROUP columns (BLOCK == GROUP): scale = amax / QMAX (1 if 0), or the static scale
+    """Row ``program_id(0)`` of x (M, N), in chunks of BLOCK columns: y = rms_norm(x) * w (NORM) or x; then
+    per row (GROUP == 0) or per GROUP columns (BLOCK a multiple of GROUP: BLOCK // GROUP groups a chunk): scale = amax / QMAX (1 if 0), or the static scale
     static_ptr[0] (STATIC); q = saturate(round(y / scale)); s[row] or s[row, group] = scale."""
     row = tl.program_id(0).to(tl.int64)
     cols0 = tl.arange(0, BLOCK)
@@ -113,12 +113,15 @@ def quant_rows_kernel(
             y = load_normed(x_ptr, w_ptr, row, c + cols0, N, stride_xm, rstd, NORM)
             tl.store(q_ptr + row * stride_qm + c + cols0, quantize_values(y, scale, FMT, EMULATE), mask=c + cols0 < N)
     else:
-        for c in range(0, N, GROUP):
-            y = load_normed(x_ptr, w_ptr, row, c + cols0, N, stride_xm, rstd, NORM)
-            m = tl.max(tl.abs(y), 0)
+        groups0 = tl.arange(0, BLOCK // GROUP)
+        for c in range(0, N, BLOCK):
+            y = tl.reshape(load_normed(x_ptr, w_ptr, row, c + cols0, N, stride_xm, rstd, NORM), (BLOCK // GROUP, GROUP))
+            m = tl.max(tl.abs(y), 1)
             scale = tl.where(m > 0, m / QMAX, 1.0)
-            tl.store(s_ptr + row * stride_sm + c // GROUP, scale)
-            tl.store(q_ptr + row * stride_qm + c + cols0, quantize_values(y, scale, FMT, EMULATE), mask=c + cols0 < N)
+            g = c // GROUP + groups0
+            tl.store(s_ptr + row * stride_sm + g, scale, mask=g * GROUP < N)
+            q = tl.reshape(quantize_values(y, scale[:, None], FMT, EMULATE), (BLOCK,))
+            tl.store(q_ptr + row * stride_qm + c + cols0, q, mask=c + cols0 < N)
 
 
 @triton.jit

@@ -1,0 +1,175 @@
+"""The verification criteria of the quantization ops (quant_spec.py), exact where the outputs are discrete.
+
+**quantize.** Let y be what is quantized (x, or its RMSNorm), y64 its fp64 value (the oracle), and
+u = 2^-24 the fp32 unit roundoff. The kernel's y_k has relative error ``e_y``: 0 without the norm (an
+fp32/fp16/bf16 x converts exactly); with it, the fp32 sum of N squares (``gamma(N + 3, u)`` relative with
+the 1/N and + eps roundings, halved by the square root), the square root and the reciprocal (the GPU's
+approximate ``sqrt`` within 2 ulps, its fp32 division within 2 ulps: ``6u`` together) and the two products
+(``3u``). Then:
+
+- scale: ``|s_k - amax64 / QMAX| <= (e_y + 4u) amax64 / QMAX + 2^-149`` (the max of values within ``e_y``
+  is within ``e_y``; one division, 2 ulps = 4u), and exactly 1 for an all-zero group;
+- values: with the kernel's *own* scale s_k, the exact quotient ``t = y64 / s_k`` is what the kernel
+  approximates by ``fl(y_k / s_k)``, within ``e_q = e_y + 5u`` relative (plus 2^-147 absolute, the
+  division's error below fp32's normal range). Round-to-nearest with saturation (``saturate_cast``) is
+  monotone, so a correct kernel's q lies in ``[R(t (1 - e_q)), R(t (1 + e_q))]``: one value, or two
+  neighbours where t lies within ``e_q`` of a rounding tie. Nothing else is accepted.
+- groups (rows, with the norm) holding a NaN or an infinity are not judged: the GPU's ``max`` ignores
+  NaN where the interpreter's propagates it, and the format has no single answer for them.
+
+**stochastic_round.** Each output is one of the two neighbours of x in the target format (exactly x where
+representable; e4m3 saturates at ±448 and keeps NaN; bf16 keeps NaN and ±inf, and rounds past its largest
+finite value to inf), and the number U of upward roundings satisfies ``|U - sum p| <= 6 sqrt(sum p (1 -
+p)) + 1`` where p is each element's probability of rounding up, ``(|x| - |lo|) / (|hi| - |lo|)``: a biased
+rounding (e.g. always down) fails on any input of more than a few dozen inexact elements; a correct one
+fails with probability below 1e-8.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import torch
+
+from ...core.contract import gamma
+from ...core.opspec import Problem
+from .quant_reference import BLOCK, QMAX, expand_scale, saturate_cast
+
+U = 2.0**-24
+SCALE_FLOOR = 2.0**-149
+QUOTIENT_FLOOR = 2.0**-147
+SIGMAS = 6.0
+
+
+@dataclass(frozen=True)
+class QuantizeBounds:
+    value_rel: float  # e_y: the relative error of y_k
+    scale_rel: float  # e_y + 4u
+    quotient_rel: float  # e_y + 5u
+
+
+def quantize_bounds(p: Problem) -> QuantizeBounds:
+    e_y = gamma(p.shape["N"] + 3, U) / 2 + 9 * U if p.attrs["norm"] else 0.0
+    return QuantizeBounds(e_y, e_y + 4 * U, e_y + 5 * U)
+
+
+def _first(mask: torch.Tensor) -> tuple[int, ...]:
+    return tuple(int(i) for i in mask.nonzero()[0].tolist())
+
+
+def judge_quantize(p: Problem, inputs: Mapping[str, torch.Tensor], outs: tuple[torch.Tensor, ...]) -> str | None:
+    """None if (q, scale) meet the criterion of the module docstring, else what failed, where."""
+    from .quant_spec import prequantized
+
+    q, s = outs
+    fmt, gran = p.attrs["format"], p.attrs["granularity"]
+    M, N = p.shape["M"], p.shape["N"]
+    b = quantize_bounds(p)
+    x64 = {k: v.detach().cpu().to(torch.float64) for k, v in inputs.items()}
+    y = prequantized(x64, p.attrs)
+    cols = 1 if gran == "row" else BLOCK
+    groups = s.shape[1]
+    pad = torch.zeros(M, groups * cols, dtype=torch.float64)
+    pad[:, :N] = y.abs() if gran == "block" else 0.0
+    if gran == "row":
+        amax = y.abs().amax(dim=1, keepdim=True)
+        bad_in = (~torch.isfinite(x64["x"])).any(dim=1, keepdim=True)
+    else:
+        amax = pad.reshape(M, groups, cols).amax(dim=2)
+        nonfin = torch.zeros(M, groups * cols, dtype=torch.bool)
+        nonfin[:, :N] = ~torch.isfinite(x64["x"])
+        bad_in = nonfin.reshape(M, groups, cols).any(dim=2)
+    if p.attrs["norm"]:
+        bad_in = bad_in | (~torch.isfinite(x64["x"])).any(dim=1, keepdim=True)
+    judged = ~bad_in & torch.isfinite(amax)
+    sk = s.detach().cpu().to(torch.float64)
+    exact = amax / QMAX[fmt]
+    zero = judged & (amax == 0)
+    if (zero & (sk != 1.0)).any():
+        at = _first(zero & (sk != 1.0))
+        return f"output 1 (scale): {sk[at].item()!r} at {at} for an all-zero group, expected exactly 1"
+    live = judged & (amax > 0)
+    err = (sk - exact).abs()
+    allowed = b.scale_rel * exact + SCALE_FLOOR
+    over = live & ~(err <= allowed)  # NaN fails
+    if over.any():
+        at = _first(over)
+        return (f"output 1 (scale): {sk[at].item()!r} at {at}, expected amax / QMAX = {exact[at].item()!r} "
+                f"within {allowed[at].item():.3e} (relative {b.scale_rel:.3e})")
+    ok_el = expand_scale(judged, M, N, 1, cols) if gran == "block" else judged.expand(M, N)
+    sk_el = (expand_scale(sk, M, N, 1, cols) if gran == "block" else sk.expand(M, N)).where(ok_el, torch.ones(()))
+    t = (y / sk_el).where(ok_el, torch.zeros(()))
+    slack = b.quotient_rel * t.abs() + QUOTIENT_FLOOR
+    lo = saturate_cast(t - slack, fmt).to(torch.float64)
+    hi = saturate_cast(t + slack, fmt).to(torch.float64)
+    qk = q.detach().cpu().to(torch.float64)
+    wrong = ok_el & ~((qk >= lo) & (qk <= hi))  # NaN (an unwritten poison) fails
+    if wrong.any():
+        at = _first(wrong)
+        want = f"{lo[at].item()!r}" if lo[at] == hi[at] else f"{lo[at].item()!r} or {hi[at].item()!r}"
+        return (f"output 0 (q): {qk[at].item()!r} at {at}, expected {want}: the saturating round-to-nearest of "
+                f"y / scale = {t[at].item()!r} (the kernel's own scale {sk_el[at].item()!r}), "
+                f"within {b.quotient_rel:.3e} relative")
+    return None
+
+
+def neighbours(x: torch.Tensor, target: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(lo, hi, p): the neighbours of fp32 ``x`` in ``target`` toward and away from zero (equal where x is
+    representable, or saturated, or not finite), as fp32, and the probability of rounding to hi."""
+    x = x.detach().cpu().to(torch.float32)
+    if target == "bf16":
+        bits = x.view(torch.int32)
+        low = bits & 0xFFFF
+        lo_bits = bits - low
+        hi_bits = torch.where(low != 0, lo_bits + 0x10000, lo_bits)
+        finite = torch.isfinite(x)
+        lo = torch.where(finite, lo_bits.view(torch.float32), x)
+        hi = torch.where(finite, hi_bits.view(torch.float32), x)
+        p = torch.where(finite, low.to(torch.float64) / 65536.0, torch.zeros((), dtype=torch.float64))
+        return lo, hi, p
+    a = x.abs()
+    sat = a >= QMAX["e4m3"]
+    c = a.where(~sat & ~torch.isnan(a), torch.zeros(())).to(torch.float8_e4m3fn)
+    cb = c.view(torch.uint8).to(torch.int32)
+    cf = c.to(torch.float32)
+    lo_b = torch.where(cf > a, cb - 1, cb)
+    hi_b = torch.where(cf < a, cb + 1, cb)
+
+    def value(bits: torch.Tensor) -> torch.Tensor:
+        return bits.clamp(0, 0x7E).to(torch.uint8).view(torch.float8_e4m3fn).to(torch.float32)
+
+    lo_m, hi_m = value(lo_b), value(hi_b)
+    lo_m = torch.where(sat, torch.full_like(a, QMAX["e4m3"]), lo_m)
+    hi_m = torch.where(sat, torch.full_like(a, QMAX["e4m3"]), hi_m)
+    gap = (hi_m - lo_m).to(torch.float64)
+    p = torch.where(gap > 0, (a.to(torch.float64) - lo_m.to(torch.float64)) / gap.where(gap > 0, torch.ones(())),
+                    torch.zeros((), dtype=torch.float64))
+    sign = torch.where(x < 0, -1.0, 1.0)
+    nan = torch.isnan(x)
+    lo = torch.where(nan, x, lo_m * sign)
+    hi = torch.where(nan, x, hi_m * sign)
+    return lo, hi, p
+
+
+def judge_stochastic(p: Problem, inputs: Mapping[str, Any], outs: tuple[torch.Tensor, ...]) -> str | None:
+    """None if every output is a neighbour of its input and the upward count is unbiased (module docstring)."""
+    x = inputs["x"]
+    y = outs[0].detach().cpu().to(torch.float32)
+    lo, hi, prob = neighbours(x, p.attrs["target"])
+    nan_x = torch.isnan(x.detach().cpu())
+    if not torch.equal(torch.isnan(y), nan_x):
+        at = _first(torch.isnan(y) != nan_x)
+        return f"NaN where the input has {'none' if not nan_x[at] else 'one'} (first at {at}: input {x[at].item()!r})"
+    ok = nan_x | (y == lo) | (y == hi)
+    if not ok.all():
+        at = _first(~ok)
+        return (f"{y[at].item()!r} at {at} is not a neighbour of {x[at].item()!r} in {p.attrs['target']} "
+                f"(expected {lo[at].item()!r} or {hi[at].item()!r})")
+    inexact = (lo != hi) & ~nan_x
+    up = int((inexact & (y == hi)).sum())
+    mean = float(prob.where(inexact, torch.zeros((), dtype=torch.float64)).sum())
+    var = float((prob * (1 - prob)).where(inexact, torch.zeros((), dtype=torch.float64)).sum())
+    if abs(up - mean) > SIGMAS * var**0.5 + 1:
+        return (f"biased: {up} of {int(inexact.sum())} inexact elements rounded up, expected {mean:.1f} "
+                f"(standard deviation {var**0.5:.1f}; {SIGMAS:g} allowed)")
+    return None
