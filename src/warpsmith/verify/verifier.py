@@ -241,6 +241,8 @@ def verify_candidate(spec: OpSpec, problem: Problem, variant: Variant, config: M
 
 def _bitwise(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Same values bit for bit (NaN in the same places counts as equal)."""
+    if a.is_floating_point() and a.element_size() == 1:  # fp8: the bytes themselves (no nan_to_num for fp8)
+        return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
     if a.is_floating_point():
         return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
     return torch.equal(a, b)

@@ -7,7 +7,7 @@
 - ``stochastic_round`` / ``elementwise``: one program per BLOCK elements (knobs ``BLOCK``, ``num_warps``).
   The draw of element i is Philox(seed, i), so every BLOCK gives the same bits. Default: 1024 elements and
   4 warps on a GPU (today's launch); under the interpreter, whose cost is per program, the largest block
-  whose register estimate fits (16384 elements, 16 warps; the results are the same).
+  whose register estimate fits at 8 warps (8192 elements; the results are the same).
 
 The launchers' preconditions are stated once, here (:func:`columns_fit`, :func:`elements_fit`): the
 launchers refuse what they exclude, and the launch contracts (quant_contract.py) take them as their domain.
@@ -157,7 +157,7 @@ class StochasticRoundElementwise(Variant):
     knobs = QuantKnobs
     kernel_modules = (K, common)
     cost_model = "memory"
-    INTERPRETER_DEFAULT = {"BLOCK": 16384, "num_warps": 16}
+    INTERPRETER_DEFAULT = {"BLOCK": 8192, "num_warps": 8}
     GPU_DEFAULT = {"BLOCK": 1024, "num_warps": 4}
 
     def space(self, p: Problem, target: Target) -> Space:
