@@ -19,10 +19,12 @@ approximate ``sqrt`` within 2 ulps, its fp32 division within 2 ulps: ``6u`` toge
 
 **stochastic_round.** Each output is one of the two neighbours of x in the target format (exactly x where
 representable; e4m3 saturates at ±448 and keeps NaN; bf16 keeps NaN and ±inf, and rounds past its largest
-finite value to inf), and the number U of upward roundings satisfies ``|U - sum p| <= 6 sqrt(sum p (1 -
-p)) + 1`` where p is each element's probability of rounding up, ``(|x| - |lo|) / (|hi| - |lo|)``: a biased
-rounding (e.g. always down) fails on any input of more than a few dozen inexact elements; a correct one
-fails with probability below 1e-8.
+finite value to inf), and the upward roundings are unbiased: with p each element's probability of rounding
+up, ``(|x| - |lo|) / (|hi| - |lo|)``, and up its 0/1 outcome, two statistics ``S_w = sum w (up - p)``, for
+w = 1 (the count) and w = p - 1/2 (the correlation with p), satisfy ``|S_w| <= 6 sqrt(sum w^2 p (1 - p)) +
+max |w|``. Always rounding down fails the first on any input of more than a few dozen inexact elements,
+round-to-nearest (right on average for spread-out p) the second; a correct stochastic rounding, each draw
+an independent Bernoulli(p), fails either with probability below 1e-8.
 """
 from __future__ import annotations
 
@@ -166,10 +168,14 @@ def judge_stochastic(p: Problem, inputs: Mapping[str, Any], outs: tuple[torch.Te
         return (f"{y[at].item()!r} at {at} is not a neighbour of {x[at].item()!r} in {p.attrs['target']} "
                 f"(expected {lo[at].item()!r} or {hi[at].item()!r})")
     inexact = (lo != hi) & ~nan_x
-    up = int((inexact & (y == hi)).sum())
-    mean = float(prob.where(inexact, torch.zeros((), dtype=torch.float64)).sum())
-    var = float((prob * (1 - prob)).where(inexact, torch.zeros((), dtype=torch.float64)).sum())
-    if abs(up - mean) > SIGMAS * var**0.5 + 1:
-        return (f"biased: {up} of {int(inexact.sum())} inexact elements rounded up, expected {mean:.1f} "
-                f"(standard deviation {var**0.5:.1f}; {SIGMAS:g} allowed)")
+    up = (inexact & (y == hi)).to(torch.float64)
+    zero = torch.zeros((), dtype=torch.float64)
+    prob = prob.where(inexact, zero)
+    for what, w in (("upward roundings", torch.ones_like(prob)), ("upward roundings weighted by p - 1/2", prob - 0.5)):
+        w = w.where(inexact, zero)
+        stat = float((w * (up - prob)).sum())
+        sd = float((w * w * prob * (1 - prob)).sum()) ** 0.5
+        if abs(stat) > SIGMAS * sd + (float(w.abs().max()) if w.numel() else 0.0):
+            return (f"biased: {what} of {int(inexact.sum())} inexact elements differ from their expectation by "
+                    f"{stat:.1f} (standard deviation {sd:.1f}; {SIGMAS:g} allowed)")
     return None

@@ -80,6 +80,14 @@ def load_normed(x_ptr, w_ptr, row, cols, N, stride_xm, rstd, NORM: tl.constexpr)
 
 
 @triton.jit
+def group_index(c, N, GROUP: tl.constexpr, BLOCK: tl.constexpr):
+    """The scale groups of the chunk starting at column c, c // GROUP + [0, BLOCK // GROUP), and which of
+    them hold columns below N."""
+    g = c // GROUP + tl.arange(0, BLOCK // GROUP)
+    return g, g * GROUP < N
+
+
+@triton.jit
 def quant_rows_kernel(
     x_ptr, w_ptr, q_ptr, s_ptr, static_ptr,
     N, stride_xm, stride_qm, stride_sm, eps, QMAX,
@@ -113,13 +121,12 @@ def quant_rows_kernel(
             y = load_normed(x_ptr, w_ptr, row, c + cols0, N, stride_xm, rstd, NORM)
             tl.store(q_ptr + row * stride_qm + c + cols0, quantize_values(y, scale, FMT, EMULATE), mask=c + cols0 < N)
     else:
-        groups0 = tl.arange(0, BLOCK // GROUP)
         for c in range(0, N, BLOCK):
             y = tl.reshape(load_normed(x_ptr, w_ptr, row, c + cols0, N, stride_xm, rstd, NORM), (BLOCK // GROUP, GROUP))
             m = tl.max(tl.abs(y), 1)
             scale = tl.where(m > 0, m / QMAX, 1.0)
-            g = c // GROUP + groups0
-            tl.store(s_ptr + row * stride_sm + g, scale, mask=g * GROUP < N)
+            g, live = group_index(c, N, GROUP, BLOCK)
+            tl.store(s_ptr + row * stride_sm + g, scale, mask=live)
             q = tl.reshape(quantize_values(y, scale[:, None], FMT, EMULATE), (BLOCK,))
             tl.store(q_ptr + row * stride_qm + c + cols0, q, mask=c + cols0 < N)
 

@@ -26,7 +26,7 @@ from ..shared.validate import check_device, check_tensor
 from . import quant_kernel as K
 from .quant_reference import BLOCK, DTYPE_OF, FORMATS, QMAX
 from .quant_spec import GRANULARITIES, QUANTIZE, STOCHASTIC_ROUND
-from .quant_variant import ROW_CHUNK_MAX, VARIANTS
+from .quant_variant import PHILOX_LIMIT, ROW_CHUNK_MAX, VARIANTS, elements_fit
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 _FORMAT_OF = {v: k for k, v in DTYPE_OF.items()}
 
@@ -167,6 +167,9 @@ def stochastic_round(x: torch.Tensor, dtype: torch.dtype, seed: int) -> torch.Te
     check_device("x", x)
     if x.numel() == 0:
         return torch.empty(x.shape, dtype=dtype, device=x.device)
+    if not elements_fit(x.numel()):
+        raise InvalidInputError("number of elements of x", f"at most {PHILOX_LIMIT} (distinct Philox counters)",
+                                x.numel())
     problem = STOCHASTIC_ROUND.problem({"N": x.numel()}, torch.float32,
                                        {"target": "bf16" if dtype == torch.bfloat16 else "e4m3", "seed": seed})
     y = dispatch.launch(problem, VARIANTS, {"x": x.reshape(-1)}).reshape(x.shape)

@@ -118,7 +118,7 @@ class QuantizeSpec(OpSpec):
 
 class StochasticRoundSpec(OpSpec):
     name = "stochastic_round"
-    axes = (Axis("N", "elements (any shape, flattened)"),)
+    axes = (Axis("N", "elements (any shape, flattened)", max_size=2**48),)  # the variant states the real limit
     dtypes = (torch.float32,)
     attr_choices = {"target": SR_TARGETS, "seed": SEED}
 
