@@ -140,7 +140,10 @@ _QUANT = [({"M": 64, "N": 7168}, {"format": "e4m3", "granularity": "block"}),
           ({"M": 5, "N": 1000}, {"format": "int8"}),
           ({"M": 3, "N": 16384}, {"format": "e5m2", "granularity": "block", "norm": True})]
 _SR = [({"N": 2**20}, {"target": "bf16"}), ({"N": 1001}, {"target": "e4m3"})]
-PROBLEMS.update({"quantize": _QUANT, "stochastic_round": _SR})
+_QSTATIC = [({"M": 64, "N": 4096}, {"format": "e4m3"}), ({"M": 5, "N": 1000}, {"format": "int8"})]
+_DEQUANT = [({"M": 64, "N": 7168}, {"format": "e4m3", "scaling": "block"}), ({"M": 16, "N": 4096}, {"format": "int8"}),
+            ({"M": 5, "N": 1000}, {"format": "e5m2", "scaling": "tensor"})]
+PROBLEMS.update({"quantize": _QUANT, "stochastic_round": _SR, "quantize_static": _QSTATIC, "dequantize": _DEQUANT})
 PROBLEMS.update({"max_pool": _POOL_MAX, "max_pool_backward": [(sh, {k: v for k, v in a.items() if k != "return_indices"}) for sh, a in _POOL_MAX], "avg_pool": _POOL_AVG,
                  "avg_pool_backward": _POOL_AVG, "adaptive_avg_pool": _POOL_ADAPTIVE,
                  "adaptive_avg_pool_backward": _POOL_ADAPTIVE, "batch_norm": _BN, "batch_norm_backward": _BN,

@@ -41,6 +41,7 @@ U = 2.0**-24
 SCALE_FLOOR = 2.0**-149
 QUOTIENT_FLOOR = 2.0**-147
 SIGMAS = 6.0
+STATIC_REL = 4 * U
 
 
 @dataclass(frozen=True)
@@ -101,17 +102,38 @@ def judge_quantize(p: Problem, inputs: Mapping[str, torch.Tensor], outs: tuple[t
     ok_el = expand_scale(judged, M, N, 1, cols) if gran == "block" else judged.expand(M, N)
     sk_el = (expand_scale(sk, M, N, 1, cols) if gran == "block" else sk.expand(M, N)).where(ok_el, torch.ones(()))
     t = (y / sk_el).where(ok_el, torch.zeros(()))
-    slack = b.quotient_rel * t.abs() + QUOTIENT_FLOOR
+    return values_within(q, t, b.quotient_rel, fmt, ok_el, "output 0 (q)", f"the kernel's own scale, {b.quotient_rel:.3e}")
+
+
+def values_within(q: torch.Tensor, t: torch.Tensor, rel: float, fmt: str, judged: torch.Tensor, what: str,
+                  how: str) -> str | None:
+    """None if every judged q lies in ``[R(t (1 - rel)), R(t (1 + rel))]`` (R: the saturating round-to-nearest
+    ``saturate_cast``; ±inf quotients saturate; a NaN quotient must give NaN in fp8 and is not judged in int8,
+    which has no NaN), else the first element that does not."""
+    fin = torch.isfinite(t)
+    slack = (rel * t.abs() + QUOTIENT_FLOOR).where(fin, torch.zeros((), dtype=t.dtype))
     lo = saturate_cast(t - slack, fmt).to(torch.float64)
     hi = saturate_cast(t + slack, fmt).to(torch.float64)
     qk = q.detach().cpu().to(torch.float64)
-    wrong = ok_el & ~((qk >= lo) & (qk <= hi))  # NaN (an unwritten poison) fails
+    nan_t = torch.isnan(t)
+    judged = judged & ~nan_t if fmt == "int8" else judged
+    ok = ((qk >= lo) & (qk <= hi)) | (nan_t & torch.isnan(qk))  # NaN (an unwritten poison) fails elsewhere
+    wrong = judged & ~ok
     if wrong.any():
         at = _first(wrong)
-        want = f"{lo[at].item()!r}" if lo[at] == hi[at] else f"{lo[at].item()!r} or {hi[at].item()!r}"
-        return (f"output 0 (q): {qk[at].item()!r} at {at}, expected {want}: the saturating round-to-nearest of "
-                f"y / scale = {t[at].item()!r} (the kernel's own scale {sk_el[at].item()!r}), "
-                f"within {b.quotient_rel:.3e} relative")
+        want = f"{lo[at].item()!r}" if lo[at] == hi[at] or nan_t[at] else f"{lo[at].item()!r} or {hi[at].item()!r}"
+        return (f"{what}: {qk[at].item()!r} at {at}, expected {want}: the saturating round-to-nearest of "
+                f"x / scale = {t[at].item()!r} ({how} relative)")
+    return None
+
+
+def judge_quantize_static(p: Problem, inputs: Mapping[str, torch.Tensor], outs: tuple[torch.Tensor, ...]) -> str | None:
+    """quantize_static: q within the interval of :func:`values_within` around the exact x / scale (the given
+    scale), 4u relative (one fp32 division, 2 ulps on the GPU); every element judged (NaN and ±inf too)."""
+    x = inputs["x"].detach().cpu().to(torch.float64)
+    t = x / inputs["scale"].detach().cpu().to(torch.float64)
+    return values_within(outs[0], t, STATIC_REL, p.attrs["format"], torch.ones_like(t, dtype=torch.bool), "q",
+                         f"the given scale, {STATIC_REL:.3e}")
     return None
 
 

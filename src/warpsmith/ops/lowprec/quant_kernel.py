@@ -132,18 +132,43 @@ def quant_rows_kernel(
 
 
 @triton.jit
+def fp8_value(b, MAN: tl.constexpr, BIAS: tl.constexpr, IS_E4M3: tl.constexpr):
+    """The fp32 value of the fp8 byte ``b`` (int32): normal, subnormal, ±0, NaN (e4m3: 0x7F/0xFF; e5m2:
+    exponent 31 with a mantissa), ±inf (e5m2)."""
+    mag = b & 0x7F
+    e = mag >> MAN
+    m = (mag & ((1 << MAN) - 1)).to(tl.float32)
+    sub = m * pow2(tl.zeros_like(e) + (1 - BIAS - MAN))
+    nor = (1.0 + m * (1.0 / (1 << MAN))) * pow2(tl.maximum(e, 1) - BIAS)
+    v = tl.where(e == 0, sub, nor)
+    if IS_E4M3:
+        v = tl.where(mag == 0x7F, float("nan"), v)
+    else:
+        v = tl.where(e == 31, tl.where(m == 0, float("inf"), float("nan")), v)
+    return tl.where(b >= 128, -v, v)
+
+
+@triton.jit
 def dequant_rows_kernel(
     q_ptr, s_ptr, out_ptr,
     N, stride_qm, stride_sm, stride_om,
     GROUP: tl.constexpr, BLOCK: tl.constexpr, TENSOR: tl.constexpr, EMULATE: tl.constexpr,
+    DECODE: tl.constexpr = "",
 ):
-    """out[row] = q[row] * scale: scale s[0] (TENSOR), s[row] (GROUP == 0) or s[row, col // GROUP]."""
+    """out[row] = q[row] * scale: scale s[0] (TENSOR), s[row] (GROUP == 0) or s[row, col // GROUP].
+    ``DECODE`` ("e4m3"/"e5m2", under the interpreter, whose fp8 -> fp32 conversion is wrong for NaN and
+    inf: e4m3 NaN gives 480): q holds the fp8 bytes, decoded by :func:`fp8_value`."""
     row = tl.program_id(0).to(tl.int64)
     cols0 = tl.arange(0, BLOCK)
     for c in range(0, N, BLOCK):
         cols = c + cols0
         mask = cols < N
-        q = tl.load(q_ptr + row * stride_qm + cols, mask=mask, other=0.0).to(tl.float32)
+        if DECODE == "e4m3":
+            q = fp8_value(tl.load(q_ptr + row * stride_qm + cols, mask=mask, other=0).to(tl.int32), 3, 7, True)
+        elif DECODE == "e5m2":
+            q = fp8_value(tl.load(q_ptr + row * stride_qm + cols, mask=mask, other=0).to(tl.int32), 2, 15, False)
+        else:
+            q = tl.load(q_ptr + row * stride_qm + cols, mask=mask, other=0.0).to(tl.float32)
         if TENSOR:
             s = tl.load(s_ptr)
         elif GROUP == 0:

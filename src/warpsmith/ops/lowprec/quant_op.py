@@ -1,7 +1,6 @@
-"""Public quantization functions. :func:`quantize` and :func:`stochastic_round` are pipeline ops (specs
-quant_spec.py, variants quant_variant.py): they validate, build the problem and dispatch to the best
-verified tuned record for it, else the heuristic default (today's launch). :func:`quantize_static` and
-:func:`dequantize` launch their kernels directly (one program per row, fixed chunk; not tunable).
+"""Public quantization functions, all four pipeline ops (specs quant_spec.py, variants quant_variant.py):
+each validates, builds the problem and dispatches to the best verified tuned record for it, else the
+heuristic default (the launch it had before tuning existed).
 
 - :func:`quantize`: dynamic per-row (per-token) or per-128-column-group (1x128 block) quantization to
   e4m3, e5m2 or int8, optionally fused with a preceding RMSNorm (``norm_weight``);
@@ -19,14 +18,12 @@ from typing import Optional
 import torch
 
 from ... import dispatch
-from ...core._triton import INTERPRET, triton
 from ...core.errors import InvalidInputError
-from ..shared.launch import emulated
 from ..shared.validate import check_device, check_tensor
-from . import quant_kernel as K
-from .quant_reference import BLOCK, DTYPE_OF, FORMATS, QMAX
-from .quant_spec import GRANULARITIES, QUANTIZE, STOCHASTIC_ROUND
-from .quant_variant import PHILOX_LIMIT, ROW_CHUNK_MAX, VARIANTS, elements_fit
+from .quant_reference import BLOCK, DTYPE_OF, FORMATS
+from .quant_spec import DEQUANTIZE, GRANULARITIES, QUANTIZE, QUANTIZE_STATIC, STOCHASTIC_ROUND
+from .quant_variant import PHILOX_LIMIT, VARIANTS, elements_fit
+
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 _FORMAT_OF = {v: k for k, v in DTYPE_OF.items()}
 
@@ -46,14 +43,6 @@ def _check_x(x: torch.Tensor) -> torch.Tensor:
 def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
         raise InvalidInputError("format", "one of " + ", ".join(FORMATS), fmt)
-
-
-def _q_view(q: torch.Tensor) -> torch.Tensor:
-    return q if q.dtype == torch.int8 else q.view(torch.uint8)
-
-
-def _chunk(n: int) -> int:
-    return min(ROW_CHUNK_MAX, triton.next_power_of_2(n))
 
 
 def quantize(x: torch.Tensor, fmt: str = "e4m3", granularity: str = "row",
@@ -107,10 +96,8 @@ def quantize_static(x: torch.Tensor, scale: torch.Tensor, fmt: str = "e4m3") -> 
         raise InvalidInputError("scale", f"a (1,) float32 tensor on {x.device}",
                                 f"{tuple(scale.shape)} {scale.dtype} on {scale.device}")
     M, N = x.shape
-    q = torch.empty((M, N), dtype=DTYPE_OF[fmt], device=x.device)
-    K.quant_rows_kernel[(M,)](
-        x, x, _q_view(q), scale, scale, N, x.stride(0), q.stride(0), 0, 0.0, QMAX[fmt],
-        GROUP=0, BLOCK=_chunk(N), NORM=False, STATIC=True, FMT=fmt, EMULATE=INTERPRET, num_warps=4)
+    problem = QUANTIZE_STATIC.problem({"M": M, "N": N}, x.dtype, {"format": fmt})
+    q = dispatch.launch(problem, VARIANTS, {"x": x, "scale": scale})
     return q
 
 
@@ -137,11 +124,8 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor, out_dtype: torch.dtype = to
         raise InvalidInputError("out_dtype", "float32, float16 or bfloat16", str(out_dtype))
     check_device("q", q)
     kind = shapes[tuple(scale.shape)]
-    out = torch.empty((M, N), dtype=out_dtype, device=q.device)
-    group = BLOCK if kind == "block" and N > 1 else 0
-    K.dequant_rows_kernel[(M,)](
-        q, scale, out, N, q.stride(0), scale.stride(0) if scale.dim() == 2 else 0, out.stride(0),
-        GROUP=group, BLOCK=group or _chunk(N), TENSOR=kind == "tensor", EMULATE=emulated(out_dtype), num_warps=4)
+    problem = DEQUANTIZE.problem({"M": M, "N": N}, out_dtype, {"format": _FORMAT_OF[q.dtype], "scaling": kind})
+    out = dispatch.launch(problem, VARIANTS, {"q": q, "scale": scale})
     return out
 
 

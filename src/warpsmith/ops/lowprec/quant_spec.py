@@ -1,5 +1,7 @@
 """The quantization ops as pipeline ops: ``quantize`` (dynamic per row / per 1x128 block, to e4m3, e5m2 or
-int8, optionally after an RMSNorm) and ``stochastic_round`` (fp32 -> bf16 or e4m3, Philox(seed, i)).
+int8, optionally after an RMSNorm), ``quantize_static`` (a given per-tensor scale), ``dequantize``
+(``q * scale``: a continuous result, judged by an ordinary error contract) and ``stochastic_round``
+(fp32 -> bf16 or e4m3, Philox(seed, i)).
 
 References are quant_reference.py's plain-PyTorch quantization (the single source of truth; the scaled
 GEMM's inputs use the same functions). The outputs are discrete, so a rounding difference upstream of a
@@ -25,11 +27,14 @@ from typing import Any, Mapping
 import torch
 
 from ...core.contract import ErrorContract
+from ...core.dtypes import UNIT_ROUNDOFF
 from ...core.opspec import Axis, OpSpec, Problem, Scalar, draw
 from . import quant_judge as J
-from .quant_reference import BLOCK, DTYPE_OF, FORMATS, quantize_blocks, quantize_rows
+from .quant_reference import (BLOCK, DTYPE_OF, FORMATS, QMAX, expand_scale, quantize_blocks, quantize_rows,
+                              quantize_tensor, saturate_cast)
 
 GRANULARITIES = ("row", "block")
+SCALINGS = ("row", "block", "tensor")  # dequantize: the scale's shape (1,), (M, 1) or (M, ceil(N/128))
 SR_TARGETS = ("bf16", "e4m3")
 SR_DTYPE = {"bf16": torch.bfloat16, "e4m3": torch.float8_e4m3fn}
 SEED = Scalar(0, 0, 2**31 - 1, integer=True)
@@ -159,5 +164,106 @@ class StochasticRoundSpec(OpSpec):
         return float(p.shape["N"] * (4 + SR_DTYPE[p.attrs["target"]].itemsize))
 
 
+class QuantizeStaticSpec(OpSpec):
+    """``q = saturate(round(x / scale))`` with a given per-tensor scale (1,). The criterion
+    (:func:`~.quant_judge.judge_quantize_static`): q in the saturating round-to-nearest interval around the
+    exact x / scale, 4u relative (the GPU's division), NaN kept in fp8, ±inf saturated."""
+
+    name = "quantize_static"
+    axes = (Axis("M", "rows"), Axis("N", "columns"))
+    dtypes = (torch.bfloat16, torch.float16, torch.float32)
+    attr_choices = {"format": FORMATS}
+
+    def make_inputs(self, p: Problem, gen: torch.Generator, dist: str = "normal",
+                    device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+        """x from ``dist`` and a scale putting a quarter of its finite amax at QMAX: larger values saturate."""
+        x = draw((p.shape["M"], p.shape["N"]), dist, gen, p.dtype, device, self.large_scale(p))
+        a = x.float().abs()
+        amax = float(a.where(torch.isfinite(a), torch.zeros(())).max())
+        s = amax / (QMAX[p.attrs["format"]] / 4) if amax > 0 else 1.0
+        return {"x": x, "scale": torch.tensor([s], dtype=torch.float32, device=device)}
+
+    def exact_inputs(self, p: Problem, gen: torch.Generator, device: str | torch.device = "cpu") -> None:
+        return None
+
+    def outputs(self, p: Problem) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+        return (((p.shape["M"], p.shape["N"]), DTYPE_OF[p.attrs["format"]]),)
+
+    def reference(self, inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> torch.Tensor:
+        return saturate_cast(inputs["x"].float() / inputs["scale"].float(), attrs["format"])
+
+    def error_scale(self, inputs64: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> torch.Tensor:
+        return inputs64["x"].abs()
+
+    def contract(self, p: Problem) -> ErrorContract:
+        """Not used by the verifier (see :meth:`judge`)."""
+        return ErrorContract("float32", {"e4m3": 2.0**-3, "e5m2": 2.0**-2, "int8": 1.0 / 127}[p.attrs["format"]],
+                             0.0, 0, ref_factor=None)
+
+    def judge(self, p: Problem, inputs: Mapping[str, torch.Tensor], outs: tuple[torch.Tensor, ...]) -> str | None:
+        return J.judge_quantize_static(p, inputs, outs)
+
+    def flops(self, p: Problem) -> float:
+        return float(p.shape["M"] * p.shape["N"])
+
+    def min_bytes(self, p: Problem) -> float:
+        return float(p.shape["M"] * p.shape["N"] * (p.dtype.itemsize + 1) + 4)
+
+
+def scale_shape(scaling: str, M: int, N: int) -> tuple[int, ...]:
+    return (1,) if scaling == "tensor" else (M, 1) if scaling == "row" else (M, -(-N // BLOCK))
+
+
+class DequantizeSpec(OpSpec):
+    """``out = q * scale`` in the output dtype (the problem's dtype): one fp32 product rounded once, so the
+    contract is the rigorous ``u_out |y| + 2u |y|`` (no reference-factor criterion: the bound is already
+    one rounding of the output and one of the product)."""
+
+    name = "dequantize"
+    axes = (Axis("M", "rows"), Axis("N", "columns"))
+    dtypes = (torch.bfloat16, torch.float16, torch.float32)
+    attr_choices = {"format": FORMATS, "scaling": SCALINGS}
+
+    def make_inputs(self, p: Problem, gen: torch.Generator, dist: str = "normal",
+                    device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+        """q and scale: x drawn from ``dist`` (fp32), quantized by quant_reference.py at the problem's scaling."""
+        x = draw((p.shape["M"], p.shape["N"]), dist, gen, torch.float32, "cpu", self.large_scale(p))
+        fmt, sc = p.attrs["format"], p.attrs["scaling"]
+        q, s = (quantize_tensor(x, fmt) if sc == "tensor" else quantize_rows(x, fmt) if sc == "row"
+                else quantize_blocks(x, fmt, 1, BLOCK))
+        return {"q": q.to(device), "scale": s.contiguous().to(device)}
+
+    def exact_inputs(self, p: Problem, gen: torch.Generator, device: str | torch.device = "cpu") -> None:
+        return None
+
+    def outputs(self, p: Problem) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+        return (((p.shape["M"], p.shape["N"]), p.dtype),)
+
+    def reference(self, inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> torch.Tensor:
+        """q * scale in the scale's dtype (fp32; fp64 for the oracle)."""
+        q, s = inputs["q"], inputs["scale"]
+        M, N = q.shape
+        if attrs["scaling"] == "block":
+            s = expand_scale(s, M, N, 1, BLOCK)
+        return q.to(s.dtype) * s
+
+    def error_scale(self, inputs64: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> torch.Tensor:
+        return self.reference(inputs64, attrs).abs()
+
+    def contract(self, p: Problem) -> ErrorContract:
+        dt = p.dtype_name
+        return ErrorContract(dt, UNIT_ROUNDOFF[dt], UNIT_ROUNDOFF["float32"], 1, ref_factor=None)
+
+    def flops(self, p: Problem) -> float:
+        return float(p.shape["M"] * p.shape["N"])
+
+    def min_bytes(self, p: Problem) -> float:
+        M, N = p.shape["M"], p.shape["N"]
+        n_s = 1 if p.attrs["scaling"] == "tensor" else M * (1 if p.attrs["scaling"] == "row" else -(-N // BLOCK))
+        return float(M * N * (1 + p.dtype.itemsize) + 4 * n_s)
+
+
 QUANTIZE = QuantizeSpec()
+QUANTIZE_STATIC = QuantizeStaticSpec()
+DEQUANTIZE = DequantizeSpec()
 STOCHASTIC_ROUND = StochasticRoundSpec()

@@ -28,10 +28,10 @@ from ...cost.memory_model import MemoryWork
 from ...space import Enum, Pow2, Space
 from ...targets import Target
 from ..shared import kernel as common
-from ..shared.launch import allocate
+from ..shared.launch import allocate, emulated
 from . import quant_kernel as K
 from .quant_reference import BLOCK as GROUP, QMAX
-from .quant_spec import QUANTIZE, STOCHASTIC_ROUND, scale_columns
+from .quant_spec import DEQUANTIZE, QUANTIZE, QUANTIZE_STATIC, STOCHASTIC_ROUND, scale_columns, scale_shape
 
 INDEX_LIMIT = 2**31  # the kernels index columns (and loop counters) in int32
 PHILOX_LIMIT = 2**32  # element indices are Philox counters in uint32: distinct below this
@@ -76,12 +76,15 @@ class QuantizeRows(Variant):
     cost_model = "memory"
 
     @staticmethod
-    def default_block(p: Problem) -> int:
-        return GROUP if p.attrs["granularity"] == "block" else min(ROW_CHUNK_MAX, next_pow2(p.shape["N"]))
+    def granularity(p: Problem) -> str:
+        return p.attrs.get("granularity", "row")  # quantize_static and dequantize: per-element chunks
+
+    def default_block(self, p: Problem) -> int:
+        return GROUP if self.granularity(p) == "block" else min(ROW_CHUNK_MAX, next_pow2(p.shape["N"]))
 
     def space(self, p: Problem, target: Target) -> Space:
         d = self.default_block(p)
-        if p.attrs["granularity"] == "block":
+        if self.granularity(p) == "block":
             block = Pow2(GROUP, max(GROUP, min(ROW_CHUNK_MAX, next_pow2(p.shape["N"]))), d)
         else:
             block = Pow2(min(32, d), max(d, min(2 * ROW_CHUNK_MAX, next_pow2(p.shape["N"]))), d)
@@ -89,7 +92,7 @@ class QuantizeRows(Variant):
 
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
         cfg = self.typed(c)
-        why = chunk_rejection(p.attrs["granularity"], cfg.BLOCK)
+        why = chunk_rejection(self.granularity(p), cfg.BLOCK)
         if why:
             return why
         if cfg.num_warps * target.warp_size > 1024:
@@ -113,12 +116,17 @@ class QuantizeRows(Variant):
         """Reads of each row: the norm's sum of squares, the row's amax (``row``), the quantization."""
         return 1 + int(bool(p.attrs["norm"])) + int(p.attrs["granularity"] == "row")
 
+    def moved(self, p: Problem) -> int:
+        M, N, e = p.shape["M"], p.shape["N"], p.dtype.itemsize
+        norm = bool(p.attrs["norm"])
+        return M * N * e * self.passes(p) + (N * e if norm else 0) + M * N + 4 * M * scale_columns(p.attrs["granularity"], N)
+
     def work(self, p: Problem, c: Mapping[str, Any], target: Target) -> MemoryWork:
         cfg = self.typed(c)
-        M, N, e = p.shape["M"], p.shape["N"], p.dtype.itemsize
+        N, M, e = p.shape["N"], p.shape["M"], p.dtype.itemsize
         reads = self.passes(p)
-        norm = bool(p.attrs["norm"])
-        moved = M * N * e * reads + (N * e if norm else 0) + M * N + 4 * M * scale_columns(p.attrs["granularity"], N)
+        norm = bool(p.attrs.get("norm"))
+        moved = self.moved(p)
         live = 3 + int(norm)  # y, |y| or the quantized value, a temporary (+ the weight)
         return MemoryWork(bytes_moved=float(moved), programs=M, num_warps=cfg.num_warps,
                           block_bytes=float(cfg.BLOCK * e), steps=float(triton.cdiv(N, cfg.BLOCK) * reads),
@@ -149,6 +157,81 @@ class QuantizeRows(Variant):
             GROUP=0 if p.attrs["granularity"] == "row" else GROUP, BLOCK=cfg.BLOCK, NORM=bool(p.attrs["norm"]),
             STATIC=False, FMT=fmt, EMULATE=INTERPRET, num_warps=cfg.num_warps)
         return q, s
+
+
+class QuantizeStaticRows(QuantizeRows):
+    """quantize_static: the same kernel with the given scale (STATIC), one pass a row."""
+
+    op = "quantize_static"
+
+    def passes(self, p: Problem) -> int:
+        return 1
+
+    def moved(self, p: Problem) -> int:
+        return int(QUANTIZE_STATIC.min_bytes(p))
+
+    def launch(self, inputs: Mapping[str, torch.Tensor], problem: Problem, config: Mapping[str, Any], out: Any = None):
+        p, cfg = problem, self.typed(config)
+        M, N = p.shape["M"], p.shape["N"]
+        x, scale = inputs["x"], inputs["scale"]
+        if tuple(x.shape) != (M, N) or x.dtype != p.dtype or (N > 1 and x.stride(1) != 1):
+            raise InvalidInputError("x", f"({M}, {N}) {p.dtype} with unit column stride",
+                                    f"{tuple(x.shape)} {x.dtype} strides {x.stride()}")
+        if tuple(scale.shape) != (1,) or scale.dtype != torch.float32 or scale.device != x.device:
+            raise InvalidInputError("scale", f"a (1,) float32 tensor on {x.device}",
+                                    f"{tuple(scale.shape)} {scale.dtype} on {scale.device}")
+        if not columns_fit(N, cfg.BLOCK):
+            raise InvalidInputError("N", f"at most 2^31 - BLOCK = {INDEX_LIMIT - cfg.BLOCK} columns (int32 indices)", N)
+        (q,) = allocate(out, QUANTIZE_STATIC.outputs(p), x.device, unit_cols=True)
+        fmt = p.attrs["format"]
+        K.quant_rows_kernel[(M,)](
+            x, x, q if q.dtype == torch.int8 else q.view(torch.uint8), scale, scale, N, x.stride(0), q.stride(0), 0,
+            0.0, QMAX[fmt], GROUP=0, BLOCK=cfg.BLOCK, NORM=False, STATIC=True, FMT=fmt, EMULATE=INTERPRET,
+            num_warps=cfg.num_warps)
+        return q
+
+
+class DequantizeRows(QuantizeRows):
+    """dequantize: one program per row in chunks of BLOCK columns (any BLOCK: the block scale is indexed
+    per element, ``col // 128``); default today's, 128 per block, min(4096, next power of two >= N) else."""
+
+    op = "dequantize"
+
+    @staticmethod
+    def granularity(p: Problem) -> str:
+        return "row"  # any chunk: the kernel indexes the block scale per element
+
+    def default_block(self, p: Problem) -> int:
+        if p.attrs["scaling"] == "block" and p.shape["N"] > 1:
+            return GROUP
+        return min(ROW_CHUNK_MAX, next_pow2(p.shape["N"]))
+
+    def passes(self, p: Problem) -> int:
+        return 1
+
+    def moved(self, p: Problem) -> int:
+        return int(DEQUANTIZE.min_bytes(p))
+
+    def launch(self, inputs: Mapping[str, torch.Tensor], problem: Problem, config: Mapping[str, Any], out: Any = None):
+        p, cfg = problem, self.typed(config)
+        M, N = p.shape["M"], p.shape["N"]
+        q, scale = inputs["q"], inputs["scale"]
+        want = scale_shape(p.attrs["scaling"], M, N)
+        if tuple(q.shape) != (M, N) or (N > 1 and q.stride(1) != 1):
+            raise InvalidInputError("q", f"({M}, {N}) with unit column stride", f"{tuple(q.shape)} strides {q.stride()}")
+        if tuple(scale.shape) != want or scale.dtype != torch.float32 or scale.device != q.device:
+            raise InvalidInputError("scale", f"a {want} float32 tensor on {q.device} ({p.attrs['scaling']} scaling)",
+                                    f"{tuple(scale.shape)} {scale.dtype} on {scale.device}")
+        if not columns_fit(N, cfg.BLOCK):
+            raise InvalidInputError("N", f"at most 2^31 - BLOCK = {INDEX_LIMIT - cfg.BLOCK} columns (int32 indices)", N)
+        (y,) = allocate(out, DEQUANTIZE.outputs(p), q.device, unit_cols=True)
+        sc = p.attrs["scaling"]
+        decode = p.attrs["format"] if INTERPRET and p.attrs["format"] != "int8" else ""
+        K.dequant_rows_kernel[(M,)](
+            q.view(torch.uint8) if decode else q, scale, y, N, q.stride(0), scale.stride(0) if scale.dim() == 2 else 0, y.stride(0),
+            GROUP=GROUP if sc == "block" else 0, BLOCK=cfg.BLOCK, TENSOR=sc == "tensor", EMULATE=emulated(p.dtype),
+            DECODE=decode, num_warps=cfg.num_warps)
+        return y
 
 
 class StochasticRoundElementwise(Variant):
@@ -207,4 +290,4 @@ class StochasticRoundElementwise(Variant):
         return y
 
 
-VARIANTS: tuple[Variant, ...] = (QuantizeRows(), StochasticRoundElementwise())
+VARIANTS: tuple[Variant, ...] = (QuantizeRows(), StochasticRoundElementwise(), QuantizeStaticRows(), DequantizeRows())
