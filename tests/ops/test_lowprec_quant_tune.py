@@ -18,14 +18,14 @@ from warpsmith.ops.lowprec import quant_kernel as K
 from warpsmith.ops.lowprec.quant_judge import judge_quantize, judge_stochastic, neighbours
 from warpsmith.ops.lowprec.quant_op import quantize, stochastic_round
 from warpsmith.ops.lowprec.quant_reference import quantize_blocks, quantize_rows
-from warpsmith.ops.lowprec.quant_spec import QUANTIZE, STOCHASTIC_ROUND
+from warpsmith.ops.lowprec.quant_spec import DEQUANTIZE, QUANTIZE, QUANTIZE_STATIC, STOCHASTIC_ROUND
 from warpsmith.ops.lowprec.quant_variant import VARIANTS, QuantizeRows, StochasticRoundElementwise
 from warpsmith.targets import get_target
 from warpsmith.tune import tune
 from warpsmith.verify.verifier import verify_candidate
 
 H100 = get_target("h100")
-ROWS, SR = VARIANTS
+ROWS, SR = VARIANTS[:2]
 
 
 def bits(q):
@@ -37,7 +37,7 @@ def _failed(cert):
 
 
 def test_the_ops_are_registered():
-    assert {"quantize", "stochastic_round"} <= set(OPS)
+    assert {"quantize", "stochastic_round", "quantize_static", "dequantize"} <= set(OPS)
     assert QUANTIZE.problem("M=2,N=3", "bfloat16").attrs == {"format": "e4m3", "granularity": "row", "norm": False,
                                                               "eps": 1e-6}
 
@@ -207,7 +207,8 @@ for c in C.CONTRACTS:
         out += [(r.contract, o.name, o.subject, o.status) for o in r.obligations]
 print(json.dumps(out))
 """)
-    assert {k.split("[")[0] for k, *_ in statuses} == {"quant_rows_kernel", "stochastic_round_kernel"}
+    assert {k.split("[")[0] for k, *_ in statuses} == {"quant_rows_kernel", "stochastic_round_kernel",
+                                                        "dequant_rows_kernel"}
     memory = [(n, s, st) for _, n, s, st in statuses if n in ("in_bounds", "int32_no_overflow")]
     assert len(memory) >= 25 and all(st == "proved" for _, _, st in memory), [m for m in memory if m[2] != "proved"]
     assert not [s for *_, s in statuses if s.startswith("failed")]
@@ -227,3 +228,58 @@ print(json.dumps([ob.status, ob.subject, ob.counterexample], default=str))
 """)
     assert status == "failed", (status, subject)
     assert cex["offset"] < 0, cex  # row 0's first chunk stores its first scale before the tensor
+
+
+# ---- quantize_static and dequantize -----------------------------------------------------------------------
+@pytest.mark.parametrize("op, shape, attrs", [("quantize_static", {"M": 3, "N": 300}, {"format": "e4m3"}),
+                                              ("dequantize", {"M": 3, "N": 300}, {"format": "e5m2", "scaling": "block"})])
+def test_tune_static_and_dequantize_explore_verify_and_dispatch(tmp_path, monkeypatch, op, shape, attrs):
+    from warpsmith.ops import get_op
+
+    db_path = tmp_path / "sd.db"
+    monkeypatch.setenv("WARPSMITH_DB", str(db_path))
+    spec = get_op(op)
+    p = spec.problem(shape, "bfloat16", attrs)
+    r = tune(p, budget=4, finalists=1, db=TuningDB(db_path))
+    assert r.evaluations > 1 and len({json.dumps(s.config, sort_keys=True) for s in r.leaderboard}) > 1
+    assert r.winner is not None and not _failed(r.certificate)
+    dispatch.clear_cache()
+    assert dispatch.select(p, VARIANTS).config == r.winner.config
+    inputs = spec.make_inputs(p, torch.Generator().manual_seed(4), "specials")
+    if op == "quantize_static":
+        from warpsmith.ops.lowprec.quant_op import quantize_static
+
+        q = quantize_static(inputs["x"], inputs["scale"], "e4m3")  # through the record
+        got, ref = q.float(), spec.reference(inputs, p.attrs).float()
+        assert torch.equal(got.isnan(), ref.isnan()) and torch.equal(got.nan_to_num(), ref.nan_to_num())
+        assert got.nan_to_num().abs().max() == 448 and torch.isnan(got).sum() == 1  # saturated (±inf too), NaN kept
+    else:
+        from warpsmith.ops.lowprec.quant_op import dequantize
+
+        y = dequantize(inputs["q"], inputs["scale"], torch.bfloat16)
+        ref = spec.reference(inputs, p.attrs).to(torch.bfloat16)
+        assert torch.equal(y.isnan(), ref.isnan()) and torch.equal(y.nan_to_num(), ref.nan_to_num())
+
+
+def test_dequantize_decodes_every_fp8_byte_under_the_interpreter():
+    """The interpreter's own fp8 -> fp32 conversion gives 480 for e4m3 NaN (and 65536 for e5m2 inf): the
+    kernel decodes the bytes itself there; all 256 of each format match torch's conversion."""
+    from warpsmith.ops.lowprec.quant_op import dequantize
+
+    for dt in (torch.float8_e4m3fn, torch.float8_e5m2):
+        q = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(dt).reshape(2, 128)
+        d, r = dequantize(q, torch.ones(1), torch.float32), q.float()
+        assert torch.equal(d.isnan(), r.isnan()) and torch.equal(d.nan_to_num(), r.nan_to_num())
+
+
+def test_static_validity_and_preconditions_name_expected_and_given():
+    static = VARIANTS[2]
+    p = QUANTIZE_STATIC.problem({"M": 2, "N": 100}, "float32", {"format": "int8"})
+    x = torch.randn(2, 100)
+    with pytest.raises(InvalidInputError, match=r"\(1,\) float32"):
+        static.launch({"x": x, "scale": torch.ones(2)}, p, static.default_config(p, H100))
+    deq = VARIANTS[3]
+    pd = DEQUANTIZE.problem({"M": 2, "N": 300}, "float32", {"format": "int8", "scaling": "block"})
+    with pytest.raises(InvalidInputError, match=r"\(2, 3\) float32"):
+        deq.launch({"q": torch.zeros(2, 300, dtype=torch.int8), "scale": torch.ones(2, 1)}, pd,
+                   deq.default_config(pd, H100))
