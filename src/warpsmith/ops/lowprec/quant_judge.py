@@ -72,12 +72,12 @@ def judge_quantize(p: Problem, inputs: Mapping[str, torch.Tensor], outs: tuple[t
     y = prequantized(x64, p.attrs)
     cols = 1 if gran == "row" else BLOCK
     groups = s.shape[1]
-    pad = torch.zeros(M, groups * cols, dtype=torch.float64)
-    pad[:, :N] = y.abs() if gran == "block" else 0.0
     if gran == "row":
         amax = y.abs().amax(dim=1, keepdim=True)
         bad_in = (~torch.isfinite(x64["x"])).any(dim=1, keepdim=True)
     else:
+        pad = torch.zeros(M, groups * cols, dtype=torch.float64)
+        pad[:, :N] = y.abs()
         amax = pad.reshape(M, groups, cols).amax(dim=2)
         nonfin = torch.zeros(M, groups * cols, dtype=torch.bool)
         nonfin[:, :N] = ~torch.isfinite(x64["x"])
