@@ -7,8 +7,10 @@ Cases (Llama-3-8B projections, M = tokens):
 - ``fp8_block``: e4m3 with DeepSeek-V3 block scales (1x128, 128x128) vs our bf16 ``matmul`` (torch has
   no block-scaled GEMM here);
 - ``w8a8``: int8 x int8 with per-token/per-channel scales vs ``torch._int_mm`` (plus its scaling);
-- ``quant_row`` / ``quant_block`` / ``rmsnorm_quant``: dynamic quantization (bf16 -> e4m3) vs a
-  device copy of the same bytes (bandwidth).
+- ``quant_row`` / ``quant_block`` / ``rmsnorm_quant`` / ``stochastic_round``: dynamic quantization
+  (bf16 -> e4m3) and stochastic rounding (fp32 -> bf16), each through the public function (a tuned
+  record if the DB has one) and at the variant's default config, vs a device copy of the same bytes
+  (``copy_bandwidth``: the fraction of the copy's bandwidth, against the 85% target).
 
 Every GEMM case also checks correctness on the device: the error contract of ``scaled_matmul`` (whose
 fp8 form allows Hopper's ~22-bit tensor-core accumulation) on the case's own inputs, and DeepGEMM's
@@ -114,19 +116,67 @@ def _scaled_case(kind: str, M: int, N: int, K: int) -> Case:
                 float(M * K + N * K + 2 * M * N), [problem], setup, check)
 
 
+QUANT_KINDS = ("quant_row", "quant_block", "rmsnorm_quant", "stochastic_round")
+COPY_TARGET = 0.85  # the issue's target: quantization kernels at >= 85% of a same-bytes copy's bandwidth
+
+
+def _quant_problem(kind: str, M: int, N: int) -> dict[str, Any]:
+    if kind == "stochastic_round":
+        return {"op": "stochastic_round", "shape": {"N": M * N}, "dtype": "float32", "attrs": {"target": "bf16"}}
+    return {"op": "quantize", "shape": {"M": M, "N": N}, "dtype": "bfloat16",
+            "attrs": {"format": "e4m3", "granularity": "row" if kind == "quant_row" else "block",
+                      "norm": kind == "rmsnorm_quant"}}
+
+
 def _quant_case(kind: str, M: int, N: int) -> Case:
+    """``warpsmith``: the public function (a tuned record where the DB has one, else the default);
+    ``warpsmith_default``: the variant at its heuristic default (today's launch); ``copy``: a device copy
+    of the same bytes (read x, write q and the scales; for stochastic rounding read fp32, write bf16)."""
+    problem = _quant_problem(kind, M, N)
+    sr = kind == "stochastic_round"
+    moved = M * N * (4 + 2) if sr else M * N * (2 + 1) + 4 * M * (1 if kind == "quant_row" else -(-N // 128))
+
     def setup(device: str) -> dict[str, Callable[[], Any]]:
         import warpsmith.ops as wops
+        from warpsmith.ops import get_op, variants
+        from warpsmith.targets import current_device
 
+        spec = get_op(problem["op"])
+        p = spec.problem(problem["shape"], problem["dtype"], problem["attrs"])
+        variant = next(iter(variants(p.op).values()))
+        default = variant.default_config(p, current_device().target)
+        dst = torch.empty(moved // 2, dtype=torch.uint8, device=device)
+        if sr:
+            x = torch.randn(M * N, device=device)
+            src = x.view(torch.uint8)[: dst.numel()]
+            return {"warpsmith": lambda: wops.stochastic_round(x, torch.bfloat16, 0),
+                    "warpsmith_default": lambda: variant.launch({"x": x}, p, default),
+                    "copy": lambda: dst.copy_(src)}
         x = torch.randn(M, N, device=device, dtype=torch.bfloat16)
         w = torch.ones(N, device=device, dtype=torch.bfloat16)
-        gran = "row" if kind == "quant_row" else "block"
-        norm = w if kind == "rmsnorm_quant" else None
-        dst = torch.empty(M * N * 3 // 2, dtype=torch.uint8, device=device)
+        gran, norm = problem["attrs"]["granularity"], w if problem["attrs"]["norm"] else None
+        inputs = {"x": x} if norm is None else {"x": x, "weight": w}
         src = x.view(torch.uint8).reshape(-1)[: dst.numel()]
-        return {"warpsmith": lambda: wops.quantize(x, "e4m3", gran, norm_weight=norm), "copy": lambda: dst.copy_(src)}
+        return {"warpsmith": lambda: wops.quantize(x, "e4m3", gran, norm_weight=norm),
+                "warpsmith_default": lambda: variant.launch(inputs, p, default),
+                "copy": lambda: dst.copy_(src)}
 
-    return Case(f"{kind}_M{M}_N{N}", "quantization", {"M": M, "N": N}, 0.0, float(M * N * 3), [], setup)
+    return Case(f"{kind}_M{M}_N{N}", "quantization", {"M": M, "N": N}, 0.0, float(moved), [problem], setup,
+                extra={"copy_target": COPY_TARGET})
+
+
+def copy_fraction(row: dict[str, Any], target: float) -> dict[str, Any]:
+    """Each warpsmith impl's bandwidth as a fraction of the same-bytes copy's (copy ms / impl ms), and
+    whether it meets ``target``; empty without timings (the dry run)."""
+    impls = row["impls"]
+    if "ms" not in impls.get("copy", {}):
+        return {}
+    out = {}
+    for name in ("warpsmith", "warpsmith_default"):
+        if "ms" in impls.get(name, {}):
+            frac = impls["copy"]["ms"] / impls[name]["ms"]
+            out[name] = {"fraction_of_copy": frac, "meets_target": frac >= target}
+    return out
 
 
 def scaled_cases(args: argparse.Namespace) -> list[Case]:
@@ -139,7 +189,7 @@ def scaled_cases(args: argparse.Namespace) -> list[Case]:
 
 
 def quant_cases(args: argparse.Namespace) -> list[Case]:
-    return [_quant_case(k, M, 4096) for M in args.tokens for k in ("quant_row", "quant_block", "rmsnorm_quant")]
+    return [_quant_case(k, M, 4096) for M in args.tokens for k in QUANT_KINDS]
 
 
 def _int4_case(c: dict[str, Any]) -> Case:
@@ -218,6 +268,8 @@ def run_case(case: Case, device: str, dry: bool) -> dict[str, Any]:
             row["impls"][name] = {"status": f"unavailable: {type(exc).__name__}: {str(exc)[:200]}"}
     if case.check and "warpsmith" in outs:
         row["check"] = case.check(outs)
+    if "copy_target" in case.extra:
+        row["copy_bandwidth"] = {"target": case.extra["copy_target"], **copy_fraction(row, case.extra["copy_target"])}
     return row
 
 

@@ -138,6 +138,16 @@ _POOL_ADAPTIVE = [({"N": 32, "C": 2048, "D": 1, "H": 7, "W": 7}, {"out_h": 1, "o
 # channel norms (ops/norm/channel_*): ResNet/UNet activations, bf16 channels-last
 _BN = [({"N": 32, "C": 256, "S": 56 * 56}, {"channels_last": True}), ({"N": 16, "C": 64, "S": 7}, {"training": False})]
 _GN = [({"N": 4, "C": 320, "S": 64 * 64}, {"groups": 32, "channels_last": True}), ({"N": 3, "C": 6, "S": 33}, {"groups": 3})]
+# quantization (ops/lowprec/quant_*): DeepSeek-V3 activations (7168, 1x128 blocks), Llama rows, odd sizes
+_QUANT = [({"M": 64, "N": 7168}, {"format": "e4m3", "granularity": "block"}),
+          ({"M": 16, "N": 4096}, {"format": "e4m3", "granularity": "row", "norm": True}),
+          ({"M": 5, "N": 1000}, {"format": "int8"}),
+          ({"M": 3, "N": 16384}, {"format": "e5m2", "granularity": "block", "norm": True})]
+_SR = [({"N": 2**20}, {"target": "bf16"}), ({"N": 1001}, {"target": "e4m3"})]
+_QSTATIC = [({"M": 64, "N": 4096}, {"format": "e4m3"}), ({"M": 5, "N": 1000}, {"format": "int8"})]
+_DEQUANT = [({"M": 64, "N": 7168}, {"format": "e4m3", "scaling": "block"}), ({"M": 16, "N": 4096}, {"format": "int8"}),
+            ({"M": 5, "N": 1000}, {"format": "e5m2", "scaling": "tensor"})]
+PROBLEMS.update({"quantize": _QUANT, "stochastic_round": _SR, "quantize_static": _QSTATIC, "dequantize": _DEQUANT})
 PROBLEMS.update({"max_pool": _POOL_MAX, "max_pool_backward": [(sh, {k: v for k, v in a.items() if k != "return_indices"}) for sh, a in _POOL_MAX], "avg_pool": _POOL_AVG,
                  "avg_pool_backward": _POOL_AVG, "adaptive_avg_pool": _POOL_ADAPTIVE,
                  "adaptive_avg_pool_backward": _POOL_ADAPTIVE, "batch_norm": _BN, "batch_norm_backward": _BN,

@@ -12,7 +12,7 @@ def test_plan_cases_and_hook(capsys, monkeypatch):
     bench = load("lowprec")
     assert bench.main(["--print-plan", "--tokens", "16", "--groups", "scaled_gemm,quantization"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[-1] == "15 cases"  # 3 shapes x 4 GEMM kinds + 3 quantization kinds at M = 16
+    assert lines[-1] == "16 cases"  # 3 shapes x 4 GEMM kinds + 4 quantization kinds at M = 16
     assert bench.main(["--print-plan", "--groups", "int4_weight_only"]) == 0
     int4 = capsys.readouterr().out.strip().splitlines()
     assert int4[-1] == "32 cases"  # Llama-3-8B's 4 projections x M in (1, 16, 64, 4096) x AWQ and GPTQ
@@ -20,7 +20,7 @@ def test_plan_cases_and_hook(capsys, monkeypatch):
     names = [ln.split()[1] for ln in lines[:-1]]
     assert "fp8_block_M16_N14336_K4096" in names and "w8a8_M16_N4096_K4096" in names
     assert bench.main(["--print-plan", "--tokens", "1,16", "--groups", "quantization"]) == 0
-    assert capsys.readouterr().out.strip().splitlines()[-1] == "6 cases"
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "8 cases"
 
     def extra_cases(args):
         return [bench.Case(f"extra_M{m}", "extra", {"M": m}, 0.0, 0.0, [], lambda d: {}) for m in args.tokens]
@@ -33,3 +33,23 @@ def test_plan_cases_and_hook(capsys, monkeypatch):
     probs = [p for c in bench.build(argparse.Namespace(tokens=[16])) for p in c.problems if p["op"] == "scaled_matmul"]
     assert {p["attrs"]["scaling"] for p in probs} == {"tensor", "row", "block"}
     assert all(p["op"] == "scaled_matmul" and p["dtype"] == "bfloat16" for p in probs)
+
+
+def test_quantization_cases_name_their_problems_and_report_the_copy_fraction():
+    """Each quantization case hands its problem to the static compile (and dispatch), and its row reports
+    the bandwidth of the public function and of the default config as a fraction of the same-bytes copy."""
+    import argparse
+
+    from warpsmith.ops import get_op
+
+    bench = load("lowprec")
+    cases = bench.quant_cases(argparse.Namespace(tokens=[16]))
+    assert [c.problems[0]["op"] for c in cases] == ["quantize"] * 3 + ["stochastic_round"]
+    for c in cases:
+        pr = c.problems[0]
+        get_op(pr["op"]).problem(pr["shape"], pr["dtype"], pr["attrs"])  # valid problems
+    row = {"impls": {"copy": {"ms": 1.0}, "warpsmith": {"ms": 1.25}, "warpsmith_default": {"ms": 1.0 / 0.9}}}
+    frac = bench.copy_fraction(row, bench.COPY_TARGET)
+    assert abs(frac["warpsmith"]["fraction_of_copy"] - 0.8) < 1e-12 and not frac["warpsmith"]["meets_target"]
+    assert frac["warpsmith_default"]["meets_target"]
+    assert bench.copy_fraction({"impls": {"copy": {"status": "ok"}}}, 0.85) == {}  # the dry run: no timings

@@ -206,6 +206,13 @@ class OpSpec(abc.ABC):
     def min_bytes(self, problem: Problem) -> float:
         """Bytes a perfect kernel must move to and from DRAM."""
 
+    def judge(self, problem: Problem, inputs: Mapping[str, torch.Tensor], outs: tuple[torch.Tensor, ...]) -> Any:
+        """A criterion over all the outputs together, for ops whose outputs are discrete (a quantized
+        value is judged against the kernel's own scale, another output): the failure, or None if the
+        outputs pass; the verifier then uses it in place of the per-output :meth:`contract` checks.
+        ``NotImplemented`` (the default): each output is judged by its error contract."""
+        return NotImplemented
+
     # ---- shared helpers -----------------------------------------------------------------
     def oracle(self, inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> tuple[Any, Any]:
         """The reference in float64 on the same inputs, and the error scale (each a tensor or a tuple)."""

@@ -52,8 +52,12 @@ def run_guarded(spec: OpSpec, variant: Variant, problem: Problem, config: Mappin
         if type(r) is not torch.Tensor:
             raise HarnessFailure(f"output is a {type(r).__name__}, not a plain torch.Tensor")
     for k, v in inputs.items():
-        if not torch.equal(v, before[k]) and not (v.is_floating_point() and torch.equal(v.isnan(), before[k].isnan())
-                                                  and torch.equal(v.nan_to_num(), before[k].nan_to_num())):
+        if v.is_floating_point() and v.element_size() == 1:  # fp8: the bytes (no nan_to_num for fp8)
+            same = torch.equal(v.view(torch.uint8), before[k].view(torch.uint8))
+        else:
+            same = torch.equal(v, before[k]) or (v.is_floating_point() and torch.equal(v.isnan(), before[k].isnan())
+                                                 and torch.equal(v.nan_to_num(), before[k].nan_to_num()))
+        if not same:
             raise HarnessFailure(f"input {k!r} was modified")
     return results
 

@@ -42,6 +42,9 @@ def _contract_run(spec: OpSpec, problem: Problem, variant: Variant, config: Mapp
         outs = run_guarded(spec, variant, problem, config, inputs, target)
     except HarnessFailure as exc:
         return str(exc), None
+    verdict = spec.judge(problem, inputs, outs)
+    if verdict is not NotImplemented:  # a criterion over the outputs together (discrete outputs)
+        return verdict, outs
     ref64, scale = (as_tuple(x) for x in spec.oracle(inputs, problem.attrs))
     refs, contracts = as_tuple(spec.reference(inputs, problem.attrs)), as_tuple(spec.contract(problem))
     perturbed = as_tuple(spec.perturbed_oracle(inputs, problem.attrs, min(c.u_acc for c in contracts)))
@@ -238,6 +241,8 @@ def verify_candidate(spec: OpSpec, problem: Problem, variant: Variant, config: M
 
 def _bitwise(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Same values bit for bit (NaN in the same places counts as equal)."""
+    if a.is_floating_point() and a.element_size() == 1:  # fp8: the bytes themselves (no nan_to_num for fp8)
+        return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
     if a.is_floating_point():
         return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
     return torch.equal(a, b)

@@ -80,14 +80,22 @@ def load_normed(x_ptr, w_ptr, row, cols, N, stride_xm, rstd, NORM: tl.constexpr)
 
 
 @triton.jit
+def group_index(c, N, GROUP: tl.constexpr, BLOCK: tl.constexpr):
+    """The scale groups of the chunk starting at column c, c // GROUP + [0, BLOCK // GROUP), and which of
+    them hold columns below N."""
+    g = c // GROUP + tl.arange(0, BLOCK // GROUP)
+    return g, g * GROUP < N
+
+
+@triton.jit
 def quant_rows_kernel(
     x_ptr, w_ptr, q_ptr, s_ptr, static_ptr,
     N, stride_xm, stride_qm, stride_sm, eps, QMAX,
     GROUP: tl.constexpr, BLOCK: tl.constexpr, NORM: tl.constexpr, STATIC: tl.constexpr,
     FMT: tl.constexpr, EMULATE: tl.constexpr,
 ):
-    """Row ``program_id(0)`` of x (M, N): y = rms_norm(x) * w (NORM) or x; then per row (GROUP == 0; BLOCK
-    the chunk) or per GROUP columns (BLOCK == GROUP): scale = amax / QMAX (1 if 0), or the static scale
+    """Row ``program_id(0)`` of x (M, N), in chunks of BLOCK columns: y = rms_norm(x) * w (NORM) or x; then
+    per row (GROUP == 0) or per GROUP columns (BLOCK a multiple of GROUP: BLOCK // GROUP groups a chunk): scale = amax / QMAX (1 if 0), or the static scale
     static_ptr[0] (STATIC); q = saturate(round(y / scale)); s[row] or s[row, group] = scale."""
     row = tl.program_id(0).to(tl.int64)
     cols0 = tl.arange(0, BLOCK)
@@ -113,12 +121,31 @@ def quant_rows_kernel(
             y = load_normed(x_ptr, w_ptr, row, c + cols0, N, stride_xm, rstd, NORM)
             tl.store(q_ptr + row * stride_qm + c + cols0, quantize_values(y, scale, FMT, EMULATE), mask=c + cols0 < N)
     else:
-        for c in range(0, N, GROUP):
-            y = load_normed(x_ptr, w_ptr, row, c + cols0, N, stride_xm, rstd, NORM)
-            m = tl.max(tl.abs(y), 0)
+        for c in range(0, N, BLOCK):
+            y = tl.reshape(load_normed(x_ptr, w_ptr, row, c + cols0, N, stride_xm, rstd, NORM), (BLOCK // GROUP, GROUP))
+            m = tl.max(tl.abs(y), 1)
             scale = tl.where(m > 0, m / QMAX, 1.0)
-            tl.store(s_ptr + row * stride_sm + c // GROUP, scale)
-            tl.store(q_ptr + row * stride_qm + c + cols0, quantize_values(y, scale, FMT, EMULATE), mask=c + cols0 < N)
+            g, live = group_index(c, N, GROUP, BLOCK)
+            tl.store(s_ptr + row * stride_sm + g, scale, mask=live)
+            q = tl.reshape(quantize_values(y, scale[:, None], FMT, EMULATE), (BLOCK,))
+            tl.store(q_ptr + row * stride_qm + c + cols0, q, mask=c + cols0 < N)
+
+
+@triton.jit
+def fp8_value(b, MAN: tl.constexpr, BIAS: tl.constexpr, IS_E4M3: tl.constexpr):
+    """The fp32 value of the fp8 byte ``b`` (int32): normal, subnormal, ±0, NaN (e4m3: 0x7F/0xFF; e5m2:
+    exponent 31 with a mantissa), ±inf (e5m2)."""
+    mag = b & 0x7F
+    e = mag >> MAN
+    m = (mag & ((1 << MAN) - 1)).to(tl.float32)
+    sub = m * pow2(tl.zeros_like(e) + (1 - BIAS - MAN))
+    nor = (1.0 + m * (1.0 / (1 << MAN))) * pow2(tl.maximum(e, 1) - BIAS)
+    v = tl.where(e == 0, sub, nor)
+    if IS_E4M3:
+        v = tl.where(mag == 0x7F, float("nan"), v)
+    else:
+        v = tl.where(e == 31, tl.where(m == 0, float("inf"), float("nan")), v)
+    return tl.where(b >= 128, -v, v)
 
 
 @triton.jit
@@ -126,14 +153,22 @@ def dequant_rows_kernel(
     q_ptr, s_ptr, out_ptr,
     N, stride_qm, stride_sm, stride_om,
     GROUP: tl.constexpr, BLOCK: tl.constexpr, TENSOR: tl.constexpr, EMULATE: tl.constexpr,
+    DECODE: tl.constexpr = "",
 ):
-    """out[row] = q[row] * scale: scale s[0] (TENSOR), s[row] (GROUP == 0) or s[row, col // GROUP]."""
+    """out[row] = q[row] * scale: scale s[0] (TENSOR), s[row] (GROUP == 0) or s[row, col // GROUP].
+    ``DECODE`` ("e4m3"/"e5m2", under the interpreter, whose fp8 -> fp32 conversion is wrong for NaN and
+    inf: e4m3 NaN gives 480): q holds the fp8 bytes, decoded by :func:`fp8_value`."""
     row = tl.program_id(0).to(tl.int64)
     cols0 = tl.arange(0, BLOCK)
     for c in range(0, N, BLOCK):
         cols = c + cols0
         mask = cols < N
-        q = tl.load(q_ptr + row * stride_qm + cols, mask=mask, other=0.0).to(tl.float32)
+        if DECODE == "e4m3":
+            q = fp8_value(tl.load(q_ptr + row * stride_qm + cols, mask=mask, other=0).to(tl.int32), 3, 7, True)
+        elif DECODE == "e5m2":
+            q = fp8_value(tl.load(q_ptr + row * stride_qm + cols, mask=mask, other=0).to(tl.int32), 2, 15, False)
+        else:
+            q = tl.load(q_ptr + row * stride_qm + cols, mask=mask, other=0.0).to(tl.float32)
         if TENSOR:
             s = tl.load(s_ptr)
         elif GROUP == 0:

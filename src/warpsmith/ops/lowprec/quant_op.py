@@ -1,5 +1,6 @@
-"""Public quantization functions (validate, allocate, launch the kernels of quant_kernel.py directly; no
-tuning: one program per row, or one element block for stochastic rounding).
+"""Public quantization functions, all four pipeline ops (specs quant_spec.py, variants quant_variant.py):
+each validates, builds the problem and dispatches to the best verified tuned record for it, else the
+heuristic default (the launch it had before tuning existed).
 
 - :func:`quantize`: dynamic per-row (per-token) or per-128-column-group (1x128 block) quantization to
   e4m3, e5m2 or int8, optionally fused with a preceding RMSNorm (``norm_weight``);
@@ -16,14 +17,13 @@ from typing import Optional
 
 import torch
 
-from ...core._triton import INTERPRET, triton
+from ... import dispatch
 from ...core.errors import InvalidInputError
-from ..shared.launch import emulated
 from ..shared.validate import check_device, check_tensor
-from . import quant_kernel as K
-from .quant_reference import BLOCK, DTYPE_OF, FORMATS, QMAX
+from .quant_reference import BLOCK, DTYPE_OF, FORMATS
+from .quant_spec import DEQUANTIZE, GRANULARITIES, QUANTIZE, QUANTIZE_STATIC, STOCHASTIC_ROUND
+from .quant_variant import PHILOX_LIMIT, VARIANTS, elements_fit
 
-GRANULARITIES = ("row", "block")
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 _FORMAT_OF = {v: k for k, v in DTYPE_OF.items()}
 
@@ -43,14 +43,6 @@ def _check_x(x: torch.Tensor) -> torch.Tensor:
 def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
         raise InvalidInputError("format", "one of " + ", ".join(FORMATS), fmt)
-
-
-def _q_view(q: torch.Tensor) -> torch.Tensor:
-    return q if q.dtype == torch.int8 else q.view(torch.uint8)
-
-
-def _chunk(n: int) -> int:
-    return min(4096, triton.next_power_of_2(n))
 
 
 def quantize(x: torch.Tensor, fmt: str = "e4m3", granularity: str = "row",
@@ -79,15 +71,10 @@ def quantize(x: torch.Tensor, fmt: str = "e4m3", granularity: str = "row",
         if tuple(norm_weight.shape) != (N,) or norm_weight.device != x.device or norm_weight.stride(0) != 1:
             raise InvalidInputError("norm_weight", f"a contiguous ({N},) tensor on {x.device}",
                                     f"{tuple(norm_weight.shape)} on {norm_weight.device}")
-    q = torch.empty((M, N), dtype=DTYPE_OF[fmt], device=x.device)
-    groups = -(-N // BLOCK)
-    scale = torch.empty((M, 1) if granularity == "row" else (M, groups), dtype=torch.float32, device=x.device)
-    group = 0 if granularity == "row" else BLOCK
-    K.quant_rows_kernel[(M,)](
-        x, norm_weight if norm_weight is not None else x, _q_view(q), scale, scale,
-        N, x.stride(0), q.stride(0), scale.stride(0), float(eps), QMAX[fmt],
-        GROUP=group, BLOCK=group or _chunk(N), NORM=norm_weight is not None, STATIC=False, FMT=fmt,
-        EMULATE=INTERPRET, num_warps=4)
+    problem = QUANTIZE.problem({"M": M, "N": N}, x.dtype, {"format": fmt, "granularity": granularity,
+                                                          "norm": norm_weight is not None, "eps": float(eps)})
+    inputs = {"x": x} if norm_weight is None else {"x": x, "weight": norm_weight}
+    q, scale = dispatch.launch(problem, VARIANTS, inputs)
     return q, scale
 
 
@@ -109,10 +96,8 @@ def quantize_static(x: torch.Tensor, scale: torch.Tensor, fmt: str = "e4m3") -> 
         raise InvalidInputError("scale", f"a (1,) float32 tensor on {x.device}",
                                 f"{tuple(scale.shape)} {scale.dtype} on {scale.device}")
     M, N = x.shape
-    q = torch.empty((M, N), dtype=DTYPE_OF[fmt], device=x.device)
-    K.quant_rows_kernel[(M,)](
-        x, x, _q_view(q), scale, scale, N, x.stride(0), q.stride(0), 0, 0.0, QMAX[fmt],
-        GROUP=0, BLOCK=_chunk(N), NORM=False, STATIC=True, FMT=fmt, EMULATE=INTERPRET, num_warps=4)
+    problem = QUANTIZE_STATIC.problem({"M": M, "N": N}, x.dtype, {"format": fmt})
+    q = dispatch.launch(problem, VARIANTS, {"x": x, "scale": scale})
     return q
 
 
@@ -139,11 +124,8 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor, out_dtype: torch.dtype = to
         raise InvalidInputError("out_dtype", "float32, float16 or bfloat16", str(out_dtype))
     check_device("q", q)
     kind = shapes[tuple(scale.shape)]
-    out = torch.empty((M, N), dtype=out_dtype, device=q.device)
-    group = BLOCK if kind == "block" and N > 1 else 0
-    K.dequant_rows_kernel[(M,)](
-        q, scale, out, N, q.stride(0), scale.stride(0) if scale.dim() == 2 else 0, out.stride(0),
-        GROUP=group, BLOCK=group or _chunk(N), TENSOR=kind == "tensor", EMULATE=emulated(out_dtype), num_warps=4)
+    problem = DEQUANTIZE.problem({"M": M, "N": N}, out_dtype, {"format": _FORMAT_OF[q.dtype], "scaling": kind})
+    out = dispatch.launch(problem, VARIANTS, {"q": q, "scale": scale})
     return out
 
 
@@ -167,13 +149,14 @@ def stochastic_round(x: torch.Tensor, dtype: torch.dtype, seed: int) -> torch.Te
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
         raise InvalidInputError("seed", "an integer in [0, 2^31)", seed)
     check_device("x", x)
-    y = torch.empty(x.shape, dtype=dtype, device=x.device)
-    n = x.numel()
-    if n:
-        blk = 2**16 if INTERPRET else 1024  # the interpreter's cost is per program
-        K.stochastic_round_kernel[(triton.cdiv(n, blk),)](
-            x, y if dtype == torch.bfloat16 else y.view(torch.uint8), n, seed,
-            FMT="bf16" if dtype == torch.bfloat16 else "e4m3", BLOCK=blk, EMULATE=INTERPRET, num_warps=4)
+    if x.numel() == 0:
+        return torch.empty(x.shape, dtype=dtype, device=x.device)
+    if not elements_fit(x.numel()):
+        raise InvalidInputError("number of elements of x", f"at most {PHILOX_LIMIT} (distinct Philox counters)",
+                                x.numel())
+    problem = STOCHASTIC_ROUND.problem({"N": x.numel()}, torch.float32,
+                                       {"target": "bf16" if dtype == torch.bfloat16 else "e4m3", "seed": seed})
+    y = dispatch.launch(problem, VARIANTS, {"x": x.reshape(-1)}).reshape(x.shape)
     return y
 
 

@@ -556,6 +556,7 @@ def make_tl(tracer: Any) -> Any:
         dot=data, sum=data, max=data, min=data, exp=data, exp2=data, log=data, log2=data, sqrt=data, rsqrt=data,
         erf=data, sigmoid=data, abs=data, fma=data, cos=data, sin=data, tanh=data, argmax=data, argmin=data,
         cumsum=scan("cumsum"), cumprod=scan("cumprod"), reduce=reduce, floor=data, ceil=data, softmax=data, math=types.SimpleNamespace(erf=data, exp=data, rsqrt=data, tanh=data),
+        rand=data, randn=data, randint=data,  # Philox draws: data (a value, like a float load's)
         device_assert=lambda *a, **k: None, static_assert=lambda *a, **k: None, debug_barrier=lambda: None,
         PropagateNan=types.SimpleNamespace(ALL="all", NONE="none"),  # minimum/maximum's NaN flag: float data only
     )
