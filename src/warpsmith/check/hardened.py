@@ -105,6 +105,10 @@ class _Call:
     perturbed: tuple[Any, ...]
     outs: list[Any]
     call_id: int = 0
+    declared: tuple[Any, ...] | None = None  # the float64 program with its declared deviation (compare rule 4)
+
+    def deviation(self, i: int) -> Any:
+        return self.declared[i].cpu() if self.declared is not None and i < len(self.declared) else None
 
 
 def default_limits(device: torch.device) -> dict[str, int]:
@@ -138,8 +142,8 @@ def _unit_roundoff(args: Sequence[Any]) -> float:
 
 class _Session:
     def __init__(self, problem: CheckProblem, ledger: Ledger, device: torch.device, settle_s: float,
-                 timeout_s: float, rng: random.Random, exchange: str) -> None:
-        self.problem, self.ledger, self.device = problem, ledger, device
+                 timeout_s: float, rng: random.Random, exchange: str, declared: Any = None) -> None:
+        self.problem, self.ledger, self.device, self.declared = problem, ledger, device, declared
         self.settle_s, self.timeout_s, self.rng, self.exchange = settle_s, timeout_s, rng, exchange
         self.child = None
         self.calls, self.plain_calls, self.trials = 0, 0, 0
@@ -168,6 +172,17 @@ class _Session:
                 raise InvalidInputError("reference outputs", "the shapes and dtypes definition.json declares: "
                                         + ", ".join(describe(t) for t in want), [describe(r) for r in ref])
         return ref, oracle, perturbed
+
+    def deviation_of(self, w: Workload, args: list[Any]) -> tuple[Any, ...] | None:
+        """The float64 program with the caller's declared deviation on ``args`` (None: none declared, or
+        a declaration that cannot run here: the contract is then the strict one, never a looser)."""
+        if self.declared is None:
+            return None
+        try:
+            with torch.no_grad():
+                return tuple(self.declared.run([snapshot(a) for a in args]))
+        except Exception:  # noqa: BLE001 - the caller's declaration, not the candidate: judged without it
+            return None
 
     def reference_is_deterministic(self, w: Workload, args: list[Any]) -> None:
         """Two runs on identical inputs from different random states must agree (module docstring)."""
@@ -325,7 +340,8 @@ class _Session:
         ref, outs = call.ref, call.outs
         repeated = [i for i, (r, pr, s, ps) in enumerate(zip(ref, prev.ref, outs, prev.outs))
                     if not bitwise_equal(r, pr) and s is not None and bitwise_equal(s, ps)
-                    and not judge(s, r.cpu(), call.oracle[i].cpu(), perturbed=call.perturbed[i].cpu())[0]]
+                    and not judge(s, r.cpu(), call.oracle[i].cpu(), perturbed=call.perturbed[i].cpu(),
+                                  declared=call.deviation(i))[0]]
         if refill:
             if repeated:
                 self.ledger.fail("not_memoized", f"after the inputs were overwritten in place with new values, "
@@ -348,7 +364,7 @@ class _Session:
                                  f"reference has numbers ({where}; outputs and new allocations are NaN-poisoned)")
             else:
                 self.ledger.ok("fully_written")
-            ok, msg = judge(s, r.cpu(), y.cpu(), perturbed=yp.cpu())
+            ok, msg = judge(s, r.cpu(), y.cpu(), perturbed=yp.cpu(), declared=call.deviation(i))
             if ok:
                 self.ledger.ok("error_contract")
             else:
@@ -369,7 +385,7 @@ class _Session:
                                   settle_s=self.settle_s * (1 + self.rng.random()))
         self.validate(outs, list(reply.get("kinds") or []), ref)
         self.observations(reply)
-        call = _Call(w, dist, args, ref, oracle, perturbed, outs, self.calls)
+        call = _Call(w, dist, args, ref, oracle, perturbed, outs, self.calls, self.deviation_of(w, args))
         if prev is not None:
             self.history(prev, call, refill)
         self.values(call, outs, f"{dist} inputs, workload {w.label}")
@@ -472,7 +488,7 @@ class _Session:
         last, rerun = self._load(reply["outputs"])
         judged = sets[int((reply.get("timing") or {}).get("judged_set", 0)) % len(sets)]
         ref, oracle, perturbed = self.reference(w, judged)
-        call = _Call(w, "timed", judged, ref, oracle, perturbed, last)
+        call = _Call(w, "timed", judged, ref, oracle, perturbed, last, declared=self.deviation_of(w, judged))
         self.values(call, last, "the last timed call")
         self.values(call, rerun, "a synchronized re-run after timing")
         if not self.nondeterministic and not all(bitwise_equal(a, b) for a, b in zip(last, rerun)):
@@ -515,7 +531,7 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
           device: str | torch.device | None = None, timing: bool = True, workloads: Sequence[str] | None = None,
           budget_s: float | None = None, call_timeout_s: float = CALL_TIMEOUT_S,
           limits: dict[str, int] | None = None, eval_mode: bool = False,
-          progress: Callable[[str], None] | None = None) -> CheckReport:
+          progress: Callable[[str], None] | None = None, declared: Any = None) -> CheckReport:
     """Run every hardened check of CANDIDATE against REFERENCE (see the module docstring).
 
     Args:
@@ -533,6 +549,11 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
         limits: the child's resource limits (:func:`default_limits`'s keys).
         eval_mode: put both models in eval mode (KernelBench; e.g. for dropout).
         progress: told one line per workload.
+        declared: a deviation the candidate's compiler declares (an object with ``run(args)``, the
+            program in float64 with the deviation, ``summary`` and ``to_json()``; e.g.
+            :class:`warpsmith.compiler.precision.Declaration`): the error contract composed with it and
+            capped at KernelBench's tolerance (:func:`~.compare.judge`, rule 4). A library argument
+            only: the candidate never supplies it.
 
     Raises:
         InvalidInputError: the files are unusable, or the reference is (:class:`ReferenceUnusable`):
@@ -565,7 +586,7 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
             problem.set_eval()
         chosen = _select(problem, workloads)
         per_workload = trials or len(problem.distributions)
-        session = _Session(problem, ledger, dev, settle_s, call_timeout_s, rng, exchange)
+        session = _Session(problem, ledger, dev, settle_s, call_timeout_s, rng, exchange, declared)
         gen = torch.Generator().manual_seed(seed + 0x5EED)
         probe = problem.draw_inputs(chosen[0], torch.Generator().manual_seed(seed), problem.distributions[0], dev)
         session.reference_is_deterministic(chosen[0], probe)
@@ -612,4 +633,5 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
                        timing=timing_doc, elapsed_s=time.perf_counter() - t0, calls=session.calls,
                        complete=stopped is None, coverage=coverage,
                        protocol={"calls": session.calls, "plain_calls": session.plain_calls, "trials": session.trials,
-                                 "call_timeout_s": call_timeout_s, "isolated": True})
+                                 "call_timeout_s": call_timeout_s, "isolated": True,
+                                 "declared": declared.to_json() if declared is not None else None})

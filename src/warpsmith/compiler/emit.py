@@ -36,6 +36,7 @@ class Program:
     views: list[Node] = field(default_factory=list)
     search: Any = None  # the search's record (compiler.search.SearchResult), when a search chose
     coverage: dict[str, Any] = field(default_factory=dict)  # compiler.coverage: warpsmith's share of the work
+    declared: Any = None  # compiler.precision.Declaration: the deviation from the program the check is told of
 
 
 def _render(a: Any) -> str:

@@ -35,9 +35,11 @@ def rewrite(graph: Graph, target: Any) -> list[dict[str, Any]]:
 def describe(r: dict[str, Any]) -> str:
     """One line for a rewrite record (``--explain``, the CLI)."""
     what = {"reassociate": "(AB)C -> A(BC)", "fold_reduction": f"{r.get('reduction', 'sum')} over a GEMM's "
-            "features -> GEMM of the summed weight"}.get(r["rewrite"], r["rewrite"])
+            "features -> GEMM of the summed weight",
+            "storage": f"float32 between kernels -> {r.get('dtype')} (declared deviation)"}.get(r["rewrite"], r["rewrite"])
+    why = f" ({r['why_not']})" if r.get("why_not") else ""
     return (f"rewrite {r['rewrite']} at {r['at']} {r['shapes']}: {what}: {r['before_ms'] * 1e3:.2f} us -> "
-            f"{r['after_ms'] * 1e3:.2f} us predicted -> {'taken' if r['taken'] else 'kept as written'}")
+            f"{r['after_ms'] * 1e3:.2f} us predicted -> {'taken' if r['taken'] else 'kept as written'}{why}")
 
 
 # ---- reassociation ----------------------------------------------------------------------------------

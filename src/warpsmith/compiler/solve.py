@@ -21,6 +21,7 @@ from .fuse import Partition, mark_unfused, partition, problems
 from .hoist import hoist
 from .ir import Graph, build
 from .lower import lower
+from .precision import lower_storage
 from .rewrite import rewrite
 from .search import predict_ms, search as run_search
 
@@ -101,20 +102,32 @@ def compile_problem(path: str | Path, seed: int = 0,
     its record is ``Program.search``; a given ``partitioner`` (e.g. ``fuse.partition``, greedy) is used as it is.
     ``choice`` takes the search's ``choice``-th best partition instead of its best (IndexError past the
     last explored one): the next candidate when a better one failed verification; ``rewrites_on=False``
-    compiles the program as written (no rewrite, nothing folded out of the call)."""
+    compiles the program as written (no rewrite, nothing folded out of the call). With the search and
+    rewrites on, values between kernels may be stored in 16 bits (:mod:`.precision`), declared in
+    ``Program.declared`` for the check."""
     problem = load_problem(path, seed=seed, overrides=overrides)
     cap = capture(problem)
     g = build(cap)
     notes, part, found = plan(g, partitioner, target, choice, rewrites_on)
+    declared = None
+    if found is not None and rewrites_on:
+        records, declared = lower_storage(g, part, cap.program, problem.inputs, get_target(target))
+        found.rewrites += records
+        if declared is not None:
+            found.best_ms = records[0]["after_ms"]
+            notes.append(f"{records[0]['at']}: {_REWRITE_NOTE['storage']} {records[0]['dtype']} (predicted "
+                         f"{records[0]['before_ms'] * 1e3:.2f} -> {records[0]['after_ms'] * 1e3:.2f} us on {target}; "
+                         "declared to the check)")
     shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
     values = [None if hasattr(x, "shape") else x for x in problem.inputs]
     prog = emit(g, part, problem.source, Path(path).name, shapes, values)
-    prog.search = found
+    prog.search, prog.declared = found, declared
     return g, notes, prog
 
 
 _REWRITE_NOTE = {"reassociate": "matmul chain reassociated to A @ (B @ C)",
-                 "fold_reduction": "reduction over a GEMM's features folded into its weight"}
+                 "fold_reduction": "reduction over a GEMM's features folded into its weight",
+                 "storage": "float32 values between kernels stored in"}
 
 
 def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
@@ -266,7 +279,8 @@ def _verify_one(path: str | Path, g: Graph, notes: list[str], prog: Program, out
     with tempfile.TemporaryDirectory(prefix="warpsmith-solve-") as tmp:
         cand = Path(tmp) / (Path(out).name if out is not None else "model_new.py")
         cand.write_text(prog.text)
-        report = check(path, cand, seed=seed, progress=progress, overrides=overrides, **(check_kwargs or {}))
+        report = check(path, cand, seed=seed, progress=progress, overrides=overrides, declared=prog.declared,
+                       **(check_kwargs or {}))
         doc = report.to_json() if hasattr(report, "to_json") else {}
         f = report.first_failure
         res.verdict = {"accepted": f is None, "reason": None if f is None else f.code,

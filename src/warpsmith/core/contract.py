@@ -54,6 +54,26 @@ def within_reference(err: float, ref_err: float, largest: float, u: float, facto
     return bool(err <= allowed), allowed  # False when either side is NaN
 
 
+# KernelBench's own tolerance by output dtype (its eval.py: ``torch.allclose(out, ref, atol=t, rtol=t)``
+# against the eager reference): the cap of every declared deviation (:func:`within_tolerance`).
+KERNELBENCH_TOLERANCE = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2}
+
+
+def within_tolerance(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None = None,
+                     share: float = 1.0) -> tuple[bool, float]:
+    """Whether ``|out - ref| <= t (1 + |ref|)`` everywhere both are finite, ``t`` being ``share`` times
+    KernelBench's tolerance for ``dtype`` (default ``ref``'s; :data:`KERNELBENCH_TOLERANCE`, float32's
+    for other dtypes); returns (ok, the largest ratio of the error to its allowance)."""
+    t = share * KERNELBENCH_TOLERANCE.get(dtype or ref.dtype, KERNELBENCH_TOLERANCE[torch.float32])
+    a, b = out.to(torch.float64), ref.to(out.device, torch.float64)
+    both = torch.isfinite(a) & torch.isfinite(b)
+    if a.numel() == 0:
+        return True, 0.0
+    ratio = ((a - b).abs() / (t * (1.0 + b.abs()))).where(both, torch.zeros_like(a))
+    worst = float(ratio.max())
+    return bool(worst <= 1.0), worst
+
+
 def perturb(inputs64: Mapping[str, Any], u: float, seed: int = 0) -> dict[str, Any]:
     """``inputs64`` with every element of every floating tensor moved by ``d * u * max|tensor|``, ``d``
     uniform in ``[-2, 2]`` (a fixed seed: the floor is reproducible); other values are returned as they

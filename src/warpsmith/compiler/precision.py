@@ -1,0 +1,191 @@
+"""Lower-precision storage between kernels: a rewrite that changes the program's numbers, declared.
+
+A float32 value that one generated kernel writes and only other generated kernels read can be
+stored in 16 bits (the program's own half dtype when its inputs are float16 or bfloat16, else
+bfloat16): half the bytes on both sides of the edge, with the kernels still computing in float32.
+This is not a rounding-order change the check's usual criterion absorbs (a few times the
+reference's own error), so the compiler **declares** it:
+
+- At compile time, the captured program is run in float64 on the problem's inputs twice, as
+  written and with every chosen value rounded to its storage dtype (:class:`Declaration`). The
+  rewrite is taken only when it is predicted cheaper (:func:`.search.predict_ms`) and the rounded
+  run stays within :data:`SHARE` of KernelBench's own tolerance for each output's dtype
+  (:data:`warpsmith.core.contract.KERNELBENCH_TOLERANCE`) everywhere; otherwise its record says why.
+- The check then receives the declaration (``check(..., declared=...)``): the candidate's error
+  against the float64 oracle may reach the usual allowance computed with the declared deviation
+  (the rounded run against the oracle, on the check's own inputs) in place of the reference's
+  error where that is larger, and never more than KernelBench's tolerance against the reference,
+  element by element. The declaration widens nothing past that cap.
+
+The program as written (no rewrite) stays ``solve``'s last candidate, so a declaration the check
+rejects costs its gain, never the solution.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from ..core.contract import within_tolerance
+from .fuse import Partition
+from .ir import Graph
+from .search import predict_ms
+
+SHARE = 0.5  # of KernelBench's tolerance, the most a declared deviation may use on the problem's inputs
+_LOW = (torch.float32, torch.float16, torch.bfloat16)
+_F64 = torch.float64
+
+
+def _to64(a: Any) -> Any:
+    if isinstance(a, torch.dtype):
+        return _F64 if a in _LOW else a
+    if isinstance(a, torch.Tensor):
+        return a.to(_F64) if a.is_floating_point() else a
+    if isinstance(a, (list, tuple)):
+        return type(a)(_to64(x) for x in a)
+    if isinstance(a, dict):
+        return {k: _to64(v) for k, v in a.items()}
+    return a
+
+
+@dataclass
+class Declaration:
+    """Values of the captured program stored in a lower precision (``points``: node name -> dtype):
+    :meth:`run` is the program in float64 with each of them rounded to its dtype, the reference
+    of the deviation the compiler declares (module docstring)."""
+
+    program: Any  # torch.export.ExportedProgram
+    points: dict[str, torch.dtype] = field(default_factory=dict)
+
+    def run(self, args: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+        """The outputs (float64) on ``args`` (the problem's inputs, any float dtype)."""
+        return _evaluate(self.program, list(args), self.points)
+
+    @property
+    def summary(self) -> str:
+        kinds = sorted({str(d).replace("torch.", "") for d in self.points.values()})
+        return (f"{len(self.points)} float32 value(s) stored between kernels in {'/'.join(kinds)} "
+                f"({', '.join(sorted(self.points))}); capped at KernelBench's tolerance")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "storage", "points": {k: str(v).replace("torch.", "") for k, v in self.points.items()},
+                "summary": self.summary}
+
+
+def _evaluate(ep: Any, args: list[Any], points: dict[str, torch.dtype]) -> tuple[torch.Tensor, ...]:
+    """``ep``'s graph run node by node in float64 (casts to float32/16 kept in float64, the
+    metadata assertions skipped), the values named in ``points`` rounded to their dtype."""
+    from torch.export.graph_signature import InputKind
+
+    state = ep.state_dict
+    consts = getattr(ep, "constants", {}) or {}
+    users = iter(args)
+    env: dict[str, Any] = {}
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            env[spec.arg.name] = _to64(next(users))
+        elif spec.target in state:
+            env[spec.arg.name] = _to64(state[spec.target].detach())
+        else:
+            env[spec.arg.name] = _to64(consts[spec.target])
+
+    def val(a: Any) -> Any:
+        if isinstance(a, torch.fx.Node):
+            return env[a.name]
+        if isinstance(a, (list, tuple)):
+            return type(a)(val(x) for x in a)
+        if isinstance(a, dict):
+            return {k: val(v) for k, v in a.items()}
+        return a
+
+    out: tuple[torch.Tensor, ...] = ()
+    with torch.no_grad():
+        for n in ep.graph.nodes:
+            if n.op == "call_function":
+                if "_assert" in str(n.target):
+                    continue
+                v = n.target(*_to64(val(n.args)), **_to64(val(n.kwargs)))
+                if n.name in points and isinstance(v, torch.Tensor) and v.is_floating_point():
+                    v = v.to(points[n.name]).to(_F64)
+                env[n.name] = v
+            elif n.op == "output":
+                res = val(n.args[0])
+                out = tuple(res) if isinstance(res, (list, tuple)) else (res,)
+    return out
+
+
+def storage_dtype(g: Graph) -> torch.dtype:
+    """The 16-bit type a float32 intermediate is stored in: the inputs' half dtype, else bfloat16."""
+    halves = {n.dtype for n in g.inputs if n.dtype in (torch.float16, torch.bfloat16)}
+    return halves.pop() if len(halves) == 1 else torch.bfloat16
+
+
+def _captured(ep: Any) -> dict[str, tuple[int, ...]]:
+    """The float32 values of the captured program: node name -> shape."""
+    out = {}
+    for n in ep.graph.nodes:
+        v = n.meta.get("val") if n.op == "call_function" else None
+        if isinstance(v, torch.Tensor) and v.dtype == torch.float32:
+            out[n.name] = tuple(v.shape)
+    return out
+
+
+def sites(g: Graph, part: Partition, captured: dict[str, tuple[int, ...]]) -> list[Any]:
+    """The float32 values a generated kernel writes and only other generated kernels read (never a
+    result of the program) that are the captured program's own values (``captured``: same name,
+    float32 and shape; a value a rewrite made anew has no counterpart there to round)."""
+    grouped, users, results = part.group_of(), g.users(), {n.name for n in g.results()}
+    out = []
+    for n in g.nodes:
+        if n.name not in grouped or n.dtype != torch.float32 or n.name in results \
+                or captured.get(n.name) != tuple(n.shape or ()):
+            continue
+        us = users[n.name]
+        if us and all(u.name in grouped and grouped[u.name] != grouped[n.name] for u in us):
+            out.append(n)
+    return out
+
+
+def lower_storage(g: Graph, part: Partition, ep: Any, inputs: Sequence[Any], target: Any,
+                  ) -> tuple[list[dict[str, Any]], Declaration | None]:
+    """Store the :func:`sites` of ``part`` in 16 bits (``g`` changed in place) when predicted cheaper
+    and within the tolerance share on ``inputs`` (module docstring); the record (one, or none when
+    there is no site) and the declaration (None when not taken)."""
+    found = sites(g, part, _captured(ep))
+    if not found:
+        return [], None
+    dt = storage_dtype(g)
+    before = predict_ms(g, part, target)
+    old = {n.name: n.dtype for n in found}
+    for n in found:
+        n.dtype = dt
+    after = predict_ms(g, part, target)
+    decl = Declaration(ep, {n.name: dt for n in found})
+    rec: dict[str, Any] = {"rewrite": "storage", "at": ", ".join(n.name for n in found),
+                           "shapes": [list(n.shape) for n in found], "dtype": str(dt).replace("torch.", ""),
+                           "before_ms": before, "after_ms": after, "taken": after < before}
+    if rec["taken"]:
+        try:
+            exact, rounded = _evaluate(ep, list(inputs), {}), decl.run(inputs)
+        except Exception as e:  # noqa: BLE001 - an op the float64 run cannot take: no declaration
+            rec["taken"], rec["why_not"] = False, f"the float64 run of the program failed ({type(e).__name__}: {e})"
+            exact = rounded = ()
+        worst = 0.0
+        for y, yd, x in zip(exact, rounded, _outputs_dtypes(g)):
+            _, ratio = within_tolerance(yd, y, x, SHARE) if x is not None else (True, 0.0)
+            worst = max(worst, ratio)
+        rec["deviation_share"] = worst * SHARE  # of KernelBench's tolerance, on the problem's inputs
+        if worst > 1.0:
+            rec["taken"] = False
+            rec["why_not"] = (f"rounded, the program departs from the exact one by {worst * SHARE:.3g}x "
+                              f"KernelBench's tolerance on the problem's inputs (at most {SHARE:g}x allowed)")
+    if not rec["taken"]:
+        for n in found:
+            n.dtype = old[n.name]
+        return [rec], None
+    return [rec], decl
+
+
+def _outputs_dtypes(g: Graph) -> list[torch.dtype | None]:
+    return [n.dtype if n.dtype is not None and n.dtype.is_floating_point else None for n in g.outputs]
