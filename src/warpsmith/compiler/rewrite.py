@@ -38,8 +38,8 @@ def describe(r: dict[str, Any]) -> str:
             "features -> GEMM of the summed weight",
             "storage": f"float32 between kernels -> {r.get('dtype')} (declared deviation)"}.get(r["rewrite"], r["rewrite"])
     why = f" ({r['why_not']})" if r.get("why_not") else ""
-    return (f"rewrite {r['rewrite']} at {r['at']} {r['shapes']}: {what}: {r['before_ms'] * 1e3:.2f} us -> "
-            f"{r['after_ms'] * 1e3:.2f} us predicted -> {'taken' if r['taken'] else 'kept as written'}{why}")
+    return (f"rewrite {r['rewrite']} at {r['at']} {r['shapes']}: {what}: {r['before_ms'] * 1e3:.4g} us -> "
+            f"{r['after_ms'] * 1e3:.4g} us predicted -> {'taken' if r['taken'] else 'kept as written'}{why}")
 
 
 # ---- reassociation ----------------------------------------------------------------------------------

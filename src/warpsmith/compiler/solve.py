@@ -116,7 +116,7 @@ def compile_problem(path: str | Path, seed: int = 0,
         if declared is not None:
             found.best_ms = records[0]["after_ms"]
             notes.append(f"{records[0]['at']}: {_REWRITE_NOTE['storage']} {records[0]['dtype']} (predicted "
-                         f"{records[0]['before_ms'] * 1e3:.2f} -> {records[0]['after_ms'] * 1e3:.2f} us on {target}; "
+                         f"{records[0]['before_ms'] * 1e3:.4g} -> {records[0]['after_ms'] * 1e3:.4g} us on {target}; "
                          "declared to the check)")
     shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
     values = [None if hasattr(x, "shape") else x for x in problem.inputs]
