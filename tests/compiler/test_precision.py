@@ -100,3 +100,25 @@ def test_a_lying_declaration_cannot_pass_a_wrong_candidate(tmp_path):
 def test_the_program_as_written_is_checked_without_a_declaration(name, tmp_path):
     res = solve(PROBLEMS / name, tmp_path / "m.py", candidates=1, check_kwargs={"timing": False})
     assert res.status == "accepted", res.verdict
+
+
+def test_a_sol_execbench_solution_declares_per_signature_and_the_check_uses_it(tmp_path):
+    from warpsmith.compiler.solexec import declarations, load, solve_definition
+
+    path = Path(__file__).parent / "precision_defs" / "centred_fp16"
+    res = solve_definition(path, tmp_path / "solution.json", candidates=1)
+    assert res.status == "accepted", res.verdict
+    for s in res.signatures:
+        [rec] = [r for r in s.program.search.rewrites if r["rewrite"] == "storage"]
+        assert rec["taken"] and 0 < rec["deviation_share"] <= 0.5 and s.program.declared is not None
+    decl = declarations(res.signatures)
+    assert res.verdict["report"]["protocol"]["declared"] == decl.to_json()
+    assert len(decl.to_json()["signatures"]) == 2
+    # the check's own draws find their signature's declaration (a miss would mean the strict contract)
+    problem = load(path)
+    for w in problem.workloads:
+        args = problem.draw_inputs(w, torch.Generator().manual_seed(3), problem.distributions[1], torch.device("cpu"))
+        [y] = decl.run(args)
+        assert y.dtype == torch.float64 and tuple(y.shape) == (w.axes["rows"],)
+    with pytest.raises(KeyError):
+        decl.run([torch.randn(7, 48).half(), torch.randn(48).half()])

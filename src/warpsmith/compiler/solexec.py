@@ -39,7 +39,7 @@ from .capture import LoadedProblem, capture
 from .emit import Program, emit_function
 from .fuse import Partition
 from .ir import Graph, build
-from .solve import MAX_CANDIDATES, Candidates, SolveResult, _rewritten, _write_atomic, plan, proved
+from .solve import MAX_CANDIDATES, Candidates, SolveResult, _rewritten, _write_atomic, plan, proved, store_low
 
 ENTRY_FILE = "main.py"
 SCHEMAS = ("sol-execbench", "flashinfer-bench")  # spec.languages: ["triton"] / spec.language: "triton"
@@ -280,12 +280,39 @@ def compile_signature(problem: Any, sig: Signature, args: list[Any],
         raise InvalidInputError(f"{problem.path}: captured program", f"{len(names)} inputs ({', '.join(names)})",
                                 len(g.inputs))
     sig.notes, part, found = plan(g, partitioner, target, choice, rewrites_on, clamp=True)
+    declared = store_low(g, part, found, cap.program, args, target, sig.notes) if rewrites_on else None
     shapes = [tuple(a.shape) if isinstance(a, torch.Tensor) else None for a in args]
     prog = emit_function(g, part, f"{d['name']}, input signature {sig.text} (workloads {', '.join(sig.workloads)})",
                          shapes, origin="warpsmith solve, SOL-ExecBench solution")
-    prog.search = found
+    prog.search, prog.declared = found, declared
     sig.graph, sig.program = g, prog
     return sig
+
+
+@dataclass
+class SignatureDeclarations:
+    """The declared deviations of a solution's programs (:class:`.precision.Declaration`, one per
+    signature that took one), for ``check(..., declared=...)``: :meth:`run` picks its arguments'
+    signature and raises ``KeyError`` for one without a declaration (the check then applies the strict
+    contract to that call)."""
+
+    by_key: dict[Any, Any]  # Signature.key -> Declaration
+
+    def run(self, args: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+        return self.by_key[_signature(args, [""] * len(args))[0]].run(args)
+
+    @property
+    def summary(self) -> str:
+        return "; ".join(d.summary for d in self.by_key.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "per_signature", "signatures": [d.to_json() for d in self.by_key.values()]}
+
+
+def declarations(sigs: Sequence[Signature]) -> SignatureDeclarations | None:
+    """The solution's declarations, or None when no program declares a deviation."""
+    found = {s.key: s.program.declared for s in sigs if s.program is not None and s.program.declared is not None}
+    return SignatureDeclarations(found) if found else None
 
 
 # ---- emit ----------------------------------------------------------------------------------------
@@ -457,7 +484,7 @@ def _verify_solution(path: str | Path, res: SolExecResult, text: str, out: str |
         cand = Path(tmp) / "solution.json"
         cand.write_text(text)
         report = check(path, cand, seed=seed, progress=progress, overrides=overrides, workloads=workloads,
-                       **(check_kwargs or {}))
+                       declared=declarations(res.signatures), **(check_kwargs or {}))
     doc = report.to_json() if hasattr(report, "to_json") else {}
     f = report.first_failure
     res.verdict = {"accepted": f is None, "reason": None if f is None else f.code,

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..targets import get_target
 from .capture import capture, load_problem
@@ -109,20 +109,29 @@ def compile_problem(path: str | Path, seed: int = 0,
     cap = capture(problem)
     g = build(cap)
     notes, part, found = plan(g, partitioner, target, choice, rewrites_on)
-    declared = None
-    if found is not None and rewrites_on:
-        records, declared = lower_storage(g, part, cap.program, problem.inputs, get_target(target))
-        found.rewrites += records
-        if declared is not None:
-            found.best_ms = records[0]["after_ms"]
-            notes.append(f"{records[0]['at']}: {_REWRITE_NOTE['storage']} {records[0]['dtype']} (predicted "
-                         f"{records[0]['before_ms'] * 1e3:.4g} -> {records[0]['after_ms'] * 1e3:.4g} us on {target}; "
-                         "declared to the check)")
+    declared = store_low(g, part, found, cap.program, problem.inputs, target, notes) if rewrites_on else None
     shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
     values = [None if hasattr(x, "shape") else x for x in problem.inputs]
     prog = emit(g, part, problem.source, Path(path).name, shapes, values)
     prog.search, prog.declared = found, declared
     return g, notes, prog
+
+
+def store_low(g: Graph, part: Partition, found: Any, program: Any, inputs: Sequence[Any], target: str,
+              notes: list[str]) -> Any:
+    """After the search (``found``, None: no search, nothing done): the values between kernels stored in
+    16 bits where :func:`.precision.lower_storage` takes it (``g`` changed in place), its record added
+    to the search's and a line to ``notes``; the declaration for the check, or None."""
+    if found is None:
+        return None
+    records, declared = lower_storage(g, part, program, inputs, get_target(target))
+    found.rewrites += records
+    if declared is not None:
+        r = records[0]
+        found.best_ms = r["after_ms"]
+        notes.append(f"{r['at']}: {_REWRITE_NOTE['storage']} {r['dtype']} (predicted {r['before_ms'] * 1e3:.4g} -> "
+                     f"{r['after_ms'] * 1e3:.4g} us on {target}; declared to the check)")
+    return declared
 
 
 _REWRITE_NOTE = {"reassociate": "matmul chain reassociated to A @ (B @ C)",
