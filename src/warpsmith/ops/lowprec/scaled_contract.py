@@ -6,7 +6,8 @@ allocate them). The scale tensors have exactly the shapes of scaled_spec.py with
 (M, ceil(K/128)) and ``sb[k // 128, n // 128]`` over (ceil(K/128), ceil(N/128)) (the block-scale
 index math: every K tile starts at a multiple of BLOCK_K <= 128 below K, so ``k // 128`` stays below
 ceil(K/128)); ``tensor`` reads element 0 of each. Sizes 1 <= M, N, K <= 2^20 with the launcher's
-32-bit indexing precondition, as the matmul family's.
+32-bit indexing precondition, as the matmul family's, for A, B, C, the bias and the scale tensors
+(:data:`SCALE_DOMAIN`); the split-K workspace (SPLIT_K x M x N, which may pass 2^31) is indexed in 64 bits.
 """
 from __future__ import annotations
 
@@ -26,8 +27,10 @@ KB, NB = cdiv(K, BLOCK), cdiv(N, BLOCK)
 
 DOMAIN = [M <= 2**20, N <= 2**20, K <= 2**20,
           _span(M, K, sam, sak) < INDEX_LIMIT, _span(K, N, sbk, sbn) < INDEX_LIMIT, _span(M, N, N, 1) < INDEX_LIMIT,
-          _span(N, 0, sbias, 0) < INDEX_LIMIT, _span(M, KB, ssam, ssak) < INDEX_LIMIT,
-          _span(KB, NB, ssbk, ssbn) < INDEX_LIMIT]
+          _span(N, 0, sbias, 0) < INDEX_LIMIT]
+# the scale tensors' spans, as the launcher checks them (scaled_variant._Scaled._operands)
+SCALE_DOMAIN = {"tensor": [], "row": [_span(M, 0, ssam, 0) < INDEX_LIMIT, _span(N, 0, ssbn, 0) < INDEX_LIMIT],
+                "block": [_span(M, KB, ssam, ssak) < INDEX_LIMIT, _span(KB, NB, ssbk, ssbn) < INDEX_LIMIT]}
 _SHAPES = [{"M": 1, "N": 1, "K": 1}, {"M": 37, "N": 19, "K": 300}, {"M": 17, "N": 133, "K": 256}]
 
 
@@ -88,7 +91,8 @@ def tiled(constexprs: list[dict]) -> KernelContract:
         kernel=K_.scaled_mm_kernel, name=f"scaled_mm_kernel[{scaling}]",
         args={**_operands(scaling), "c_ptr": Tensor((M, N), (N, 1), output=True), "bias_ptr": Tensor((N,), (sbias,)),
               "stride_cm": N, "stride_cn": 1, "stride_bias": sbias},
-        constexprs=constexprs, grid=lambda c: (cdiv(M, c["BLOCK_M"]) * cdiv(N, c["BLOCK_N"]),), domain=DOMAIN,
+        constexprs=constexprs, grid=lambda c: (cdiv(M, c["BLOCK_M"]) * cdiv(N, c["BLOCK_N"]),),
+        domain=DOMAIN + SCALE_DOMAIN[scaling],
         bounded_shapes=_bounded(scaling), witnesses={"c_ptr": _c_witness})
 
 
@@ -100,7 +104,7 @@ def splitk(constexprs: list[dict]) -> KernelContract:
         kernel=K_.scaled_mm_splitk_kernel, name=f"scaled_mm_splitk_kernel[{scaling}]",
         args={**_operands(scaling), "p_ptr": Tensor((S, M, N), (M * N, N, 1), output=True), "K_PER_SPLIT": kps},
         constexprs=constexprs, grid=lambda c: (cdiv(M, c["BLOCK_M"]) * cdiv(N, c["BLOCK_N"]), S),
-        domain=DOMAIN + [S >= 1, S <= 16, (S - 1) * kps < K],
+        domain=DOMAIN + SCALE_DOMAIN[scaling] + [S >= 1, S <= 16, (S - 1) * kps < K],
         bounded_shapes=[{**s, "SPLIT_K": sk} for s in _bounded(scaling) for sk in (1, 2, 3)
                         if (sk - 1) * (-(-(-(-s["K"] // sk)) // bk) * bk) < s["K"]],
         witnesses={"p_ptr": _workspace_witness})

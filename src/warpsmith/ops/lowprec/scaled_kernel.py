@@ -109,4 +109,4 @@ def scaled_mm_splitk_kernel(
                       stride_bn, stride_sam, stride_sak, stride_sbk, stride_sbn, BLOCK_M, BLOCK_N, BLOCK_K,
                       SCALING, IS_INT)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    tl.store(p_ptr + split * M * N + rm[:, None] * N + rn[None, :], acc, mask=mask)
+    tl.store(p_ptr + split.to(tl.int64) * M * N + rm[:, None] * N + rn[None, :], acc, mask=mask)  # SPLIT_K M N may pass 2^31

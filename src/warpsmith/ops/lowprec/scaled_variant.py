@@ -142,9 +142,14 @@ class _Scaled(Variant):
         else:
             ssa, ssb = (0, 0), (0, 0)
         sbias = bias.stride(0) if bias is not None else 0
+        kb, nb = triton.cdiv(Kd, 128), triton.cdiv(N, 128)  # the block scales' grid (quant_reference.BLOCK)
+        scale_spans = {"row": ((M, 0, ssa[0], 0), (N, 0, ssb[1], 0)),
+                       "block": ((M, kb, *ssa), (kb, nb, *ssb))}.get(scaling, ())
         for name, span in (("a", index_span(M, Kd, a.stride(0), a.stride(1))),
                            ("b", index_span(Kd, N, b.stride(0), b.stride(1))),
-                           ("output", index_span(M, N, out.stride(0), out.stride(1)))):
+                           ("output", index_span(M, N, out.stride(0), out.stride(1))),
+                           ("bias", index_span(N, 0, sbias, 0)),
+                           *((f"scale_{ab}", index_span(*dims)) for ab, dims in zip("ab", scale_spans))):
             if span >= INDEX_LIMIT:
                 raise InvalidInputError(f"size of {name}", "element offsets below 2^31 (the kernels index in 32 bits)",
                                         f"offsets up to {span}")
