@@ -1,7 +1,7 @@
 """The compiler on what it generates beyond pointwise chains: reductions over any dims, scans,
 index-computed values, normalization layers in training (with their buffer updates), rows walked in
-chunks, and the library kernels lowering reaches (pooling, cross-entropy, attention). Each program
-is compiled with no fallback and run against the problem's own Model; some are solved end to end
+chunks, softmax over any dim, and the library kernels lowering reaches (pooling, cross-entropy,
+attention). Each program is compiled with no fallback and run against the problem's own Model; some are solved end to end
 (verified by ``warpsmith check``), and a planted bug in the chunked path is rejected."""
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from warpsmith.core.contract import perturb, sensitivity_of, within_reference
 from warpsmith.compiler.solve import compile_problem
 
 HERE = Path(__file__).parent / "problems" / "families"
-PROBLEMS = ["reductions", "scans", "generators", "norms_train", "pool_loss_attention", "long_rows_chunked"]
+PROBLEMS = ["reductions", "scans", "generators", "norms_train", "pool_loss_attention", "long_rows_chunked",
+            "softmax_any_dim"]
 
 
 def _load(text: str, tmp: Path):
@@ -85,11 +86,13 @@ def test_what_each_family_becomes(compiled):
     _, notes, prog = compiled["norms_train"]
     assert sum("running statistics updated" in n for n in notes) == 1
     assert {"pool", "cross_entropy", "attention", "softmax"} == {n.op for n in compiled["pool_loss_attention"][2].library_calls}
+    _, notes, prog = compiled["softmax_any_dim"]  # the last-dim one is the library's; the others generated
+    assert [n.op for n in prog.library_calls] == ["softmax"] and sum("decomposed into amax" in n for n in notes) == 3
     scans = [n for k in compiled["scans"][2].kernels for n in k.group.nodes if n.kind == "scan"]
     assert sorted(n.attrs["reverse"] for n in scans) == [False, False, False, False, True]
 
 
-@pytest.mark.parametrize("name", ["reductions", "norms_train", "long_rows_chunked"])
+@pytest.mark.parametrize("name", ["reductions", "norms_train", "long_rows_chunked", "softmax_any_dim"])
 def test_solved_and_verified_by_check(name, tmp_path):
     res = solve(HERE / f"{name}.py", tmp_path / "new.py", strict=True)
     assert res.status == "accepted", res.verdict

@@ -2,7 +2,8 @@
 simpler ATen ops, when every op of that decomposition can then be lowered or generated.
 
 The op is traced once with ``make_fx`` on meta tensors of its operands' shapes and dtypes, under
-torch's core ATen decomposition table (plus ``linalg_vector_norm``'s); composite ops (those torch
+torch's core ATen decomposition table (plus ``linalg_vector_norm``'s, ``_softmax``'s and
+``_log_softmax``'s); composite ops (those torch
 itself implements with other ops: ``triplet_margin_loss``, ``kl_div``, ``einsum``, ...) decompose
 in the same trace. The traced graph becomes IR (:func:`.ir.build_fx`), is lowered and expanded
 like the program itself (recursively, to a bounded depth), and replaces the op only if no ATen
@@ -25,7 +26,9 @@ def _table() -> dict[Any, Any]:
 
     table = dict(core_aten_decompositions())
     aten = torch.ops.aten
-    for op in (aten.linalg_vector_norm.default,):
+    # core ATen ops of their own, decomposed here only when nothing lowers them (a softmax over a
+    # non-last dim: max, exp, sum and a division the codegen fuses)
+    for op in (aten.linalg_vector_norm.default, aten._softmax.default, aten._log_softmax.default):
         if op in decomposition_table:
             table[op] = decomposition_table[op]
     return table
