@@ -80,12 +80,30 @@ def caps(source: str, cap: int) -> list[str]:
 
 
 def capped_source(source: str, cap: int) -> tuple[str, list[str]]:
-    """The problem's source with top-level tuples of int constants (``input_shape = (32768,)``)
-    capped element-wise (``--set`` takes numbers only), and what was changed."""
+    """The problem's source with the top-level int constants ``--set`` cannot reach capped in place, and
+    what was changed: tuples of ints (``input_shape = (32768,)``, element-wise), chained assignments
+    (``height = width = 128``) and unpacking (``depth, height, width = 16, 32, 32``)."""
     tree = ast.parse(source)
     changed = []
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and \
+        if not isinstance(node, ast.Assign):
+            continue
+        names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        x = _int_value(node.value)
+        if len(node.targets) > 1 and len(names) == len(node.targets) and x is not None and x > cap:
+            node.value = ast.Constant(_capped(x, cap))
+            changed += [f"{n}={_capped(x, cap)}" for n in names]
+            continue
+        t = node.targets[0]
+        if len(node.targets) == 1 and isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple) and \
+                len(t.elts) == len(node.value.elts) and all(isinstance(e, ast.Name) for e in t.elts):
+            vals = [_int_value(e) for e in node.value.elts]
+            if any(v is not None and v > cap for v in vals):
+                node.value.elts = [ast.Constant(_capped(v, cap)) if v is not None else e
+                                   for v, e in zip(vals, node.value.elts)]
+                changed += [f"{e.id}={_capped(v, cap)}" for e, v in zip(t.elts, vals) if v is not None and v > cap]
+            continue
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and \
                 isinstance(node.value, (ast.Tuple, ast.List)):
             vals = [_int_value(e) for e in node.value.elts]
             if vals and all(v is not None for v in vals) and any(v > cap for v in vals):
