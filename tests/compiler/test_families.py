@@ -1,8 +1,9 @@
 """The compiler on what it generates beyond pointwise chains: reductions over any dims, scans,
 index-computed values, normalization layers in training (with their buffer updates), rows walked in
 chunks, softmax over any dim, and the library kernels lowering reaches (pooling, cross-entropy,
-attention). Each program is compiled with no fallback and run against the problem's own Model; some are solved end to end
-(verified by ``warpsmith check``), and a planted bug in the chunked path is rejected."""
+attention). Each program is compiled with no fallback and run against the problem's own Model; some
+are solved end to end (verified by ``warpsmith check``), and a planted bug in the chunked path is
+rejected."""
 from __future__ import annotations
 
 import importlib.util

@@ -2,6 +2,11 @@
 granularity against the fp64 product of the dequantized operands under the error contract, odd shapes,
 epilogues, the public op's validation of the scale convention, the verifier (planted bugs rejected for
 their reasons) and the launch contracts."""
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -127,11 +132,6 @@ def test_row_scaled_contracts_prove_int32_for_every_shape():
     64 bits) are proved free of 32-bit overflow over the domain the launcher checks; before, the prover
     found a wrap (N = 46146, stride 46532). In a fresh interpreter: z3's answers near a budget's edge
     depend on the process's history."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     code = """import json
 from warpsmith.verify.symbolic import prove
 from warpsmith.ops.lowprec.scaled_contract import _EPI, _meta, splitk, tiled

@@ -142,7 +142,7 @@ class _Scaled(Variant):
         else:
             ssa, ssb = (0, 0), (0, 0)
         sbias = bias.stride(0) if bias is not None else 0
-        kb, nb = triton.cdiv(Kd, 128), triton.cdiv(N, 128)  # the block scales' grid (quant_reference.BLOCK)
+        kb, nb = triton.cdiv(Kd, BLOCK), triton.cdiv(N, BLOCK)  # the block scales' grid
         scale_spans = {"row": ((M, 0, ssa[0], 0), (N, 0, ssb[1], 0)),
                        "block": ((M, kb, *ssa), (kb, nb, *ssb))}.get(scaling, ())
         for name, span in (("a", index_span(M, Kd, a.stride(0), a.stride(1))),
