@@ -40,6 +40,33 @@ def test_inference_graph_is_compiled_and_verified():
     assert "library matmul" in c.explain()
 
 
+class Clamped(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.min(x, torch.tensor(0.5)) * 2.0 - torch.tensor([3.0, 3.0])
+
+
+class Ramp(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.tensor([1.0, 2.0])
+
+
+def test_tensor_constants_built_in_forward_are_inlined_or_named():
+    x = torch.randn(3, 2)
+    with torch.no_grad():
+        c = warpsmith.compile(Clamped(), (x,))
+        got = c(x)
+    [r] = c.reports
+    assert r.status == "compiled" and r.kernels >= 1 and not r.fallbacks, r.summary()
+    assert "full(, value=0.5)" in r.ir and "full(, value=3.0)" in r.ir
+    torch.testing.assert_close(got, torch.clamp(x, max=0.5) * 2.0 - 3.0, rtol=0, atol=0)
+    with torch.no_grad():  # a constant of differing values is not inlined: eager, said why
+        c = warpsmith.compile(Ramp(), (x,))
+        got = c(x)
+    [r] = c.reports
+    assert r.status == "eager" and "is not of one value" in r.reason, r.summary()
+    torch.testing.assert_close(got, x + torch.tensor([1.0, 2.0]), rtol=0, atol=0)
+
+
 def test_training_forward_and_backward_match_torch():
     m = _model()
     x = torch.randn(5, 24, requires_grad=True)

@@ -152,6 +152,10 @@ BAD = {
     "no_model.py": "import torch\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n",
     "bad_inputs.py": ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
                       "def get_inputs():\n    return [torch.randn(-1)]\ndef get_init_inputs():\n    return []\n"),
+    # a lifted tensor constant of differing values (one value is taken: lifted_constants.py)
+    "ramp_constant.py": ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                         "        return x + torch.tensor([1.0, 2.0, 3.0])\n"
+                         "def get_inputs():\n    return [torch.randn(2, 3)]\ndef get_init_inputs():\n    return []\n"),
 }
 
 
@@ -174,6 +178,8 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path, name):
         assert "boom at import" in r.output
     if name == "no_model.py":
         assert "no Model" in r.output
+    if name == "ramp_constant.py":
+        assert "shape (3,) with differing elements" in r.output and "as a buffer" in r.output
 
 
 @pytest.mark.parametrize("spelling", [

@@ -1,6 +1,6 @@
 """The compiler on what it generates beyond pointwise chains: reductions over any dims, scans,
 index-computed values, normalization layers in training (with their buffer updates), rows walked in
-chunks, softmax over any dim, and the library kernels lowering reaches (pooling, cross-entropy,
+chunks, softmax over any dim, tensors built from Python values in forward, and the library kernels lowering reaches (pooling, cross-entropy,
 attention). Each program is compiled with no fallback and run against the problem's own Model; some
 are solved end to end (verified by ``warpsmith check``), and a planted bug in the chunked path is
 rejected."""
@@ -19,7 +19,7 @@ from warpsmith.compiler.solve import compile_problem
 
 HERE = Path(__file__).parent / "problems" / "families"
 PROBLEMS = ["reductions", "scans", "generators", "norms_train", "pool_loss_attention", "long_rows_chunked",
-            "softmax_any_dim"]
+            "softmax_any_dim", "lifted_constants"]
 
 
 def _load(text: str, tmp: Path):
@@ -93,7 +93,8 @@ def test_what_each_family_becomes(compiled):
     assert sorted(n.attrs["reverse"] for n in scans) == [False, False, False, False, True]
 
 
-@pytest.mark.parametrize("name", ["reductions", "norms_train", "long_rows_chunked", "softmax_any_dim"])
+@pytest.mark.parametrize("name", ["reductions", "norms_train", "long_rows_chunked", "softmax_any_dim",
+                                  "lifted_constants"])
 def test_solved_and_verified_by_check(name, tmp_path):
     res = solve(HERE / f"{name}.py", tmp_path / "new.py", strict=True)
     assert res.status == "accepted", res.verdict

@@ -162,15 +162,14 @@ def _meta(x: Any) -> tuple[tuple[int, ...], torch.dtype, torch.device] | None:
 def _without_none_outputs(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, list[int]]:
     """A copy of ``gm`` returning only its tensor outputs, and where the ``None`` ones go back (a
     backward graph returns None for inputs that need no gradient)."""
-    import copy
-
-    g2 = copy.deepcopy(gm)
-    out = next(n for n in g2.graph.nodes if n.op == "output")
-    res = out.args[0]
+    # the graph is copied, not the module: its tensor constants are shared (deep-copying them under
+    # the fake mode AOTAutograd calls compilers in fails for real tensors)
+    graph = torch.fx.Graph()
+    res = graph.graph_copy(gm.graph, {})
     items = list(res) if isinstance(res, (list, tuple)) else [res]
     positions = [i for i, r in enumerate(items) if r is None]
-    out.args = (tuple(r for r in items if r is not None),)
-    g2.recompile()
+    graph.output(tuple(r for r in items if r is not None))
+    g2 = torch.fx.GraphModule(gm, graph)
     return g2, positions
 
 

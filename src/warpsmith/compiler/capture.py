@@ -42,6 +42,9 @@ class Captured:
     program: Any  # torch.export.ExportedProgram
     user_inputs: list[str] = field(default_factory=list)  # placeholder names, in call order
     state: dict[str, tuple[str, bool]] = field(default_factory=dict)  # placeholder -> (state_dict key, is_buffer)
+    # tensors the forward creates from Python values (``torch.tensor(c)``), which torch.export lifts
+    # into inputs: placeholder -> the one value all their elements hold (the IR makes them ``full``)
+    constants: dict[str, bool | int | float] = field(default_factory=dict)
 
 
 def load_problem(path: str | Path, seed: int = 0, overrides: Any = None) -> LoadedProblem:
@@ -112,7 +115,8 @@ def capture(problem: LoadedProblem) -> Captured:
 
     Raises:
         InvalidInputError: the trace failed (data-dependent control flow, an unsupported Python
-            construct), or the program mutates its buffers or lifts tensor constants (not supported).
+            construct), the program mutates its buffers, or it lifts a tensor constant whose elements
+            differ (only constants of one value, e.g. ``torch.tensor(0.5)``, are taken).
     """
     try:
         ep = torch.export.export(problem.model, tuple(problem.inputs), strict=False)
@@ -131,6 +135,8 @@ def capture(problem: LoadedProblem) -> Captured:
             out.user_inputs.append(name)
         elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
             out.state[name] = (spec.target, spec.kind == InputKind.BUFFER)
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            out.constants[name] = _uniform_value(ep.constants[spec.target], problem.path.name, name)
         else:
             raise InvalidInputError("PROBLEM", "a forward without lifted tensor constants or custom objects",
                                     f"{problem.path.name}: input {name} of kind {spec.kind.name}")
@@ -140,6 +146,18 @@ def capture(problem: LoadedProblem) -> Captured:
                                 f"{problem.path.name}: mutates {', '.join(str(s.target) for s in bad)}"
                                 " (BatchNorm in training mode updates its running statistics)")
     return out
+
+
+def _uniform_value(t: torch.Tensor, problem: str, name: str) -> bool | int | float:
+    """The value every element of the lifted constant ``t`` holds; refused when they differ."""
+    from .ir import uniform_value
+
+    value = uniform_value(t)
+    if value is None:
+        raise InvalidInputError("PROBLEM", "a forward whose lifted tensor constants hold one value each "
+                                "(e.g. torch.tensor(0.5)); build others in __init__ as a buffer",
+                                f"{problem}: constant {name} of shape {tuple(t.shape)} with differing elements")
+    return value
 
 
 def _data_dependent(e: BaseException) -> bool:

@@ -148,6 +148,9 @@ def build(captured: Any) -> Graph:
     ep = captured.program
     g = build_fx(ep.graph, captured.user_inputs, str(captured.problem.path.name))
     g.state = dict(captured.state)
+    for n in g.nodes:
+        if n.name in captured.constants:  # a lifted ``torch.tensor(c)``: a generator like ``full``
+            _make_full(n, captured.constants[n.name])
     g.single_output = g.single_output or len(g.outputs) == 1 and _single_leaf(ep)
     return g
 
@@ -186,12 +189,45 @@ def build_fx(graph: Any, user_inputs: list[str] | None = None, path: str = "") -
                     raise InvalidInputError("PROBLEM", "a forward that returns tensors", repr(r))
                 outputs.append(env[r])
             continue
+        elif fx.op == "get_attr":
+            n = _constant(fx, shape, dtype)
         else:
             n = _classify(fx, conv, shape, dtype)
             n.line = _line(fx, path) if path else ""
         env[fx] = n
         nodes.append(n)
     return Graph(nodes, outputs, inputs, {}, single)
+
+
+def uniform_value(t: torch.Tensor) -> bool | int | float | None:
+    """The one value all elements of the constant tensor ``t`` hold (NaN included), or None when
+    they differ or there are none."""
+    flat = t.detach().reshape(-1)
+    if flat.numel() == 0:
+        return None
+    same = bool((flat == flat[0]).all()) or flat.is_floating_point() and bool(flat.isnan().all())
+    return flat[0].item() if same else None
+
+
+def _make_full(n: Node, value: bool | int | float) -> None:
+    """``n`` (a tensor constant of one value) becomes the generator ``full``."""
+    n.kind, n.op, n.attrs, n.args = "pointwise", "full", {"value": value}, []
+    n.target, n.aten_args, n.aten_kwargs = torch.ops.aten.full.default, [list(n.shape), value], {"dtype": n.dtype}
+
+
+def _constant(fx: Any, shape: Any, dtype: Any) -> Node:
+    """A ``get_attr`` node of a dynamo/AOTAutograd graph (a tensor the program built from Python
+    values, e.g. ``torch.tensor(0.5)``): ``full`` when all its elements hold one value."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    t = getattr(fx.graph.owning_module, fx.target, None) if fx.graph.owning_module is not None else None
+    with unset_fake_temporarily():  # AOTAutograd calls compilers under its fake mode; t is real
+        value = uniform_value(t) if isinstance(t, torch.Tensor) else None
+    if value is None:
+        raise ValueError(f"tensor constant {fx.target} is not of one value (only such constants are inlined)")
+    n = Node(fx.name, "pointwise", "full", [], tuple(t.shape), t.dtype)
+    _make_full(n, value)
+    return n
 
 
 def _single_leaf(ep: Any) -> bool:
