@@ -19,6 +19,7 @@ from typing import Any, Mapping
 import torch
 
 from ..core.variant import Variant
+from ..core.errors import InvalidInputError
 from ..core.opspec import DISTRIBUTIONS, OpSpec, Problem, as_tuple
 from ..targets import Target, versions
 from .certificate import Certificate, Check
@@ -97,7 +98,9 @@ def _identity_test(spec: OpSpec, problem: Problem, variant: Variant, config: Map
 
 def odd_problems(spec: OpSpec, problem: Problem, variant: Variant, config: Mapping[str, Any],
                  target: Target) -> list[Problem]:
-    """Shapes of size 1 and one past each block (never a multiple of it), fitted to active guards."""
+    """Shapes of size 1 and one past each block (never a multiple of it), fitted to active guards; a
+    shape the spec refuses with the problem's attributes (e.g. a conv whose padding leaves no output
+    at size 1) is left out."""
     blocks = variant.axis_blocks(config)
     required = [a.name for a in spec.axes if not a.optional]
     shapes = [{a: 1 for a in required}, {a: blocks.get(a, 16) + 1 for a in required},
@@ -109,7 +112,10 @@ def odd_problems(spec: OpSpec, problem: Problem, variant: Variant, config: Mappi
         for g in variant.guards:
             if g.active(config):
                 shape = g.fit(shape, config)
-        p = spec.problem(shape, problem.dtype, problem.attrs)
+        try:
+            p = spec.problem(shape, problem.dtype, problem.attrs)
+        except InvalidInputError:
+            continue
         key = tuple(sorted(p.shape.items()))
         if key not in seen and variant.rejection(p, config, target) is None:
             seen.add(key)

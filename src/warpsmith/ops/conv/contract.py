@@ -34,7 +34,7 @@ from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, si
 from . import depthwise_kernel as DK_
 from . import kernel as K_
 from .depthwise import depthwise_limits
-from .variant import OUTPUT_ORDERS, fwd_limits, wgrad_limits
+from .variant import OUTPUT_ORDERS, fwd_limits, phase_constants, wgrad_limits
 
 BATCH, G, CG, KG, D, H, W, OD, OH, OW, KD, KH, KW = sizes("BATCH G CG KG D H W OD OH OW KD KH KW")
 STRIDE = tuple(sizes("stride_d stride_h stride_w"))
@@ -210,6 +210,64 @@ def forward(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
         witnesses={"y_ptr": lambda c: _y_witness(c, layout)})
 
 
+GCD = tuple(sizes("gcd_d gcd_h gcd_w"))
+INV1 = tuple(sizes("inv_d_plus_1 inv_h_plus_1 inv_w_plus_1"))  # the inverse may be 0: declared one above
+INV = tuple(i - 1 for i in INV1)
+Q3 = tuple(cdiv(o, st) for o, st in zip(O3, STRIDE))  # rows per axis of one phase
+
+
+def _phase_writer_witness(c: Mapping[str, Any], layout: str) -> Witness:
+    """y[n, co, od, oh, ow] of the phased kernel: phase (od % stride_d, oh % stride_h, ow % stride_w), row
+    ((n QD + od // stride_d) QH + oh // stride_h) QW + ow // stride_w of that phase's grid slice."""
+    bm, bn = c["BLOCK_M"], c["BLOCK_N"]
+    tn = cdiv(KG, bn)
+    (sd, sh, sw), (qd, qh, qw) = STRIDE, Q3
+
+    def writer(*index):
+        n, co, od, oh, ow = _from_memory_order(layout, index)
+        m, k = ((n * qd + od / sd) * qh + oh / sh) * qw + ow / sw, co % KG
+        phase = ((od % sd) * sh + oh % sh) * sw + ow % sw
+        return Writer(pid=((m / bm) * tn + k / bn, co / KG, phase), lanes=(m % bm, k % bn))
+
+    def element(store, pid, iters, lanes):
+        rm = (pid[0] / tn) * bm + lanes[0]
+        jw, t = rm % qw, rm / qw
+        jh, t = t % qh, t / qh
+        jd, n = t % qd, t / qd
+        rw, rh, rd = pid[2] % sw, (pid[2] / sw) % sh, pid[2] / (sw * sh)
+        co = pid[1] * KG + (pid[0] % tn) * bn + lanes[1]
+        return _in_memory_order(layout, (n, co, rd + sd * jd, rh + sh * jh, rw + sw * jw))
+
+    return Witness(writer=writer, element=element)
+
+
+def phased(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
+    """``conv_transpose_phase_kernel``, output in ``layout``: the forward's domain (``fwd_limits``, any
+    strides, a nesting output) and the launcher's phase constants, ``1 <= gcd <= stride`` and
+    ``0 <= inv < stride`` per axis (``variant.phase_constants``; memory safety needs nothing more:
+    every gathered coordinate is masked)."""
+    args = {
+        "x_ptr": Tensor((BATCH, G * CG, D, H, W), SX), "w_ptr": Tensor((G, KG, CG, KD, KH, KW), SW),
+        "y_ptr": _output(layout), **_EPILOGUE, **_GEOMETRY,
+        **{f"gcd_{a}": v for a, v in zip("dhw", GCD)}, **{f"inv_{a}": v for a, v in zip("dhw", INV)},
+        **{f"sx{a}": v for a, v in zip("ncdhw", SX)}, **{f"sw{a}": v for a, v in zip("gncdhw", SW)},
+    }
+    domain = _domain(layout) + [x for i in range(3) for x in (GCD[i] <= STRIDE[i], INV1[i] <= STRIDE[i])]
+    shapes = []
+    for sh in _bounded(layout, True):
+        sh = dict(sh)
+        for a in "dhw":
+            g_, inv = phase_constants(sh[f"stride_{a}"], sh[f"dil_{a}"])
+            sh.update({f"gcd_{a}": g_, f"inv_{a}_plus_1": inv + 1})
+        shapes.append(sh)
+    return KernelContract(
+        kernel=K_.conv_transpose_phase_kernel, name=f"conv_transpose_phase_kernel[{layout}]", args=args,
+        constexprs=constexprs,
+        grid=lambda c: (cdiv(BATCH * Q3[0] * Q3[1] * Q3[2], c["BLOCK_M"]) * cdiv(KG, c["BLOCK_N"]), G,
+                        STRIDE[0] * STRIDE[1] * STRIDE[2]),
+        domain=domain, bounded_shapes=shapes, witnesses={"y_ptr": lambda c: _phase_writer_witness(c, layout)})
+
+
 def split(constexprs: list[dict]) -> KernelContract:
     """``conv_fwd_kernel`` with SPLIT: split ``s`` (grid axis 2) sums iterations ``[s IPS, (s + 1) IPS)`` of
     the reduction into ``p[s, m, co]`` (contiguous fp32, as the launcher allocates it); the launcher's
@@ -294,6 +352,21 @@ def for_config(config: Mapping[str, Any], problem: Any) -> list[KernelContract]:
     return [split([meta]), reduce([epi], layout)]
 
 
+def _phase_meta(loop: str, epilogue: bool = True, **extra: Any) -> dict:
+    meta = _meta(loop, True, epilogue, **extra)
+    return {k: v for k, v in meta.items() if k not in ("TRANSPOSED", "SPLIT")}
+
+
+def phased_for_config(config: Mapping[str, Any], problem: Any) -> list[KernelContract]:
+    """The phased kernel one tuned config launches, its output in the layout the op allocates."""
+    a = problem.attrs
+    layout = "ndhwc" if a.get("channels_last") else "ncdhw"
+    meta = dict(BLOCK_M=config.BLOCK_M, BLOCK_N=config.BLOCK_N, BLOCK_K=config.BLOCK_K, LOOP=config.LOOP,
+                HAS_BIAS=bool(a["bias"]), HAS_RES=bool(a["residual"]), ACTIVATION=a["activation"], IS_FP32=False,
+                PRECISION=config.PRECISION, EMULATE=False)
+    return [phased([meta], layout)]
+
+
 def _dw_y_witness(c: Mapping[str, Any], layout: str) -> Witness:
     """y[n, co, od, oh, ow] of the depthwise kernel: pixel tile m // BLOCK_P, channel tile co // BLOCK_C,
     combined into the program id in the kernel's ORDER (``tile_of``)."""
@@ -376,6 +449,9 @@ CONTRACTS = [  # every (LOOP, TRANSPOSED, epilogue or none) of the forward, both
     reduce([_epilogue_meta(True)], "ncdhw"),
     reduce([_epilogue_meta(False)], "ndhwc"),
     wgrad([_wgrad_meta()]),
+    # the transposed conv by phase: both orders, with and without the epilogue, both output layouts
+    phased([_phase_meta("nested"), _phase_meta("flat", epilogue=False)], "ncdhw"),
+    phased([_phase_meta("flat"), _phase_meta("nested", epilogue=False)], "ndhwc"),
     # the depthwise kernel: both program orders, with and without the epilogue, both output layouts
     depthwise([_dw_meta("pixels"), _dw_meta("channels", epilogue=False)], "ndhwc"),
     depthwise([_dw_meta("channels"), _dw_meta("pixels", epilogue=False)], "ncdhw"),

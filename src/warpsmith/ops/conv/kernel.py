@@ -7,6 +7,8 @@ Every form is 3-D; 1-D and 2-D calls pass singleton depth/height. Per group ``g`
   reduction: CG x KD x KH x KW);
 - with TRANSPOSED=True (gather form of the transposed conv): ``i = (o + p - t d) / s``, a term only
   where that division is exact and ``0 <= i < I`` (the stride holes are masked);
+- ``conv_transpose_phase_kernel``: the transposed conv by output phase: each program reads only the taps
+  that feed its phase's pixels (``phase_taps``), no stride holes;
 - ``conv_wgrad_kernel``: ``dw[g, k, c, t] = sum_{n, o} a[n, g KG + k, o] b[n, g CG + c, o s - p + t d]``
   (rows: KG, columns: CG x window, reduction over n x output pixels); the weight gradient of a
   conv (a = dy, b = x) and of a transposed conv (a = x, b = dy).
@@ -72,13 +74,13 @@ def reduction_index(i, rk, CG, KH, KW, NBLK_C, BLOCK_K: tl.constexpr, LOOP: tl.c
 
 
 @triton.jit
-def conv_epilogue(acc, y_ptr, bias_ptr, res_ptr, rm, rco, M, CO, OD, OH, OW, scale,
-                  syn, syc, syd, syh, syw, srn, src, srd, srh, srw, stride_bias,
-                  HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACTIVATION: tl.constexpr, EMULATE: tl.constexpr):
-    """``y = act(scale acc + bias + residual)`` stored at rows ``rm`` (pixels), columns ``rco`` (channels)."""
-    n, od, oh, ow = split_pixels(rm, OD, OH, OW)
+def store_tile(acc, y_ptr, bias_ptr, res_ptr, n, od, oh, ow, row_ok, rco, CO, scale,
+               syn, syc, syd, syh, syw, srn, src, srd, srh, srw, stride_bias,
+               HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACTIVATION: tl.constexpr, EMULATE: tl.constexpr):
+    """``y = act(scale acc + bias + residual)`` stored at output pixels (n, od, oh, ow) (rows, valid
+    where ``row_ok``), columns ``rco`` (channels)."""
     n = n.to(tl.int64)
-    mask = (rm < M)[:, None] & (rco < CO)[None, :]
+    mask = row_ok[:, None] & (rco < CO)[None, :]
     acc = acc * scale
     if HAS_BIAS:
         acc += tl.load(bias_ptr + rco * stride_bias, mask=rco < CO, other=0.0).to(tl.float32)[None, :]
@@ -88,6 +90,83 @@ def conv_epilogue(acc, y_ptr, bias_ptr, res_ptr, rm, rco, M, CO, OD, OH, OW, sca
     acc = apply_activation(acc, ACTIVATION)
     yoffs = (n * syn + od * syd + oh * syh + ow * syw)[:, None] + (rco * syc)[None, :]
     tl.store(y_ptr + yoffs, to_output(acc, y_ptr, EMULATE), mask=mask)
+
+
+@triton.jit
+def conv_epilogue(acc, y_ptr, bias_ptr, res_ptr, rm, rco, M, CO, OD, OH, OW, scale,
+                  syn, syc, syd, syh, syw, srn, src, srd, srh, srw, stride_bias,
+                  HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACTIVATION: tl.constexpr, EMULATE: tl.constexpr):
+    """``store_tile`` at rows ``rm`` (output pixels in (n, od, oh, ow) order)."""
+    n, od, oh, ow = split_pixels(rm, OD, OH, OW)
+    store_tile(acc, y_ptr, bias_ptr, res_ptr, n, od, oh, ow, rm < M, rco, CO, scale,
+               syn, syc, syd, syh, syw, srn, src, srd, srh, srw, stride_bias,
+               HAS_BIAS, HAS_RES, ACTIVATION, EMULATE)
+
+
+@triton.jit
+def nonfinite(v):
+    """Where ``v`` is inf or NaN."""
+    v = v.to(tl.float32)
+    return (v != v) | (tl.abs(v) == float("inf"))
+
+
+@triton.jit
+def exact_products(a, a_ok, b, acc, pos, neg):
+    """``acc`` + the finite products of the pairs ``(m, k)`` where ``a_ok``, and in ``pos``/``neg`` the
+    counts of +inf/-inf ones (a NaN product counts in both), as torch's transposed conv forms them: it
+    multiplies real inputs only, so a masked lane (loaded as 0) must not meet an inf weight (0 x inf
+    would be NaN). fp32 dots of exact operands and of 0/1 indicators (counts exact below 2^24)."""
+    a = a.to(tl.float32)
+    b = b.to(tl.float32)
+    fa, fb = a_ok & ~nonfinite(a), ~nonfinite(b)
+    acc = tl.dot(tl.where(fa, a, 0.0), tl.where(fb, b, 0.0), acc, input_precision="ieee")
+    one = 1.0
+    a_pos = tl.where(a_ok & (a > 0), one, 0.0)
+    a_neg = tl.where(a_ok & (a < 0), one, 0.0)
+    a_zero = tl.where(a_ok & (a == 0), one, 0.0)
+    a_nan = tl.where(a_ok & (a != a), one, 0.0)
+    a_pinf = tl.where(a_ok & (a == float("inf")), one, 0.0)
+    a_ninf = tl.where(a_ok & (a == -float("inf")), one, 0.0)
+    b_pinf = tl.where(b == float("inf"), one, 0.0)
+    b_ninf = tl.where(b == -float("inf"), one, 0.0)
+    b_pos = tl.where(fb & (b > 0), one, 0.0)
+    b_negf = tl.where(fb & (b < 0), one, 0.0)
+    b_nan = tl.where(b != b, one, 0.0)
+    b_zero = tl.where(b == 0, one, 0.0)
+    any_b = tl.where(b == b, one, one)
+    nan = (tl.dot(a_nan, any_b, input_precision="ieee") + tl.dot(a_ok.to(tl.float32), b_nan, input_precision="ieee")
+           + tl.dot(a_zero, b_pinf + b_ninf, input_precision="ieee")
+           + tl.dot(a_pinf + a_ninf, b_zero, input_precision="ieee"))
+    pos += nan + tl.dot(a_pos, b_pinf, input_precision="ieee") + tl.dot(a_neg, b_ninf, input_precision="ieee") \
+        + tl.dot(a_pinf, b_pos, input_precision="ieee") + tl.dot(a_ninf, b_negf, input_precision="ieee")
+    neg += nan + tl.dot(a_pos, b_ninf, input_precision="ieee") + tl.dot(a_neg, b_pinf, input_precision="ieee") \
+        + tl.dot(a_pinf, b_negf, input_precision="ieee") + tl.dot(a_ninf, b_pos, input_precision="ieee")
+    return acc, pos, neg
+
+
+@triton.jit
+def with_specials(exact, pos, neg):
+    """``exact_products``' sum with its infinite products: NaN where both signs (or a NaN) occurred."""
+    return exact + tl.where((pos > 0) & (neg > 0), float("nan"),
+                            tl.where(pos > 0, float("inf"), tl.where(neg > 0, -float("inf"), 0.0)))
+
+
+@triton.jit
+def gather_operands(i, rk, x_row, w_col, row_ok, col_ok, od, oh, ow, CG, D, H, W, KH, KW, nblk,
+                    stride_d, stride_h, stride_w, pad_d, pad_h, pad_w, dil_d, dil_h, dil_w,
+                    sxc, sxd, sxh, sxw, swc, swd, swh, sww, BLOCK_K: tl.constexpr, LOOP: tl.constexpr,
+                    TRANSPOSED: tl.constexpr):
+    """Reduction iteration ``i`` of ``conv_fwd_kernel``: the gathered input tile, where it is a real
+    input (not padding, not a stride hole, not a masked lane), and the weight tile."""
+    c, kd, kh, kw, k_ok = reduction_index(i, rk, CG, KH, KW, nblk, BLOCK_K, LOOP)
+    id_, okd = input_coord(od[:, None], kd[None, :], D, stride_d, pad_d, dil_d, TRANSPOSED)
+    ih, okh = input_coord(oh[:, None], kh[None, :], H, stride_h, pad_h, dil_h, TRANSPOSED)
+    iw, okw = input_coord(ow[:, None], kw[None, :], W, stride_w, pad_w, dil_w, TRANSPOSED)
+    a_ok = row_ok[:, None] & k_ok[None, :] & okd & okh & okw
+    a = tl.load(x_row[:, None] + c[None, :] * sxc + id_ * sxd + ih * sxh + iw * sxw, mask=a_ok, other=0.0)
+    b_offs = c[:, None] * swc + (kd * swd + kh * swh + kw * sww)[:, None]
+    b = tl.load(w_col[None, :] + b_offs, mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+    return a, a_ok, b
 
 
 @triton.jit
@@ -130,16 +209,25 @@ def conv_fwd_kernel(
     i_lo = split * ITERS_PER_SPLIT
     i_hi = tl.minimum(i_lo + ITERS_PER_SPLIT, total)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    special = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.int32)
     for i in range(i_lo, i_hi):
-        c, kd, kh, kw, k_ok = reduction_index(i, rk, CG, KH, KW, nblk, BLOCK_K, LOOP)
-        id_, okd = input_coord(od[:, None], kd[None, :], D, stride_d, pad_d, dil_d, TRANSPOSED)
-        ih, okh = input_coord(oh[:, None], kh[None, :], H, stride_h, pad_h, dil_h, TRANSPOSED)
-        iw, okw = input_coord(ow[:, None], kw[None, :], W, stride_w, pad_w, dil_w, TRANSPOSED)
-        a_mask = row_ok[:, None] & k_ok[None, :] & okd & okh & okw
-        a = tl.load(x_row[:, None] + c[None, :] * sxc + id_ * sxd + ih * sxh + iw * sxw, mask=a_mask, other=0.0)
-        b_offs = c[:, None] * swc + (kd * swd + kh * swh + kw * sww)[:, None]
-        b = tl.load(w_col[None, :] + b_offs, mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+        a, a_ok, b = gather_operands(i, rk, x_row, w_col, row_ok, col_ok, od, oh, ow, CG, D, H, W, KH, KW, nblk,
+                                     stride_d, stride_h, stride_w, pad_d, pad_h, pad_w, dil_d, dil_h, dil_w,
+                                     sxc, sxd, sxh, sxw, swc, swd, swh, sww, BLOCK_K, LOOP, TRANSPOSED)
+        if TRANSPOSED:
+            special = tl.maximum(special, nonfinite(b).to(tl.int32))
         acc = dot_acc(a, b, acc, IS_FP32, PRECISION, EMULATE)
+    if TRANSPOSED:  # a non-finite weight met a stride hole's or an edge's zero: the sum again, exactly
+        redo = tl.where(tl.max(tl.max(special, axis=1), axis=0) > 0, i_hi, i_lo)
+        exact = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        pos = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        neg = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for i in range(i_lo, redo):
+            a, a_ok, b = gather_operands(i, rk, x_row, w_col, row_ok, col_ok, od, oh, ow, CG, D, H, W, KH, KW,
+                                         nblk, stride_d, stride_h, stride_w, pad_d, pad_h, pad_w, dil_d, dil_h,
+                                         dil_w, sxc, sxd, sxh, sxw, swc, swd, swh, sww, BLOCK_K, LOOP, TRANSPOSED)
+            exact, pos, neg = exact_products(a, a_ok, b, exact, pos, neg)
+        acc = tl.where(redo > i_lo, with_specials(exact, pos, neg), acc)
     rco = g * KG + rn
     if SPLIT:
         poffs = (split * M + rm).to(tl.int64)[:, None] * CO + rco[None, :]
@@ -148,6 +236,119 @@ def conv_fwd_kernel(
         conv_epilogue(acc, y_ptr, bias_ptr, res_ptr, rm, tl.where(col_ok, rco, CO), M, CO, OD, OH, OW, scale,
                       syn, syc, syd, syh, syw, srn, src, srd, srh, srw, stride_bias,
                       HAS_BIAS, HAS_RES, ACTIVATION, EMULATE)
+
+
+@triton.jit
+def phase_taps(r, KS, stride, pad, dil, gcd, inv):
+    """One axis of a transposed conv's phase ``r``: the output coordinates ``o = r + stride j`` are fed
+    by the taps ``t = t0 + u step``, ``u < count`` (those with ``o + pad - t dil`` divisible by the
+    stride), each reading input coordinate ``j + base - u (dil / gcd)``. ``gcd = gcd(stride, dil)``,
+    ``inv`` the inverse of ``dil / gcd`` modulo ``step = stride / gcd`` (the launcher's)."""
+    q = r + pad
+    step = stride // gcd
+    t0 = ((q // gcd) * inv) % step
+    count = tl.where(q % gcd == 0, (KS - t0 + step - 1) // step, 0)
+    base = (q - t0 * dil) // stride  # exact where count > 0 (the same under floor or truncating division)
+    return t0, step, count, base
+
+
+@triton.jit
+def phase_operands(i, rk, x_row, w_col, row_ok, col_ok, jd, jh, jw, CG, D, H, W, KD, KH, KW, nth, ntw, nblk,
+                   t0d, t0h, t0w, stepd, steph, stepw, based, baseh, basew, dd, dh, dw,
+                   sxc, sxd, sxh, sxw, swc, swd, swh, sww, BLOCK_K: tl.constexpr, LOOP: tl.constexpr):
+    """Reduction iteration ``i`` of a phase: the gathered input tile, where it is a real input (not past
+    an edge, not a masked lane), and the weight tile of the taps it pairs with."""
+    c, ud, uh, uw, k_ok = reduction_index(i, rk, CG, nth, ntw, nblk, BLOCK_K, LOOP)
+    id_ = jd[:, None] + based - ud[None, :] * dd
+    ih = jh[:, None] + baseh - uh[None, :] * dh
+    iw = jw[:, None] + basew - uw[None, :] * dw
+    a_ok = (row_ok[:, None] & k_ok[None, :] & (id_ >= 0) & (id_ < D) & (ih >= 0) & (ih < H)
+            & (iw >= 0) & (iw < W))
+    a = tl.load(x_row[:, None] + c[None, :] * sxc + id_ * sxd + ih * sxh + iw * sxw, mask=a_ok, other=0.0)
+    kd, kh, kw = t0d + ud * stepd, t0h + uh * steph, t0w + uw * stepw
+    tap_ok = k_ok & (kd < KD) & (kh < KH) & (kw < KW)  # implied by the trip count; stated for the prover
+    b = tl.load(w_col[None, :] + c[:, None] * swc + (kd * swd + kh * swh + kw * sww)[:, None],
+                mask=tap_ok[:, None] & col_ok[None, :], other=0.0)
+    return a, a_ok, b
+
+
+@triton.jit
+def conv_transpose_phase_kernel(
+    x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr,
+    BATCH, CG, KG, D, H, W, OD, OH, OW, KD, KH, KW,
+    stride_d, stride_h, stride_w, pad_d, pad_h, pad_w, dil_d, dil_h, dil_w,
+    gcd_d, gcd_h, gcd_w, inv_d, inv_h, inv_w, scale,
+    sxn, sxc, sxd, sxh, sxw, swg, swn, swc, swd, swh, sww,
+    syn, syc, syd, syh, syw, srn, src, srd, srh, srw, stride_bias,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, LOOP: tl.constexpr,
+    HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACTIVATION: tl.constexpr, IS_FP32: tl.constexpr,
+    PRECISION: tl.constexpr, EMULATE: tl.constexpr,
+):
+    """The transposed conv by output phase (sub-pixel decomposition); grid (tiles, G, phases).
+
+    Phase ``(rd, rh, rw)`` (``program_id(2)``, w fastest) owns the output pixels whose coordinates are
+    ``r + stride j``; for them only the taps of ``phase_taps`` contribute, so the reduction runs over
+    C/G x those taps (about window / stride product of them) instead of the whole window with the
+    stride holes masked. Rows: (n, jd, jh, jw) over ``cdiv(O, stride)`` per axis, those past the
+    output masked. Special values as torch's (which multiplies real inputs only): where a weight tile
+    held inf or NaN, the sum is formed again by ``exact_products`` (no work otherwise).
+    """
+    QD = tl.cdiv(OD, stride_d)
+    QH = tl.cdiv(OH, stride_h)
+    QW = tl.cdiv(OW, stride_w)
+    MQ = BATCH * QD * QH * QW
+    CO = KG * tl.num_programs(1)
+    tn = tl.cdiv(KG, BLOCK_N)
+    pid_m = tl.program_id(0) // tn
+    pid_n = tl.program_id(0) % tn
+    g = tl.program_id(1)
+    phase = tl.program_id(2)
+    rw = phase % stride_w
+    rh = (phase // stride_w) % stride_h
+    rd = phase // (stride_w * stride_h)
+    t0d, stepd, ntd, based = phase_taps(rd, KD, stride_d, pad_d, dil_d, gcd_d, inv_d)
+    t0h, steph, nth, baseh = phase_taps(rh, KH, stride_h, pad_h, dil_h, gcd_h, inv_h)
+    t0w, stepw, ntw, basew = phase_taps(rw, KW, stride_w, pad_w, dil_w, gcd_w, inv_w)
+    dd, dh, dw = dil_d // gcd_d, dil_h // gcd_h, dil_w // gcd_w
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    n, jd, jh, jw = split_pixels(rm, QD, QH, QW)
+    od = rd + stride_d * jd
+    oh = rh + stride_h * jh
+    ow = rw + stride_w * jw
+    row_ok = (rm < MQ) & (od < OD) & (oh < OH) & (ow < OW)
+    x_row = x_ptr + n.to(tl.int64) * sxn + group_channel(g, CG) * sxc
+    w_col = w_ptr + g * swg + rn * swn
+    col_ok = rn < KG
+    if LOOP == "nested":
+        nblk = tl.cdiv(CG, BLOCK_K)
+        total = ntd * nth * ntw * nblk
+    else:
+        nblk = ntd * nth * ntw
+        total = tl.cdiv(CG * nblk, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    special = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.int32)
+    for i in range(0, total):
+        a, a_ok, b = phase_operands(i, rk, x_row, w_col, row_ok, col_ok, jd, jh, jw, CG, D, H, W, KD, KH, KW, nth, ntw, nblk,
+                                    t0d, t0h, t0w, stepd, steph, stepw, based, baseh, basew, dd, dh, dw,
+                                    sxc, sxd, sxh, sxw, swc, swd, swh, sww, BLOCK_K, LOOP)
+        special = tl.maximum(special, nonfinite(b).to(tl.int32))
+        acc = dot_acc(a, b, acc, IS_FP32, PRECISION, EMULATE)
+    # a non-finite weight met the zeros of masked lanes: the sum again, exactly (a loop of 0 trips otherwise)
+    redo = tl.where(tl.max(tl.max(special, axis=1), axis=0) > 0, total, 0)
+    exact = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    pos = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    neg = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for i in range(0, redo):
+        a, a_ok, b = phase_operands(i, rk, x_row, w_col, row_ok, col_ok, jd, jh, jw, CG, D, H, W, KD, KH, KW, nth, ntw, nblk,
+                                    t0d, t0h, t0w, stepd, steph, stepw, based, baseh, basew, dd, dh, dw,
+                                    sxc, sxd, sxh, sxw, swc, swd, swh, sww, BLOCK_K, LOOP)
+        exact, pos, neg = exact_products(a, a_ok, b, exact, pos, neg)
+    acc = tl.where(redo > 0, with_specials(exact, pos, neg), acc)
+    store_tile(acc, y_ptr, bias_ptr, res_ptr, n, od, oh, ow, row_ok, tl.where(col_ok, g * KG + rn, CO), CO, scale,
+               syn, syc, syd, syh, syw, srn, src, srd, srh, srw, stride_bias,
+               HAS_BIAS, HAS_RES, ACTIVATION, EMULATE)
 
 
 @triton.jit

@@ -16,6 +16,7 @@ below ``INDEX_LIMIT`` (the launcher refuses larger samples); the batch offset is
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -210,10 +211,26 @@ def output_extent(y5: torch.Tensor) -> tuple[int, int, int]:
     return tuple(y5.shape[2:])  # type: ignore[return-value]
 
 
+def phase_constants(stride: int, dil: int) -> tuple[int, int]:
+    """``(gcd, inv)`` of one axis for ``kernel.phase_taps``: ``gcd(stride, dil)`` and the inverse of
+    ``dil / gcd`` modulo ``stride / gcd`` (0 where that modulus is 1)."""
+    g = math.gcd(stride, dil)
+    step = stride // g
+    return g, pow(dil // g, -1, step) if step > 1 else 0
+
+
+def phase_taps(r: int, k: int, stride: int, pad: int, dil: int) -> int:
+    """How many taps of a ``k``-wide window feed the output coordinates of phase ``r`` (as the kernel's
+    ``phase_taps``): those ``t`` with ``r + pad - t dil`` divisible by ``stride``."""
+    return sum(1 for t in range(k) if (r + pad - t * dil) % stride == 0)
+
+
 def launch_conv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, bias: torch.Tensor | None,
                 residual: torch.Tensor | None, *, groups: int, transposed: bool, stride, pad, dil,
-                activation: str, scale: float, config: Mapping[str, Any]) -> torch.Tensor:
-    """Launch the implicit-GEMM conv into ``y`` (any strides); per-axis (d, h, w) geometry tuples."""
+                activation: str, scale: float, config: Mapping[str, Any], phased: bool = False) -> torch.Tensor:
+    """Launch the implicit-GEMM conv into ``y`` (any strides); per-axis (d, h, w) geometry tuples.
+    ``phased`` (a transposed conv, no split-K): ``conv_transpose_phase_kernel``, one grid slice per
+    output phase."""
     for name, t in (("x", x), ("w", w), ("output", y), ("residual", residual)):
         if t is not None and sample_span(t) >= INDEX_LIMIT:
             raise InvalidInputError(f"size of {name}", "element offsets within one sample below 2^31 "
@@ -238,7 +255,7 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, bias: torch.T
     loop = c["LOOP"]
     kvol = KD * KH * KW
     total = kvol * triton.cdiv(CG, c["BLOCK_K"]) if loop == "nested" else triton.cdiv(CG * kvol, c["BLOCK_K"])
-    split = max(1, min(c["SPLIT_K"], total))
+    split = 1 if phased else max(1, min(c["SPLIT_K"], total))
     per_split = triton.cdiv(total, split)
     split = triton.cdiv(total, per_split)
     M = N * OD * OH * OW
@@ -251,6 +268,25 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, bias: torch.T
     has_bias, has_res = bias is not None, residual is not None
     epi = dict(HAS_BIAS=has_bias, HAS_RES=has_res, ACTIVATION=activation, EMULATE=emulate)
     ystr, rstr = sy, sr
+    if phased:
+        if not transposed:
+            raise InvalidInputError("phased conv", "a transposed conv", "a direct conv")
+        phases = stride[0] * stride[1] * stride[2]
+        if phases > MAX_GROUPS:
+            raise InvalidInputError("stride product", f"at most {MAX_GROUPS} phases (grid axis 2)", phases)
+        consts = [phase_constants(s_, d_) for s_, d_ in zip(stride, dil)]
+        rows = N * math.prod(triton.cdiv(o, s_) for o, s_ in zip((OD, OH, OW), stride))
+        K.conv_transpose_phase_kernel[(triton.cdiv(rows, c["BLOCK_M"]) * triton.cdiv(KG, c["BLOCK_N"]), groups, phases)](
+            x5, w, y, bias if has_bias else y, residual if has_res else y,
+            N, CG, KG, D, H, W, OD, OH, OW, KD, KH, KW, *stride, *pad, *dil,
+            *(g_ for g_, _ in consts), *(i_ for _, i_ in consts), float(scale),
+            *sx, *sw, *ystr, *rstr, sbias,
+            BLOCK_M=c["BLOCK_M"], BLOCK_N=c["BLOCK_N"], BLOCK_K=c["BLOCK_K"], LOOP=loop,
+            IS_FP32=x.dtype == torch.float32, PRECISION=c["PRECISION"],
+            num_warps=c["num_warps"], num_stages=c["num_stages"], **epi)
+        if y is not out:
+            out.copy_(y)
+        return out
     K.conv_fwd_kernel[(tiles, groups, split)](
         x5, w, y, bias if has_bias else y, residual if has_res else y, partial,
         N, CG, KG, D, H, W, OD, OH, OW, KD, KH, KW, *stride, *pad, *dil, per_split, float(scale),
@@ -425,8 +461,68 @@ class PointwiseConv(ImplicitGemmConv):
         return cfg
 
 
+class PhasedTransposedConv(ImplicitGemmConv):
+    """A strided transposed conv by output phase (``conv_transpose_phase_kernel``): each phase's pixels
+    reduce over C/G x only the taps that feed them, about 1 / (stride product) of the window, where the
+    implicit GEMM walks the whole window and masks the stride holes. No split-K."""
+
+    name = "phased"
+
+    @staticmethod
+    def gemm_shape(p: Problem) -> tuple[int, int, int, int]:
+        """As the implicit GEMM's, the reduction being the taps a phase reads, averaged over the phases
+        (C/G x the product over axes of the mean of :func:`phase_taps`), at least 1."""
+        M, N, _, G = ImplicitGemmConv.gemm_shape(p)
+        g = geometry(p)
+        taps = 1.0
+        for k, s_, pd, dl in zip(g["KS"], g["S"], g["P"], g["DL"]):
+            taps *= sum(phase_taps(r, k, s_, pd, dl) for r in range(s_)) / s_
+        return M, N, max(1, round(p.shape["C"] // G * taps)), G
+
+    def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
+        g = geometry(p)
+        if not p.attrs["transposed"]:
+            return "phased is for transposed convs"
+        if g["S"] == (1, 1, 1):
+            return "unit stride: no stride holes to skip (the implicit GEMM is the same work)"
+        if math.prod(g["S"]) > MAX_GROUPS:
+            return f"stride product {math.prod(g['S'])} exceeds {MAX_GROUPS} phases (grid axis 2)"
+        if c["SPLIT_K"] != 1:
+            return "phased has no split-K"
+        return super().invalid(p, c, target)
+
+    def space(self, p: Problem, target: Target) -> Space:
+        s = super().space(p, target)
+        return Space({**s.fragments, "SPLIT_K": fixed(1)})
+
+    def default_config(self, p: Problem, target: Target) -> Config:
+        cfg = super().default_config(p, target)
+        cfg["SPLIT_K"] = 1
+        return cfg
+
+    def contracts(self, problem: Problem, config: Mapping[str, Any]) -> list[Any]:
+        from .contract import phased_for_config
+
+        return phased_for_config(self.typed(config), problem)
+
+    def launch(self, inputs: Mapping[str, torch.Tensor], problem: Problem, config: Mapping[str, Any],
+               out: Any = None) -> torch.Tensor:
+        p, a = problem, problem.attrs
+        g = geometry(p)
+        x, w = inputs["x"], inputs["w"]
+        shape = CONV.outputs(p)[0][0]
+        if out is None:
+            out = memory_format_like(x, shape, p.dtype)
+        elif tuple(out.shape) != shape or out.dtype != p.dtype:
+            raise InvalidInputError("out", f"a {shape} {p.dtype} tensor", f"{tuple(out.shape)} {out.dtype}")
+        return launch_conv(x, w, out, inputs.get("bias"), inputs.get("residual"), groups=a["groups"],
+                           transposed=True, stride=g["S"], pad=g["P"], dil=g["DL"], activation=a["activation"],
+                           scale=a["scale"], config=config, phased=True)
+
+
 from .depthwise import DepthwiseConv  # noqa: E402  (it builds on this module's helpers)
 
 # in order of preference for the heuristic default (dispatch without a record): depthwise where it is
-# valid (one input channel per group, direct), else the implicit GEMM
-VARIANTS: tuple[Variant, ...] = (DepthwiseConv(), ImplicitGemmConv(), PointwiseConv())
+# valid (one input channel per group, direct), the phased kernel for a strided transposed conv, else
+# the implicit GEMM
+VARIANTS: tuple[Variant, ...] = (DepthwiseConv(), PhasedTransposedConv(), ImplicitGemmConv(), PointwiseConv())
