@@ -449,9 +449,9 @@ CONTRACTS = [  # every (LOOP, TRANSPOSED, epilogue or none) of the forward, both
     reduce([_epilogue_meta(True)], "ncdhw"),
     reduce([_epilogue_meta(False)], "ndhwc"),
     wgrad([_wgrad_meta()]),
-    # the transposed conv by phase: both orders, with and without the epilogue, both output layouts
-    phased([_phase_meta("nested"), _phase_meta("flat", epilogue=False)], "ncdhw"),
-    phased([_phase_meta("flat"), _phase_meta("nested", epilogue=False)], "ndhwc"),
+    # the transposed conv by phase, one combination (its proof is the slowest here: the phase index math
+    # is nonlinear); a tuned config's own combination is proved at tune time (phased_for_config)
+    phased([_phase_meta("nested")], "ncdhw"),
     # the depthwise kernel: both program orders, with and without the epilogue, both output layouts
     depthwise([_dw_meta("pixels"), _dw_meta("channels", epilogue=False)], "ndhwc"),
     depthwise([_dw_meta("channels"), _dw_meta("pixels", epilogue=False)], "ncdhw"),
