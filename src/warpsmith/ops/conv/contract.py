@@ -2,7 +2,8 @@
 
 Kernels: ``conv_fwd_kernel`` (direct and transposed, both reduction orders, with and without bias,
 residual and activation; with SPLIT, its fp32 partial store), ``conv_splitk_reduce_kernel``,
-``conv_wgrad_kernel`` and ``conv_depthwise_kernel`` (both program orders, with and without the
+``conv_wgrad_kernel``, ``conv_transpose_phase_kernel`` (``phased``: its domain adds the launcher's phase
+constants) and ``conv_depthwise_kernel`` (both program orders, with and without the
 epilogue; its domain ``depthwise.depthwise_limits`` at the contract's tile). The domain is any
 geometry: sizes >= 1 (batch, groups, channels per group, input, output and window extents, with no
 relation between them: input coordinates are masked, padding and stride holes included, so memory
@@ -16,7 +17,9 @@ a temporary otherwise); and the kernels' 32-bit preconditions, ``variant.fwd_lim
 states over symbols (pixels, channels and every within-sample offset any lane computes, masked or
 not, below 2^31; the batch offset is int64).
 
-STATUS (``CONTRACTS``: 114 of 114 obligations proved, 28 of them the depthwise kernel's):
+STATUS (``CONTRACTS`` before the phased kernel and the transposed forms' exact redo: 114 of 114
+obligations proved, 28 of them the depthwise kernel's; the README's "Convolution" section has the
+current count, where the phased kernel's weight load, coverage and int32 are bounded):
 ``in_bounds`` of every load and store and ``int32_no_overflow`` are **proved** for all of these
 kernels over the whole domain (the README section "Convolution" has the table and the time), by the
 prover's stride-term rules (verify/symbolic/termwise.py) on the traced index math; ``race_free`` and

@@ -9,6 +9,9 @@
   (``POINTWISE``: the window loop is one position); searched like any variant.
 - ``depthwise`` (depthwise.py): a direct convolution for one input channel per group, first in
   ``VARIANTS`` so that dispatch without a record runs it wherever it is valid.
+- ``phased``: a strided transposed conv by output phase (``conv_transpose_phase_kernel``): each
+  phase's pixels reduce over only the taps that feed them; preferred over the implicit GEMM's
+  gather form (which masks the stride holes) for every strided transposed conv.
 
 Inputs are read in place through their strides (NCHW or channels-last); the output is allocated
 in the input's memory format. The kernels index one sample in int32: :func:`sample_span` must be
@@ -340,6 +343,7 @@ def launch_wgrad(a: torch.Tensor, b: torch.Tensor, dw: torch.Tensor, *, groups: 
 class ImplicitGemmConv(Variant):
     op = "conv"
     name = "implicit_gemm"
+    phased = False  # launch conv_transpose_phase_kernel (PhasedTransposedConv)
     cost_model = "conv"
     knobs = ConvKnobs
     kernel_modules = (K, common)
@@ -435,7 +439,7 @@ class ImplicitGemmConv(Variant):
             raise InvalidInputError("out", f"a {shape} {p.dtype} tensor", f"{tuple(out.shape)} {out.dtype}")
         return launch_conv(x, w, out, inputs.get("bias"), inputs.get("residual"), groups=a["groups"],
                            transposed=a["transposed"], stride=g["S"], pad=g["P"], dil=g["DL"],
-                           activation=a["activation"], scale=a["scale"], config=config)
+                           activation=a["activation"], scale=a["scale"], config=config, phased=self.phased)
 
 
 class PointwiseConv(ImplicitGemmConv):
@@ -467,6 +471,7 @@ class PhasedTransposedConv(ImplicitGemmConv):
     implicit GEMM walks the whole window and masks the stride holes. No split-K."""
 
     name = "phased"
+    phased = True
 
     @staticmethod
     def gemm_shape(p: Problem) -> tuple[int, int, int, int]:
@@ -504,20 +509,6 @@ class PhasedTransposedConv(ImplicitGemmConv):
         from .contract import phased_for_config
 
         return phased_for_config(self.typed(config), problem)
-
-    def launch(self, inputs: Mapping[str, torch.Tensor], problem: Problem, config: Mapping[str, Any],
-               out: Any = None) -> torch.Tensor:
-        p, a = problem, problem.attrs
-        g = geometry(p)
-        x, w = inputs["x"], inputs["w"]
-        shape = CONV.outputs(p)[0][0]
-        if out is None:
-            out = memory_format_like(x, shape, p.dtype)
-        elif tuple(out.shape) != shape or out.dtype != p.dtype:
-            raise InvalidInputError("out", f"a {shape} {p.dtype} tensor", f"{tuple(out.shape)} {out.dtype}")
-        return launch_conv(x, w, out, inputs.get("bias"), inputs.get("residual"), groups=a["groups"],
-                           transposed=True, stride=g["S"], pad=g["P"], dil=g["DL"], activation=a["activation"],
-                           scale=a["scale"], config=config, phased=True)
 
 
 from .depthwise import DepthwiseConv  # noqa: E402  (it builds on this module's helpers)
