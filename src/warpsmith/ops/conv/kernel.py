@@ -111,44 +111,47 @@ def nonfinite(v):
 
 
 @triton.jit
-def exact_products(a, a_ok, b, acc, pos, neg):
-    """``acc`` + the finite products of the pairs ``(m, k)`` where ``a_ok``, and in ``pos``/``neg`` the
-    counts of +inf/-inf ones (a NaN product counts in both), as torch's transposed conv forms them: it
-    multiplies real inputs only, so a masked lane (loaded as 0) must not meet an inf weight (0 x inf
-    would be NaN). fp32 dots of exact operands and of 0/1 indicators (counts exact below 2^24)."""
-    a = a.to(tl.float32)
-    b = b.to(tl.float32)
-    fa, fb = a_ok & ~nonfinite(a), ~nonfinite(b)
-    acc = tl.dot(tl.where(fa, a, 0.0), tl.where(fb, b, 0.0), acc, input_precision="ieee")
-    one = 1.0
-    a_pos = tl.where(a_ok & (a > 0), one, 0.0)
-    a_neg = tl.where(a_ok & (a < 0), one, 0.0)
-    a_zero = tl.where(a_ok & (a == 0), one, 0.0)
-    a_nan = tl.where(a_ok & (a != a), one, 0.0)
-    a_pinf = tl.where(a_ok & (a == float("inf")), one, 0.0)
-    a_ninf = tl.where(a_ok & (a == -float("inf")), one, 0.0)
-    b_pinf = tl.where(b == float("inf"), one, 0.0)
-    b_ninf = tl.where(b == -float("inf"), one, 0.0)
-    b_pos = tl.where(fb & (b > 0), one, 0.0)
-    b_negf = tl.where(fb & (b < 0), one, 0.0)
-    b_nan = tl.where(b != b, one, 0.0)
-    b_zero = tl.where(b == 0, one, 0.0)
-    any_b = tl.where(b == b, one, one)
-    nan = (tl.dot(a_nan, any_b, input_precision="ieee") + tl.dot(a_ok.to(tl.float32), b_nan, input_precision="ieee")
-           + tl.dot(a_zero, b_pinf + b_ninf, input_precision="ieee")
-           + tl.dot(a_pinf + a_ninf, b_zero, input_precision="ieee"))
-    pos += nan + tl.dot(a_pos, b_pinf, input_precision="ieee") + tl.dot(a_neg, b_ninf, input_precision="ieee") \
-        + tl.dot(a_pinf, b_pos, input_precision="ieee") + tl.dot(a_ninf, b_negf, input_precision="ieee")
-    neg += nan + tl.dot(a_pos, b_ninf, input_precision="ieee") + tl.dot(a_neg, b_pinf, input_precision="ieee") \
-        + tl.dot(a_pinf, b_negf, input_precision="ieee") + tl.dot(a_ninf, b_pos, input_precision="ieee")
-    return acc, pos, neg
+def exact_products(a, a_ok, b, acc, flags, IS_FP32: tl.constexpr, PRECISION: tl.constexpr,
+                   EMULATE: tl.constexpr):
+    """``acc`` + the products of the pairs ``(m, k)`` where ``a_ok``, as torch's transposed conv forms
+    them: it multiplies real inputs only, so a masked lane (loaded as 0) must not meet an inf weight
+    (0 x inf would be NaN). The finite part is the fast path's dot of the operands with infinities
+    set to 0 (a NaN input still spreads through it); the infinite products of real pairs go to
+    ``flags`` (bit 0: a +inf product, bit 1: a -inf one, both: NaN), counted by dots of 0/1
+    indicators (exact)."""
+    inf = float("inf")
+    fa = a_ok & (tl.abs(a.to(tl.float32)) != inf)
+    fb = ~nonfinite(b)
+    acc = dot_acc(tl.where(fa, a, 0.0).to(a.dtype), tl.where(fb, b, 0.0).to(b.dtype), acc, IS_FP32, PRECISION,
+                  EMULATE)
+    h = tl.float16
+    a32, b32 = a.to(tl.float32), b.to(tl.float32)
+    a_pos, a_neg = (a_ok & (a32 > 0)).to(h), (a_ok & (a32 < 0)).to(h)
+    a_pinf, a_ninf = (a_ok & (a32 == inf)).to(h), (a_ok & (a32 == -inf)).to(h)
+    b_pinf, b_ninf = (b32 == inf).to(h), (b32 == -inf).to(h)
+    b_pos, b_neg = (fb & (b32 > 0)).to(h), (fb & (b32 < 0)).to(h)
+    t = tl.dot(a_ok.to(h), (b32 != b32).to(h))  # a real input times a NaN weight
+    t = tl.dot((a_ok & (a32 == 0)).to(h), b_pinf + b_ninf, t)  # 0 x inf
+    t = tl.dot(a_pinf + a_ninf, (b32 == 0).to(h), t)  # inf x 0
+    flags = flags | tl.where(t > 0, 3, 0)
+    t = tl.dot(a_pos, b_pinf)
+    t = tl.dot(a_neg, b_ninf, t)
+    t = tl.dot(a_pinf, b_pos, t)
+    t = tl.dot(a_ninf, b_neg, t)
+    flags = flags | tl.where(t > 0, 1, 0)
+    t = tl.dot(a_pos, b_ninf)
+    t = tl.dot(a_neg, b_pinf, t)
+    t = tl.dot(a_pinf, b_neg, t)
+    t = tl.dot(a_ninf, b_pos, t)
+    flags = flags | tl.where(t > 0, 2, 0)
+    return acc, flags
 
 
 @triton.jit
-def with_specials(exact, pos, neg):
+def with_specials(acc, flags):
     """``exact_products``' sum with its infinite products: NaN where both signs (or a NaN) occurred."""
-    return exact + tl.where((pos > 0) & (neg > 0), float("nan"),
-                            tl.where(pos > 0, float("inf"), tl.where(neg > 0, -float("inf"), 0.0)))
+    return tl.where(flags == 0, acc, tl.where(flags == 3, float("nan"),
+                                              tl.where(flags == 1, acc + float("inf"), acc - float("inf"))))
 
 
 @triton.jit
@@ -219,15 +222,14 @@ def conv_fwd_kernel(
         acc = dot_acc(a, b, acc, IS_FP32, PRECISION, EMULATE)
     if TRANSPOSED:  # a non-finite weight met a stride hole's or an edge's zero: the sum again, exactly
         redo = tl.where(tl.max(tl.max(special, axis=1), axis=0) > 0, i_hi, i_lo)
-        exact = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        pos = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        neg = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc = tl.where(redo > i_lo, 0.0, acc)
+        flags = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
         for i in range(i_lo, redo):
             a, a_ok, b = gather_operands(i, rk, x_row, w_col, row_ok, col_ok, od, oh, ow, CG, D, H, W, KH, KW,
                                          nblk, stride_d, stride_h, stride_w, pad_d, pad_h, pad_w, dil_d, dil_h,
                                          dil_w, sxc, sxd, sxh, sxw, swc, swd, swh, sww, BLOCK_K, LOOP, TRANSPOSED)
-            exact, pos, neg = exact_products(a, a_ok, b, exact, pos, neg)
-        acc = tl.where(redo > i_lo, with_specials(exact, pos, neg), acc)
+            acc, flags = exact_products(a, a_ok, b, acc, flags, IS_FP32, PRECISION, EMULATE)
+        acc = with_specials(acc, flags)
     rco = g * KG + rn
     if SPLIT:
         poffs = (split * M + rm).to(tl.int64)[:, None] * CO + rco[None, :]
@@ -337,15 +339,14 @@ def conv_transpose_phase_kernel(
         acc = dot_acc(a, b, acc, IS_FP32, PRECISION, EMULATE)
     # a non-finite weight met the zeros of masked lanes: the sum again, exactly (a loop of 0 trips otherwise)
     redo = tl.where(tl.max(tl.max(special, axis=1), axis=0) > 0, total, 0)
-    exact = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    pos = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    neg = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.where(redo > 0, 0.0, acc)
+    flags = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
     for i in range(0, redo):
-        a, a_ok, b = phase_operands(i, rk, x_row, w_col, row_ok, col_ok, jd, jh, jw, CG, D, H, W, KD, KH, KW, nth, ntw, nblk,
-                                    t0d, t0h, t0w, stepd, steph, stepw, based, baseh, basew, dd, dh, dw,
+        a, a_ok, b = phase_operands(i, rk, x_row, w_col, row_ok, col_ok, jd, jh, jw, CG, D, H, W, KD, KH, KW, nth,
+                                    ntw, nblk, t0d, t0h, t0w, stepd, steph, stepw, based, baseh, basew, dd, dh, dw,
                                     sxc, sxd, sxh, sxw, swc, swd, swh, sww, BLOCK_K, LOOP)
-        exact, pos, neg = exact_products(a, a_ok, b, exact, pos, neg)
-    acc = tl.where(redo > 0, with_specials(exact, pos, neg), acc)
+        acc, flags = exact_products(a, a_ok, b, acc, flags, IS_FP32, PRECISION, EMULATE)
+    acc = with_specials(acc, flags)
     store_tile(acc, y_ptr, bias_ptr, res_ptr, n, od, oh, ow, row_ok, tl.where(col_ok, g * KG + rn, CO), CO, scale,
                syn, syc, syd, syh, syw, srn, src, srd, srh, srw, stride_bias,
                HAS_BIAS, HAS_RES, ACTIVATION, EMULATE)

@@ -389,7 +389,8 @@ class ImplicitGemmConv(Variant):
     def regs_per_thread(self, p: Problem, c: Mapping[str, Any], target: Target) -> int:
         """Accumulator, operand tiles, and the gather's per-element state: the input tile's 64-bit
         addresses and its coordinates and masks (about 8 registers per element), the weight tile's
-        addresses (about 3), plus a fixed overhead for the index math. Fitted so the defaults of the
+        addresses (about 3), plus a fixed overhead for the index math, and for a transposed conv the
+        exact redo's two tiles (``exact_products``). Fitted so the defaults of the
         `warpsmith gpucheck --ops conv` problems do not spill on sm_90."""
         threads = c["num_warps"] * target.warp_size
         acc = c["BLOCK_M"] * c["BLOCK_N"] // threads
@@ -397,7 +398,8 @@ class ImplicitGemmConv(Variant):
         b_el = c["BLOCK_N"] * c["BLOCK_K"] / threads
         fma = p.dtype == torch.float32 and c["PRECISION"] == "ieee"
         frags = 8 * (a_el + b_el) if fma else (a_el + b_el) * p.dtype.itemsize / 4
-        return int(acc + frags + 8 * a_el + 3 * b_el + 64)
+        redo = 2 * acc if p.attrs["transposed"] else 0  # the exact redo's flag and count tiles (kernel.py)
+        return int(acc + frags + 8 * a_el + 3 * b_el + 64 + redo)
 
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
         why = tile_resources(self, p, c, target)
@@ -483,6 +485,11 @@ class PhasedTransposedConv(ImplicitGemmConv):
         for k, s_, pd, dl in zip(g["KS"], g["S"], g["P"], g["DL"]):
             taps *= sum(phase_taps(r, k, s_, pd, dl) for r in range(s_)) / s_
         return M, N, max(1, round(p.shape["C"] // G * taps)), G
+
+    def regs_per_thread(self, p: Problem, c: Mapping[str, Any], target: Target) -> int:
+        """The implicit GEMM's estimate plus the phase's index state (three axes of first tap, step,
+        count, base; the row coordinates of the phase grid): fitted on `gpucheck --ops conv`, sm_90."""
+        return super().regs_per_thread(p, c, target) + 64
 
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
         g = geometry(p)
