@@ -133,25 +133,25 @@ def exact_products(a, a_ok, b, acc, flags, IS_FP32: tl.constexpr, PRECISION: tl.
     t = tl.dot(a_ok.to(h), (b32 != b32).to(h))  # a real input times a NaN weight
     t = tl.dot((a_ok & (a32 == 0)).to(h), b_pinf + b_ninf, t)  # 0 x inf
     t = tl.dot(a_pinf + a_ninf, (b32 == 0).to(h), t)  # inf x 0
-    flags = flags | tl.where(t > 0, 3, 0)
+    flags = tl.where(t > 0, 3.0, flags)
     t = tl.dot(a_pos, b_pinf)
     t = tl.dot(a_neg, b_ninf, t)
     t = tl.dot(a_pinf, b_pos, t)
     t = tl.dot(a_ninf, b_neg, t)
-    flags = flags | tl.where(t > 0, 1, 0)
+    flags = tl.where((t > 0) & (flags != 1.0) & (flags != 3.0), flags + 1.0, flags)  # bit 0 set
     t = tl.dot(a_pos, b_ninf)
     t = tl.dot(a_neg, b_pinf, t)
     t = tl.dot(a_pinf, b_neg, t)
     t = tl.dot(a_ninf, b_pos, t)
-    flags = flags | tl.where(t > 0, 2, 0)
+    flags = tl.where((t > 0) & (flags < 2.0), flags + 2.0, flags)  # bit 1 set
     return acc, flags
 
 
 @triton.jit
 def with_specials(acc, flags):
     """``exact_products``' sum with its infinite products: NaN where both signs (or a NaN) occurred."""
-    return tl.where(flags == 0, acc, tl.where(flags == 3, float("nan"),
-                                              tl.where(flags == 1, acc + float("inf"), acc - float("inf"))))
+    return tl.where(flags == 0.0, acc, tl.where(flags == 3.0, float("nan"),
+                                                tl.where(flags == 1.0, acc + float("inf"), acc - float("inf"))))
 
 
 @triton.jit
@@ -223,7 +223,7 @@ def conv_fwd_kernel(
     if TRANSPOSED:  # a non-finite weight met a stride hole's or an edge's zero: the sum again, exactly
         redo = tl.where(tl.max(tl.max(special, axis=1), axis=0) > 0, i_hi, i_lo)
         acc = tl.where(redo > i_lo, 0.0, acc)
-        flags = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+        flags = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # a float: no int32 result from data
         for i in range(i_lo, redo):
             a, a_ok, b = gather_operands(i, rk, x_row, w_col, row_ok, col_ok, od, oh, ow, CG, D, H, W, KH, KW,
                                          nblk, stride_d, stride_h, stride_w, pad_d, pad_h, pad_w, dil_d, dil_h,
@@ -340,7 +340,7 @@ def conv_transpose_phase_kernel(
     # a non-finite weight met the zeros of masked lanes: the sum again, exactly (a loop of 0 trips otherwise)
     redo = tl.where(tl.max(tl.max(special, axis=1), axis=0) > 0, total, 0)
     acc = tl.where(redo > 0, 0.0, acc)
-    flags = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+    flags = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # a float: no int32 result from data
     for i in range(0, redo):
         a, a_ok, b = phase_operands(i, rk, x_row, w_col, row_ok, col_ok, jd, jh, jw, CG, D, H, W, KD, KH, KW, nth,
                                     ntw, nblk, t0d, t0h, t0w, stepd, steph, stepw, based, baseh, basew, dd, dh, dw,
