@@ -17,16 +17,16 @@ a temporary otherwise); and the kernels' 32-bit preconditions, ``variant.fwd_lim
 states over symbols (pixels, channels and every within-sample offset any lane computes, masked or
 not, below 2^31; the batch offset is int64).
 
-STATUS (``CONTRACTS`` before the phased kernel and the transposed forms' exact redo: 114 of 114
-obligations proved, 28 of them the depthwise kernel's; the README's "Convolution" section has the
-current count, where the phased kernel's weight load, coverage and int32 are bounded):
-``in_bounds`` of every load and store and ``int32_no_overflow`` are **proved** for all of these
-kernels over the whole domain (the README section "Convolution" has the table and the time), by the
-prover's stride-term rules (verify/symbolic/termwise.py) on the traced index math; ``race_free`` and
-``coverage`` of the output, the split-K workspace and the weight gradient are proved by writer
-witnesses below (element -> the program and lane that stores it, and back), in the layout each
-contract names. Split coverage is not declared (the reduction runs over the weight's (c, window)
-dimensions, not one dimension of one tensor); the interpreter tests and the verifier check the sums.
+STATUS (``CONTRACTS``: 132 of 134 obligations proved; README, "Convolution", has the table and the
+time). For every kernel but the phased one, ``in_bounds`` of every load and store and
+``int32_no_overflow`` are **proved** over the whole domain, by the prover's stride-term rules
+(verify/symbolic/termwise.py) on the traced index math; ``race_free`` and ``coverage`` of the output,
+the split-K workspace and the weight gradient are proved by writer witnesses below (element -> the
+program and lane that stores it, and back), in the layout each contract names. The phased kernel:
+in_bounds and race_free proved; coverage bounded, int32 unknown (the nonlinear phase arithmetic; the
+exact redo's data-dependent trip count). Split coverage is not declared (the reduction runs over the
+weight's (c, window) dimensions, not one dimension of one tensor); the interpreter tests and the
+verifier check the sums.
 """
 from __future__ import annotations
 
