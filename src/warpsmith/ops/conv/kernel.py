@@ -332,8 +332,8 @@ def conv_transpose_phase_kernel(
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     special = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.int32)
     for i in range(0, total):
-        a, a_ok, b = phase_operands(i, rk, x_row, w_col, row_ok, col_ok, jd, jh, jw, CG, D, H, W, KD, KH, KW, nth, ntw, nblk,
-                                    t0d, t0h, t0w, stepd, steph, stepw, based, baseh, basew, dd, dh, dw,
+        a, a_ok, b = phase_operands(i, rk, x_row, w_col, row_ok, col_ok, jd, jh, jw, CG, D, H, W, KD, KH, KW, nth,
+                                    ntw, nblk, t0d, t0h, t0w, stepd, steph, stepw, based, baseh, basew, dd, dh, dw,
                                     sxc, sxd, sxh, sxw, swc, swd, swh, sww, BLOCK_K, LOOP)
         special = tl.maximum(special, nonfinite(b).to(tl.int32))
         acc = dot_acc(a, b, acc, IS_FP32, PRECISION, EMULATE)

@@ -279,7 +279,8 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, bias: torch.T
             raise InvalidInputError("stride product", f"at most {MAX_GROUPS} phases (grid axis 2)", phases)
         consts = [phase_constants(s_, d_) for s_, d_ in zip(stride, dil)]
         rows = N * math.prod(triton.cdiv(o, s_) for o, s_ in zip((OD, OH, OW), stride))
-        K.conv_transpose_phase_kernel[(triton.cdiv(rows, c["BLOCK_M"]) * triton.cdiv(KG, c["BLOCK_N"]), groups, phases)](
+        grid = (triton.cdiv(rows, c["BLOCK_M"]) * triton.cdiv(KG, c["BLOCK_N"]), groups, phases)
+        K.conv_transpose_phase_kernel[grid](
             x5, w, y, bias if has_bias else y, residual if has_res else y,
             N, CG, KG, D, H, W, OD, OH, OW, KD, KH, KW, *stride, *pad, *dil,
             *(g_ for g_, _ in consts), *(i_ for _, i_ in consts), float(scale),
@@ -287,22 +288,20 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, bias: torch.T
             BLOCK_M=c["BLOCK_M"], BLOCK_N=c["BLOCK_N"], BLOCK_K=c["BLOCK_K"], LOOP=loop,
             IS_FP32=x.dtype == torch.float32, PRECISION=c["PRECISION"],
             num_warps=c["num_warps"], num_stages=c["num_stages"], **epi)
-        if y is not out:
-            out.copy_(y)
-        return out
-    K.conv_fwd_kernel[(tiles, groups, split)](
-        x5, w, y, bias if has_bias else y, residual if has_res else y, partial,
-        N, CG, KG, D, H, W, OD, OH, OW, KD, KH, KW, *stride, *pad, *dil, per_split, float(scale),
-        *sx, *sw, *ystr, *rstr, sbias,
-        BLOCK_M=c["BLOCK_M"], BLOCK_N=c["BLOCK_N"], BLOCK_K=c["BLOCK_K"], LOOP=loop, TRANSPOSED=transposed,
-        SPLIT=split > 1, IS_FP32=x.dtype == torch.float32, PRECISION=c["PRECISION"],
-        num_warps=c["num_warps"], num_stages=c["num_stages"], **epi)
-    if split > 1:
-        bm, bn = 32, 32
-        K.conv_splitk_reduce_kernel[(triton.cdiv(M, bm), triton.cdiv(CO, bn))](
-            partial, y, bias if has_bias else y, residual if has_res else y,
-            M, CO, OD, OH, OW, split, float(scale), *ystr, *rstr, sbias,
-            BLOCK_M=bm, BLOCK_N=bn, num_warps=4, **epi)
+    else:
+        K.conv_fwd_kernel[(tiles, groups, split)](
+            x5, w, y, bias if has_bias else y, residual if has_res else y, partial,
+            N, CG, KG, D, H, W, OD, OH, OW, KD, KH, KW, *stride, *pad, *dil, per_split, float(scale),
+            *sx, *sw, *ystr, *rstr, sbias,
+            BLOCK_M=c["BLOCK_M"], BLOCK_N=c["BLOCK_N"], BLOCK_K=c["BLOCK_K"], LOOP=loop, TRANSPOSED=transposed,
+            SPLIT=split > 1, IS_FP32=x.dtype == torch.float32, PRECISION=c["PRECISION"],
+            num_warps=c["num_warps"], num_stages=c["num_stages"], **epi)
+        if split > 1:
+            bm, bn = 32, 32
+            K.conv_splitk_reduce_kernel[(triton.cdiv(M, bm), triton.cdiv(CO, bn))](
+                partial, y, bias if has_bias else y, residual if has_res else y,
+                M, CO, OD, OH, OW, split, float(scale), *ystr, *rstr, sbias,
+                BLOCK_M=bm, BLOCK_N=bn, num_warps=4, **epi)
     if y is not out:
         out.copy_(y)
     return out
