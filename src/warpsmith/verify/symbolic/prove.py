@@ -423,10 +423,13 @@ class Prover:
             clash = same[counts > 1][:, 0]
         if not len(clash):
             return None
-        who = t[t[:, 0] == clash[0]]
+        who = t[t[:, 0] == clash[0]][:2]  # the first two writers, named as the solver's witness names them
         names = {v: k for k, v in programs.items()}
-        return {**shape, "address": int(clash[0]),
-                "writers": [f"program {names[int(r[1])]} lane {int(r[3])}" for r in who[:4]]}
+        cex: dict = {**shape, "address": int(clash[0])}
+        for role, (_, prog, k, lane) in zip(("first.", "second."), who.tolist()):
+            cex.update({f"{role}{ax}": v for ax, v in zip((f"pid{a}" for a in sorted(tr.pids)), names[prog])})
+            cex.update({f"{role}store": f"#{k}", f"{role}flat lane": lane})
+        return cex
 
     def coverage(self, tr: Trace, stores: list[Access], base: str) -> Obligation:
         done, note = self._by_witness("coverage", tr, base)
