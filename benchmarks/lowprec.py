@@ -4,6 +4,8 @@
 Cases (Llama-3-8B projections, M = tokens):
 
 - ``fp8_tensor`` / ``fp8_row``: e4m3 per-tensor and row-wise scaled GEMM vs ``torch._scaled_mm``;
+- ``fp8_hybrid``: mixed operands, an e5m2 (gradient-like) A x an e4m3 weight, row-wise, vs
+  ``torch._scaled_mm`` on the same mixed operands (the backward GEMMs of ``Fp8Linear``);
 - ``fp8_block``: e4m3 with DeepSeek-V3 block scales (1x128, 128x128) vs our bf16 ``matmul`` (torch has
   no block-scaled GEMM here);
 - ``w8a8``: int8 x int8 with per-token/per-channel scales vs ``torch._int_mm`` (plus its scaling);
@@ -68,9 +70,10 @@ def _scaled_case(kind: str, M: int, N: int, K: int) -> Case:
     from warpsmith.ops.lowprec.quant_reference import calc_diff, quantize_blocks, quantize_rows, quantize_tensor
 
     fmt = "int8" if kind == "w8a8" else "e4m3"
-    scaling = {"fp8_tensor": "tensor", "fp8_row": "row", "fp8_block": "block", "w8a8": "row"}[kind]
+    fmt_a = "e5m2" if kind == "fp8_hybrid" else fmt
+    scaling = {"fp8_tensor": "tensor", "fp8_row": "row", "fp8_hybrid": "row", "fp8_block": "block", "w8a8": "row"}[kind]
     problem = {"op": "scaled_matmul", "shape": {"M": M, "N": N, "K": K}, "dtype": "bfloat16",
-               "attrs": {"format": fmt, "scaling": scaling}}
+               "attrs": {"format": fmt_a, "format_b": fmt, "scaling": scaling}}
     state: dict[str, Any] = {}
 
     def setup(device: str) -> dict[str, Callable[[], Any]]:
@@ -78,18 +81,18 @@ def _scaled_case(kind: str, M: int, N: int, K: int) -> Case:
 
         g = torch.Generator().manual_seed(0)
         x, w = torch.randn(M, K, generator=g), torch.randn(N, K, generator=g)
-        quant = {"tensor": lambda t: quantize_tensor(t, fmt), "row": lambda t: quantize_rows(t, fmt)}.get(scaling)
+        quant = {"tensor": quantize_tensor, "row": quantize_rows}.get(scaling)
         if scaling == "block":
             (qa, sa), (qw, sw) = quantize_blocks(x, fmt, 1, 128), quantize_blocks(w, fmt, 128, 128)
             sb = sw.t()
         else:
-            (qa, sa), (qw, sw) = quant(x), quant(w)
+            (qa, sa), (qw, sw) = quant(x, fmt_a), quant(w, fmt)
             sb = sw.t() if scaling == "row" else sw
         qa, qw, sa, sb = (t.to(device) for t in (qa, qw, sa, sb))
         b = qw.t()  # K-major
         state.update(a=qa, b=b, sa=sa, sb=sb)
         impls = {"warpsmith": lambda: wops.scaled_matmul(qa, b, sa, sb, torch.bfloat16, scaling=scaling)}
-        if kind in ("fp8_tensor", "fp8_row"):
+        if kind in ("fp8_tensor", "fp8_row", "fp8_hybrid"):
             impls["torch_scaled_mm"] = lambda: torch._scaled_mm(qa, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
         elif kind == "w8a8":
             impls["torch_int_mm"] = lambda: (torch._int_mm(qa, b).float() * sa * sb).to(torch.bfloat16)
@@ -183,7 +186,7 @@ def scaled_cases(args: argparse.Namespace) -> list[Case]:
     out = []
     for M in args.tokens:
         for N, K in SHAPES:
-            for kind in ("fp8_tensor", "fp8_row", "fp8_block", "w8a8"):
+            for kind in ("fp8_tensor", "fp8_row", "fp8_hybrid", "fp8_block", "w8a8"):
                 out.append(_scaled_case(kind, M, N, K))
     return out
 

@@ -75,10 +75,13 @@ _INT4 = [({"M": 1, "N": 4096, "K": 4096}, _AWQ), ({"M": 1, "N": 11008, "K": 4096
          ({"M": 16, "N": 4096, "K": 11008}, _GPTQ), ({"M": 64, "N": 4096, "K": 14336}, {**_AWQ, "bias": True}),
          ({"M": 64, "N": 11008, "K": 4096}, _GPTQ_ACT), ({"M": 4096, "N": 4096, "K": 4096}, _AWQ),
          ({"M": 4096, "N": 14336, "K": 4096}, _GPTQ), ({"M": 4096, "N": 4096, "K": 11008}, _GPTQ_ACT)]
-# scaled GEMM: Llama-3-8B projections (K-major operands, the default layout nt), each format and scaling
+# scaled GEMM: Llama-3-8B projections (K-major operands, the default layout nt), each format and scaling,
+# mixed fp8 operands (the hybrid recipe's e5m2 gradient x e4m3) included
 _SCALED = [({"M": 4096, "N": 4096, "K": 4096}, {"format": "e4m3", "scaling": "row"}),
            ({"M": 16, "N": 14336, "K": 4096}, {"format": "e4m3", "scaling": "block"}),
            ({"M": 1, "N": 4096, "K": 4096}, {"format": "e5m2", "scaling": "tensor"}),
+           ({"M": 4096, "N": 4096, "K": 14336}, {"format": "e5m2", "format_b": "e4m3", "scaling": "row"}),
+           ({"M": 64, "N": 4096, "K": 4096}, {"format": "e4m3", "format_b": "e5m2", "scaling": "block"}),
            ({"M": 128, "N": 4096, "K": 14336}, {"format": "int8", "scaling": "row"}),
            ({"M": 257, "N": 129, "K": 300}, {"format": "e4m3", "scaling": "block", "bias": True, "activation": "gelu"})]
 # conv: ResNet-50 (3x3 stride 1 and 2, 1x1 bottleneck, the 7x7/2 stem), SD-UNet (3x3 at 320/640

@@ -363,13 +363,13 @@ class _Fp8LinearFn(torch.autograd.Function):
         x2, weight = ctx.saved_tensors
         g = g.contiguous()
         grad_x = grad_w = grad_b = None
-        if ctx.needs_input_grad[0]:  # g (M, N) @ W (N, K): g per row, W per column, both e5m2
+        if ctx.needs_input_grad[0]:  # g (M, N) @ W (N, K): g per row in e5m2, W per column in e4m3
             qg, sg = _rows(g, "e5m2")
-            qwt, swt = _rows(weight.detach().to(g.dtype).t(), "e5m2")
+            qwt, swt = _rows(weight.detach().to(g.dtype).t(), "e4m3")
             grad_x = ops.scaled_matmul(qg, qwt.t(), sg, swt.t(), g.dtype, scaling="row")
-        if ctx.needs_input_grad[1]:  # g^T (N, M) @ x (M, K): g^T per row, x per column, both e5m2
+        if ctx.needs_input_grad[1]:  # g^T (N, M) @ x (M, K): g^T per row in e5m2, x per column in e4m3
             qgt, sgt = _rows(g.t(), "e5m2")
-            qxt, sxt = _rows(x2.t(), "e5m2")
+            qxt, sxt = _rows(x2.t(), "e4m3")
             grad_w = ops.scaled_matmul(qgt, qxt.t(), sgt, sxt.t(), torch.float32, scaling="row").to(weight.dtype)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = g.float().sum(0)
@@ -381,8 +381,9 @@ class Fp8Linear(torch.nn.Linear):
 
     - forward: activations quantized to e4m3 per token (row), the weight to e4m3 per output channel,
       one scaled GEMM (fp32 accumulation) with the bias in its epilogue;
-    - backward: both GEMMs in e5m2 (the gradients' range), the gradient per row and the other operand
-      per column (its reduction dimension), fp32 accumulation; the bias gradient in fp32.
+    - backward: the *hybrid* recipe, both GEMMs on mixed operands: the gradient in e5m2 (its range) per
+      row, the other operand (the weight, or the saved activations) in e4m3 (its precision) per column
+      (its reduction dimension), fp32 accumulation; the bias gradient in fp32.
 
     The parameters stay in their dtype (the master weights the optimizer updates); inputs must be
     float32, float16 or bfloat16, with the last dimension ``in_features``.

@@ -15,7 +15,7 @@ from warpsmith.core._triton import tl, triton
 from warpsmith.core.errors import InvalidInputError
 from warpsmith.ops import get_variant
 from warpsmith.ops.lowprec import scaled_kernel as K
-from warpsmith.ops.lowprec.quant_reference import calc_diff, quantize_blocks, quantize_rows, quantize_tensor, snr_db
+from warpsmith.ops.lowprec.quant_reference import DTYPE_OF, calc_diff, quantize_blocks, quantize_rows, quantize_tensor, snr_db
 from warpsmith.ops.lowprec.scaled_spec import SCALED_MATMUL as S
 from warpsmith.targets import get_target
 from warpsmith.verify.verifier import verify_candidate
@@ -44,6 +44,34 @@ def test_every_format_and_granularity_odd_shape(name, fmt, scaling):
     out, (ok, msg) = run(name, p)
     assert out.shape == (19, 141) and out.dtype == torch.bfloat16
     assert ok, msg
+
+
+MIXED = [("e4m3", "e5m2"), ("e5m2", "e4m3")]
+
+
+@pytest.mark.parametrize("scaling", ["tensor", "row", "block"])
+@pytest.mark.parametrize("fa, fb", MIXED)
+def test_mixed_fp8_operands(fa, fb, scaling):
+    """e4m3 x e5m2 and e5m2 x e4m3 (fp8 training's hybrid recipe): each operand quantized in its own
+    format, the product against the fp64 product of the dequantized operands; split-K on row scales."""
+    p = S.problem({"M": 19, "N": 141, "K": 300}, "bfloat16",
+                  {"format": fa, "format_b": fb, "scaling": scaling, "bias": True, "activation": "gelu"})
+    inputs = S.make_inputs(p, torch.Generator().manual_seed(0))
+    assert (inputs["a"].dtype, inputs["b"].dtype) == (DTYPE_OF[fa], DTYPE_OF[fb])
+    for name in ("tiled", "splitk") if scaling == "row" else ("tiled",):
+        out, (ok, msg) = run(name, p)
+        assert out.shape == (19, 141) and ok, (name, msg)
+
+
+def test_mixed_formats_through_the_public_op_and_one_name_per_problem():
+    x, w = torch.randn(4, 200), torch.randn(130, 200)
+    (qx, sx), (qw, sw) = quantize_rows(x, "e5m2"), quantize_rows(w, "e4m3")
+    y = wops.scaled_matmul(qx, qw.t(), sx, sw.t(), torch.float32, scaling="row")
+    ref = (qx.double() * sx.double()) @ (qw.double() * sw.double()).t()
+    assert (y.double() - ref).abs().max() <= 1e-5 * ref.abs().max()
+    same = S.problem({"M": 4, "N": 130, "K": 200}, "bfloat16", {"format": "e4m3", "format_b": "e4m3"})
+    assert same == S.problem({"M": 4, "N": 130, "K": 200}, "bfloat16", {"format": "e4m3"})
+    assert same.attrs["format_b"] == "same"
 
 
 @pytest.mark.parametrize("out_dtype", ["float16", "float32"])
@@ -98,8 +126,12 @@ def test_public_op_validates_the_scale_convention():
         wops.scaled_matmul(qa, qw.t(), sa, sw.t().half(), torch.bfloat16, scaling="block")
     with pytest.raises(InvalidInputError, match="scaling for int8"):
         wops.scaled_matmul(qa.float().to(torch.int8), qw.t().float().to(torch.int8), sa, sw.t(), scaling="block")
-    with pytest.raises(InvalidInputError, match="dtype of b"):
-        wops.scaled_matmul(qa, qw.t().to(torch.float8_e5m2), sa, sw.t(), scaling="block")
+    with pytest.raises(InvalidInputError, match=r"dtype of b: expected torch.float8_e4m3fn or torch.float8_e5m2"):
+        wops.scaled_matmul(qa, qw.t().float().to(torch.int8), sa, sw.t(), scaling="block")
+    with pytest.raises(InvalidInputError, match=r"dtype of b: expected torch.int8 \(as a\)"):
+        wops.scaled_matmul(qa.float().to(torch.int8), qw.t(), sa, sw.t(), scaling="row")
+    with pytest.raises(InvalidInputError, match="formats of a and b"):
+        S.problem({"M": 4, "N": 130, "K": 200}, "bfloat16", {"format": "int8", "format_b": "e4m3"})
     with pytest.raises(InvalidInputError, match="dtype of a"):
         wops.scaled_matmul(x, w.t(), sa, sw.t(), scaling="block")
     with pytest.raises(InvalidInputError, match="out_dtype"):
@@ -163,9 +195,15 @@ def test_hopper_layout_guard():
 
 
 # ---- the verifier and planted bugs ---------------------------------------------------------------
-@pytest.mark.parametrize("fmt, scaling", [("e4m3", "block"), ("int8", "row")])
-def test_verifier_accepts(fmt, scaling):
-    p = S.problem({"M": 5, "N": 130, "K": 160 if fmt != "int8" else 256}, "bfloat16", {"format": fmt, "scaling": scaling, "bias": True})
+def verified_problem(fmt, scaling, fmt_b="same"):
+    return S.problem({"M": 5, "N": 130, "K": 160 if fmt != "int8" else 256}, "bfloat16",
+                     {"format": fmt, "format_b": fmt_b, "scaling": scaling, "bias": True})
+
+
+@pytest.mark.parametrize("fmt, scaling, fmt_b", [("e4m3", "block", "same"), ("int8", "row", "same"),
+                                                  ("e5m2", "row", "e4m3")])
+def test_verifier_accepts(fmt, scaling, fmt_b):
+    p = verified_problem(fmt, scaling, fmt_b)
     v = get_variant("scaled_matmul", "tiled")
     cert = verify_candidate(S, p, v, {**v.default_config(p, H100), **SMALL}, H100)
     assert cert.passed, [(c.name, c.status) for c in cert.checks]
@@ -192,15 +230,21 @@ def int16_accumulator(a, b, acc):
     return (acc + tl.dot(a, b, tl.zeros_like(acc))).to(tl.int16).to(tl.int32)  # wraps past 32767
 
 
-@pytest.mark.parametrize("helper, bug, fmt, scaling", [
-    ("load_scales_block", transposed_weight_scale_grid, "e4m3", "block"),
-    ("load_scales_block", scale_block_off_by_one, "e4m3", "block"),
-    ("accumulate", int16_accumulator, "int8", "row"),
+@triton.jit
+def b_read_in_a_format(a, b, acc):
+    return tl.dot(a, b.to(a.dtype), acc, out_dtype=acc.dtype)  # e5m2 cast to e4m3: past 448 it overflows
+
+
+@pytest.mark.parametrize("helper, bug, fmt, scaling, fmt_b", [
+    ("load_scales_block", transposed_weight_scale_grid, "e4m3", "block", "same"),
+    ("load_scales_block", scale_block_off_by_one, "e4m3", "block", "same"),
+    ("accumulate", int16_accumulator, "int8", "row", "same"),
+    ("accumulate", b_read_in_a_format, "e4m3", "row", "e5m2"),
 ])
-def test_planted_bugs_are_rejected(monkeypatch, helper, bug, fmt, scaling):
+def test_planted_bugs_are_rejected(monkeypatch, helper, bug, fmt, scaling, fmt_b):
     """The same problems as test_verifier_accepts (which shows the harness can pass); int8 at K = 256 with
     full-range operands: partial sums beyond int16, so an int16 accumulator wraps."""
-    p = S.problem({"M": 5, "N": 130, "K": 160 if fmt != "int8" else 256}, "bfloat16", {"format": fmt, "scaling": scaling, "bias": True})
+    p = verified_problem(fmt, scaling, fmt_b)
     v = get_variant("scaled_matmul", "tiled")
     monkeypatch.setattr(K, helper, bug)
     cert = verify_candidate(S, p, v, {**v.default_config(p, H100), **SMALL}, H100)

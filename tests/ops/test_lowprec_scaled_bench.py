@@ -12,13 +12,14 @@ def test_plan_cases_and_hook(capsys, monkeypatch):
     bench = load("lowprec")
     assert bench.main(["--print-plan", "--tokens", "16", "--groups", "scaled_gemm,quantization"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[-1] == "16 cases"  # 3 shapes x 4 GEMM kinds + 4 quantization kinds at M = 16
+    assert lines[-1] == "19 cases"  # 3 shapes x 5 GEMM kinds + 4 quantization kinds at M = 16
     assert bench.main(["--print-plan", "--groups", "int4_weight_only"]) == 0
     int4 = capsys.readouterr().out.strip().splitlines()
     assert int4[-1] == "32 cases"  # Llama-3-8B's 4 projections x M in (1, 16, 64, 4096) x AWQ and GPTQ
     assert any(ln.split()[-1] == "int4_gptq_llama3-8b_down_M1" for ln in int4[:-1])
     names = [ln.split()[1] for ln in lines[:-1]]
     assert "fp8_block_M16_N14336_K4096" in names and "w8a8_M16_N4096_K4096" in names
+    assert "fp8_hybrid_M16_N4096_K14336" in names
     assert bench.main(["--print-plan", "--tokens", "1,16", "--groups", "quantization"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == "8 cases"
 

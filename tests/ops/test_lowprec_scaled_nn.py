@@ -1,4 +1,4 @@
-"""warpsmith.nn.Fp8Linear (fp8 training: forward e4m3, backward e5m2, dynamic scaling) and Int8Linear
+"""warpsmith.nn.Fp8Linear (fp8 training: forward e4m3, backward hybrid e5m2 x e4m3, dynamic scaling) and Int8Linear
 (W8A8 inference) against torch.nn.Linear: quantization-level agreement (SNR), shared parameters, and
 Int8Linear refusing autograd."""
 import pytest
@@ -25,8 +25,22 @@ def test_fp8_linear_forward_and_backward():
         t.grad = None
     (yr.float() * g.float()).sum().backward()
     ref = [x.grad, lin.weight.grad, lin.bias.grad]
-    assert snr_db(grads[0], ref[0]) > 18 and snr_db(grads[1], ref[1]) > 18  # e5m2 (2 mantissa bits): ~23 dB
+    # e5m2 gradient (2 mantissa bits) x e4m3 operand (3 bits): 25-28 dB measured on seeds 0-2
+    assert snr_db(grads[0], ref[0]) > 22 and snr_db(grads[1], ref[1]) > 22
     assert torch.allclose(grads[2].float(), ref[2].float(), rtol=1e-2, atol=1e-2)
+
+
+def test_fp8_linear_backward_is_the_hybrid_recipe(monkeypatch):
+    """Both backward GEMMs take the gradient in e5m2 and the other operand (weight, activations) in e4m3."""
+    import warpsmith.ops as wops
+
+    seen, real = [], wops.scaled_matmul
+    monkeypatch.setattr(wops, "scaled_matmul", lambda a, b, *r, **k: seen.append((a.dtype, b.dtype)) or real(a, b, *r, **k))
+    lin = torch.nn.Linear(40, 24).bfloat16()
+    x = torch.randn(5, 40).bfloat16().requires_grad_()
+    wnn.Fp8Linear.from_linear(lin)(x).float().sum().backward()
+    e4, e5 = torch.float8_e4m3fn, torch.float8_e5m2
+    assert seen == [(e4, e4), (e5, e4), (e5, e4)], seen
 
 
 def test_int8_linear_inference_only():

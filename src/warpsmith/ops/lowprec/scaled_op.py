@@ -25,7 +25,7 @@ def _layout(a: torch.Tensor, b: torch.Tensor) -> str:
 def problem_of(a: torch.Tensor, b: torch.Tensor, scaling: str, out_dtype: torch.dtype, bias: Optional[torch.Tensor],
                activation: str) -> Problem:
     return SCALED_MATMUL.problem({"M": a.shape[0], "N": b.shape[1], "K": a.shape[1]}, out_dtype, {
-        "format": _FORMAT_OF[a.dtype], "scaling": scaling, "bias": bias is not None, "activation": activation,
+        "format": _FORMAT_OF[a.dtype], "format_b": _FORMAT_OF[b.dtype], "scaling": scaling, "bias": bias is not None, "activation": activation,
         "layout": _layout(a, b)})
 
 
@@ -72,7 +72,9 @@ def scaled_matmul(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale
 
     Args:
         a: (M, K), torch.float8_e4m3fn, torch.float8_e5m2 or torch.int8; any strides.
-        b: (K, N), same dtype as ``a``; any strides (K-major, ``W.t()``, is the fast layout on Hopper).
+        b: (K, N), the dtype of ``a``, or for fp8 the other fp8 dtype (mixed e4m3 x e5m2 or e5m2 x e4m3:
+            e4m3 activations or weights with e5m2 gradients); any strides (K-major, ``W.t()``, is the
+            fast layout on Hopper).
         scale_a: see above.
         scale_b: see above.
         out_dtype: torch.bfloat16, torch.float16 or torch.float32.
@@ -91,8 +93,10 @@ def scaled_matmul(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale
     scale_a, scale_b = check_tensor("scale_a", scale_a), check_tensor("scale_b", scale_b)
     if a.dtype not in _FORMAT_OF:
         raise InvalidInputError("dtype of a", "torch.float8_e4m3fn, torch.float8_e5m2 or torch.int8", str(a.dtype))
-    if b.dtype != a.dtype:
-        raise InvalidInputError("dtype of b", f"{a.dtype} (as a)", str(b.dtype))
+    if b.dtype != a.dtype and (b.dtype not in _FORMAT_OF or torch.int8 in (a.dtype, b.dtype)):
+        want = f"{a.dtype} (as a)" if a.dtype == torch.int8 else \
+            "torch.float8_e4m3fn or torch.float8_e5m2 (fp8, as a)"
+        raise InvalidInputError("dtype of b", want, str(b.dtype))
     if a.dim() != 2 or b.dim() != 2:
         raise InvalidInputError("a and b", "2-D tensors (M, K) and (K, N)", f"{tuple(a.shape)} and {tuple(b.shape)}")
     if a.shape[1] != b.shape[0]:
@@ -101,7 +105,7 @@ def scaled_matmul(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale
         raise InvalidInputError("sizes", "every dimension >= 1", f"a {tuple(a.shape)}, b {tuple(b.shape)}")
     if scaling not in SCALINGS:
         raise InvalidInputError("scaling", "one of " + ", ".join(SCALINGS), scaling)
-    check_combination(_FORMAT_OF[a.dtype], scaling)
+    check_combination(_FORMAT_OF[a.dtype], scaling, _FORMAT_OF[b.dtype])
     act = "none" if activation is None else activation
     if act not in ACTIVATIONS:
         raise InvalidInputError("activation", "None or one of " + ", ".join(ACTIVATIONS[1:]), activation)

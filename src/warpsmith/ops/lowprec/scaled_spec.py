@@ -16,6 +16,12 @@ transpose of a (ceil(N/128), ceil(K/128)) weight-scale grid. ``A[m, k]`` is scal
 ``scale_a[m, k // 128]`` and ``B[k, n]`` by ``scale_b[k // 128, n // 128]``. ``int8`` takes ``tensor``
 and ``row`` (W8A8, exact int32 accumulation); ``e4m3`` and ``e5m2`` take all three.
 
+``format`` is A's format; ``format_b`` is B's: ``"same"`` (the default), or the other fp8 format for
+mixed operands, e4m3 x e5m2 or e5m2 x e4m3 (fp8 training's *hybrid* recipe: e4m3 activations and
+weights, e5m2 gradients; an fp8 x fp8 product of either pair is exact in fp32, and Hopper's wgmma
+takes the two types independently). int8 pairs only with int8. A ``format_b`` equal to ``format``
+is the same problem as ``"same"`` and is stored as ``"same"`` (one name per problem).
+
 The reference dequantizes both operands (fp32, or fp64 for the oracle) and multiplies; the error
 contract is against the fp64 product of the *dequantized* operands, so quantization error (measured
 by :func:`~.quant_reference.snr_db` and :func:`~.quant_reference.calc_diff` against the unquantized
@@ -50,9 +56,22 @@ def scale_shapes(scaling: str, M: int, N: int, K: int) -> tuple[tuple[int, ...],
     return (M, kb), (kb, -(-N // BLOCK))
 
 
-def check_combination(fmt: str, scaling: str) -> None:
+FORMATS_B = ("same", *FORMATS)  # B's format: "same" as A's (or A's named), or the other fp8 format (mixed)
+
+
+def operand_formats(attrs: Mapping[str, Any]) -> tuple[str, str]:
+    """The formats of (A, B) a problem's attributes name."""
+    fmt = attrs["format"]
+    fmt_b = attrs.get("format_b", "same")
+    return fmt, fmt if fmt_b == "same" else fmt_b
+
+
+def check_combination(fmt: str, scaling: str, fmt_b: str = "same") -> None:
     if fmt == "int8" and scaling == "block":
         raise InvalidInputError("scaling for int8 operands", "tensor or row (W8A8)", scaling)
+    if fmt_b not in ("same", fmt) and "int8" in (fmt, fmt_b):
+        raise InvalidInputError("formats of a and b", "int8 with int8, or fp8 (e4m3/e5m2) with fp8",
+                                f"{fmt} and {fmt_b}")
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor, rows_block: int, cols_block: int,
@@ -77,6 +96,7 @@ class ScaledMatmulSpec(OpSpec):
     dtypes = (torch.bfloat16, torch.float16, torch.float32)  # the output dtype
     attr_choices = {
         "format": FORMATS,
+        "format_b": FORMATS_B,
         "scaling": SCALINGS,
         "bias": (False, True),
         "activation": ACTIVATIONS,
@@ -85,19 +105,21 @@ class ScaledMatmulSpec(OpSpec):
 
     def problem(self, shape, dtype, attrs=None) -> Problem:
         p = super().problem(shape, dtype, attrs)
-        check_combination(p.attrs["format"], p.attrs["scaling"])
+        check_combination(p.attrs["format"], p.attrs["scaling"], p.attrs["format_b"])
+        if p.attrs["format_b"] == p.attrs["format"]:
+            return super().problem(shape, dtype, {**p.attrs, "format_b": "same"})
         return p
 
     # ---- inputs ----------------------------------------------------------------------------
     def _quantize(self, p: Problem, a: torch.Tensor, b: torch.Tensor):
-        fmt, scaling = p.attrs["format"], p.attrs["scaling"]
+        (fa, fb), scaling = operand_formats(p.attrs), p.attrs["scaling"]
         if scaling == "tensor":
-            (qa, sa), (qb, sb) = quantize_tensor(a, fmt), quantize_tensor(b, fmt)
+            (qa, sa), (qb, sb) = quantize_tensor(a, fa), quantize_tensor(b, fb)
         elif scaling == "row":
-            (qa, sa), (qbt, sbt) = quantize_rows(a, fmt), quantize_rows(b.t(), fmt)
+            (qa, sa), (qbt, sbt) = quantize_rows(a, fa), quantize_rows(b.t(), fb)
             qb, sb = qbt.t(), sbt.t().contiguous()
         else:
-            (qa, sa), (qb, sb) = quantize_blocks(a, fmt, 1, BLOCK), quantize_blocks(b, fmt, BLOCK, BLOCK)
+            (qa, sa), (qb, sb) = quantize_blocks(a, fa, 1, BLOCK), quantize_blocks(b, fb, BLOCK, BLOCK)
         return qa.contiguous(), qb.contiguous(), sa.contiguous(), sb.contiguous()
 
     def _assemble(self, p: Problem, qa, qb, sa, sb, bias) -> dict:
@@ -135,9 +157,9 @@ class ScaledMatmulSpec(OpSpec):
         in fp32 (and the int32 accumulation exact), so a correct kernel matches the oracle bit for bit."""
         M, N, K = p.shape["M"], p.shape["N"], p.shape["K"]
         g = on_device(gen, "cpu")
-        dt = DTYPE_OF[p.attrs["format"]]
-        qa = torch.randint(-2, 3, (M, K), generator=g).to(dt)
-        qb = torch.randint(-2, 3, (K, N), generator=g).to(dt)
+        fa, fb = operand_formats(p.attrs)
+        qa = torch.randint(-2, 3, (M, K), generator=g).to(DTYPE_OF[fa])
+        qb = torch.randint(-2, 3, (K, N), generator=g).to(DTYPE_OF[fb])
         sa_shape, sb_shape = scale_shapes(p.attrs["scaling"], M, N, K)
         sa = 2.0 ** torch.randint(-2, 3, sa_shape, generator=g).float()
         sb = 2.0 ** torch.randint(-2, 3, sb_shape, generator=g).float()
