@@ -9,7 +9,7 @@ Cases (Llama-3-8B projections, M = tokens):
 - ``fp8_block``: e4m3 with DeepSeek-V3 block scales (1x128, 128x128) vs our bf16 ``matmul`` (torch has
   no block-scaled GEMM here);
 - ``w8a8``: int8 x int8 with per-token/per-channel scales vs ``torch._int_mm`` (plus its scaling);
-- ``quant_row`` / ``quant_block`` / ``rmsnorm_quant`` / ``stochastic_round``: dynamic quantization
+- ``quant_row`` / ``quant_block`` / ``quant_tensor`` / ``rmsnorm_quant`` / ``stochastic_round``: dynamic quantization
   (bf16 -> e4m3) and stochastic rounding (fp32 -> bf16), each through the public function (a tuned
   record if the DB has one) and at the variant's default config, vs a device copy of the same bytes
   (``copy_bandwidth``: the fraction of the copy's bandwidth, against the 85% target).
@@ -119,7 +119,8 @@ def _scaled_case(kind: str, M: int, N: int, K: int) -> Case:
                 float(M * K + N * K + 2 * M * N), [problem], setup, check)
 
 
-QUANT_KINDS = ("quant_row", "quant_block", "rmsnorm_quant", "stochastic_round")
+QUANT_KINDS = ("quant_row", "quant_block", "quant_tensor", "rmsnorm_quant", "stochastic_round")
+_GRANULARITY = {"quant_row": "row", "quant_tensor": "tensor"}  # the others: block
 COPY_TARGET = 0.85  # the issue's target: quantization kernels at >= 85% of a same-bytes copy's bandwidth
 
 
@@ -127,7 +128,7 @@ def _quant_problem(kind: str, M: int, N: int) -> dict[str, Any]:
     if kind == "stochastic_round":
         return {"op": "stochastic_round", "shape": {"N": M * N}, "dtype": "float32", "attrs": {"target": "bf16"}}
     return {"op": "quantize", "shape": {"M": M, "N": N}, "dtype": "bfloat16",
-            "attrs": {"format": "e4m3", "granularity": "row" if kind == "quant_row" else "block",
+            "attrs": {"format": "e4m3", "granularity": _GRANULARITY.get(kind, "block"),
                       "norm": kind == "rmsnorm_quant"}}
 
 
@@ -137,7 +138,9 @@ def _quant_case(kind: str, M: int, N: int) -> Case:
     of the same bytes (read x, write q and the scales; for stochastic rounding read fp32, write bf16)."""
     problem = _quant_problem(kind, M, N)
     sr = kind == "stochastic_round"
-    moved = M * N * (4 + 2) if sr else M * N * (2 + 1) + 4 * M * (1 if kind == "quant_row" else -(-N // 128))
+    # the bytes the op must move (per tensor reads x twice, so its fraction of this copy is at most about 3/5)
+    scales = {"quant_row": M, "quant_tensor": 1}.get(kind, M * -(-N // 128))
+    moved = M * N * (4 + 2) if sr else M * N * (2 + 1) + 4 * scales
 
     def setup(device: str) -> dict[str, Callable[[], Any]]:
         import warpsmith.ops as wops

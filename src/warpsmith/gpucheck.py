@@ -141,11 +141,13 @@ _POOL_ADAPTIVE = [({"N": 32, "C": 2048, "D": 1, "H": 7, "W": 7}, {"out_h": 1, "o
 # channel norms (ops/norm/channel_*): ResNet/UNet activations, bf16 channels-last
 _BN = [({"N": 32, "C": 256, "S": 56 * 56}, {"channels_last": True}), ({"N": 16, "C": 64, "S": 7}, {"training": False})]
 _GN = [({"N": 4, "C": 320, "S": 64 * 64}, {"groups": 32, "channels_last": True}), ({"N": 3, "C": 6, "S": 33}, {"groups": 3})]
-# quantization (ops/lowprec/quant_*): DeepSeek-V3 activations (7168, 1x128 blocks), Llama rows, odd sizes
+# quantization (ops/lowprec/quant_*): DeepSeek-V3 activations (7168, 1x128 blocks), Llama rows, per tensor, odd sizes
 _QUANT = [({"M": 64, "N": 7168}, {"format": "e4m3", "granularity": "block"}),
           ({"M": 16, "N": 4096}, {"format": "e4m3", "granularity": "row", "norm": True}),
           ({"M": 5, "N": 1000}, {"format": "int8"}),
-          ({"M": 3, "N": 16384}, {"format": "e5m2", "granularity": "block", "norm": True})]
+          ({"M": 3, "N": 16384}, {"format": "e5m2", "granularity": "block", "norm": True}),
+          ({"M": 4096, "N": 4096}, {"format": "e4m3", "granularity": "tensor"}),
+          ({"M": 7, "N": 300}, {"format": "int8", "granularity": "tensor", "norm": True})]
 _SR = [({"N": 2**20}, {"target": "bf16"}), ({"N": 1001}, {"target": "e4m3"})]
 _QSTATIC = [({"M": 64, "N": 4096}, {"format": "e4m3"}), ({"M": 5, "N": 1000}, {"format": "int8"})]
 _DEQUANT = [({"M": 64, "N": 7168}, {"format": "e4m3", "scaling": "block"}), ({"M": 16, "N": 4096}, {"format": "int8"}),

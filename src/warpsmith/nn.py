@@ -348,60 +348,95 @@ def _rows(t: torch.Tensor, fmt: str) -> tuple[torch.Tensor, torch.Tensor]:
     return ops.quantize(t.contiguous(), fmt, "row")
 
 
+FP8_RECIPES = ("rowwise", "tensorwise")
+
+
+def _tensor(t: torch.Tensor, fmt: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dynamic per-tensor quantization of a 2-D tensor: (q, scale (1,))."""
+    return ops.quantize(t.contiguous(), fmt, "tensor")
+
+
 class _Fp8LinearFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x2, weight, bias):
-        qx, sx = _rows(x2, "e4m3")
-        qw, sw = _rows(weight.detach().to(x2.dtype), "e4m3")
-        ctx.save_for_backward(x2, weight)
-        ctx.has_bias = bias is not None
+    def forward(ctx, x2, weight, bias, recipe):
+        w = weight.detach().to(x2.dtype)
         b = None if bias is None else bias.detach().to(x2.dtype)
+        ctx.has_bias, ctx.recipe, ctx.weight_dtype = bias is not None, recipe, weight.dtype
+        if recipe == "tensorwise":  # the quantized operands serve the backward too: their transposes keep the scale
+            (qx, sx), (qw, sw) = _tensor(x2, "e4m3"), _tensor(w, "e4m3")
+            ctx.save_for_backward(qx, sx, qw, sw)
+            return ops.scaled_matmul(qx, qw.t(), sx, sw, x2.dtype, bias=b, scaling="tensor")
+        qx, sx = _rows(x2, "e4m3")
+        qw, sw = _rows(w, "e4m3")
+        ctx.save_for_backward(x2, weight)
         return ops.scaled_matmul(qx, qw.t(), sx, sw.t(), x2.dtype, bias=b, scaling="row")
 
     @staticmethod
     def backward(ctx, g):
-        x2, weight = ctx.saved_tensors
         g = g.contiguous()
         grad_x = grad_w = grad_b = None
-        if ctx.needs_input_grad[0]:  # g (M, N) @ W (N, K): g per row in e5m2, W per column in e4m3
-            qg, sg = _rows(g, "e5m2")
-            qwt, swt = _rows(weight.detach().to(g.dtype).t(), "e4m3")
-            grad_x = ops.scaled_matmul(qg, qwt.t(), sg, swt.t(), g.dtype, scaling="row")
-        if ctx.needs_input_grad[1]:  # g^T (N, M) @ x (M, K): g^T per row in e5m2, x per column in e4m3
-            qgt, sgt = _rows(g.t(), "e5m2")
-            qxt, sxt = _rows(x2.t(), "e4m3")
-            grad_w = ops.scaled_matmul(qgt, qxt.t(), sgt, sxt.t(), torch.float32, scaling="row").to(weight.dtype)
+        if ctx.recipe == "tensorwise":
+            qx, sx, qw, sw = ctx.saved_tensors
+            qg, sg = _tensor(g, "e5m2")
+            if ctx.needs_input_grad[0]:  # g (M, N) @ W (N, K): e5m2 x e4m3, one scale each
+                grad_x = ops.scaled_matmul(qg, qw, sg, sw, g.dtype, scaling="tensor")
+            if ctx.needs_input_grad[1]:  # g^T (N, M) @ x (M, K)
+                grad_w = ops.scaled_matmul(qg.t(), qx, sg, sx, torch.float32, scaling="tensor")
+        else:
+            x2, weight = ctx.saved_tensors
+            if ctx.needs_input_grad[0]:  # g (M, N) @ W (N, K): g per row in e5m2, W per column in e4m3
+                qg, sg = _rows(g, "e5m2")
+                qwt, swt = _rows(weight.detach().to(g.dtype).t(), "e4m3")
+                grad_x = ops.scaled_matmul(qg, qwt.t(), sg, swt.t(), g.dtype, scaling="row")
+            if ctx.needs_input_grad[1]:  # g^T (N, M) @ x (M, K): g^T per row in e5m2, x per column in e4m3
+                qgt, sgt = _rows(g.t(), "e5m2")
+                qxt, sxt = _rows(x2.t(), "e4m3")
+                grad_w = ops.scaled_matmul(qgt, qxt.t(), sgt, sxt.t(), torch.float32, scaling="row")
+        if grad_w is not None:
+            grad_w = grad_w.to(ctx.weight_dtype)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = g.float().sum(0)
-        return grad_x, grad_w, grad_b
+        return grad_x, grad_w, grad_b, None
 
 
 class Fp8Linear(torch.nn.Linear):
-    """``torch.nn.Linear`` computed in fp8 for training, with dynamic scaling (recomputed every call):
+    """``torch.nn.Linear`` computed in fp8 for training, with dynamic scaling (recomputed every call).
+    Two recipes (``recipe``), both with e4m3 forward operands and the *hybrid* backward (the gradient
+    in e5m2 for its range, the other operand in e4m3 for its precision, mixed-format GEMMs), fp32
+    accumulation, the bias in the forward GEMM's epilogue and its gradient in fp32:
 
-    - forward: activations quantized to e4m3 per token (row), the weight to e4m3 per output channel,
-      one scaled GEMM (fp32 accumulation) with the bias in its epilogue;
-    - backward: the *hybrid* recipe, both GEMMs on mixed operands: the gradient in e5m2 (its range) per
-      row, the other operand (the weight, or the saved activations) in e4m3 (its precision) per column
-      (its reduction dimension), fp32 accumulation; the bias gradient in fp32.
+    - ``"rowwise"`` (default): activations per token (row), the weight per output channel; backward,
+      the gradient per row and the other operand (the weight, or the saved activations) re-quantized
+      per column (its reduction dimension);
+    - ``"tensorwise"``: one scale per tensor (x, W, and the gradient), each from its amax (two passes
+      over the tensor); the forward's quantized x and W are saved and reused by the backward, as a
+      per-tensor scale survives the transpose (fp8 bytes saved instead of the activations).
 
     The parameters stay in their dtype (the master weights the optimizer updates); inputs must be
     float32, float16 or bfloat16, with the last dimension ``in_features``.
     """
 
+    recipe: str = "rowwise"
+
     @classmethod
-    def from_linear(cls, linear: torch.nn.Linear) -> "Fp8Linear":
+    def from_linear(cls, linear: torch.nn.Linear, recipe: str = "rowwise") -> "Fp8Linear":
         """An Fp8Linear sharing ``linear``'s parameters (an optimizer built before keeps working)."""
+        if recipe not in FP8_RECIPES:
+            raise InvalidInputError("recipe of Fp8Linear", "one of " + ", ".join(FP8_RECIPES), recipe)
         m = cls.__new__(cls)
         torch.nn.Module.__init__(m)
         m.in_features, m.out_features = linear.in_features, linear.out_features
         m.weight, m.bias = linear.weight, linear.bias
+        m.recipe = recipe
         return m
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features)
-        y = _Fp8LinearFn.apply(x2, self.weight, self.bias)
+        y = _Fp8LinearFn.apply(x2, self.weight, self.bias, self.recipe)
         return y.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, recipe={self.recipe}"
 
 
 class Int8Linear(torch.nn.Module):

@@ -37,10 +37,10 @@ def _int4(format: str) -> Scheme:
     return make
 
 
-def _fp8(linear: torch.nn.Linear) -> torch.nn.Module:
+def _fp8(linear: torch.nn.Linear, recipe: str = "rowwise") -> torch.nn.Module:
     from .nn import Fp8Linear
 
-    return Fp8Linear.from_linear(linear)
+    return Fp8Linear.from_linear(linear, recipe)
 
 
 def _int8(linear: torch.nn.Linear) -> torch.nn.Module:
@@ -51,7 +51,7 @@ def _int8(linear: torch.nn.Linear) -> torch.nn.Module:
 
 register_scheme("int4-awq", _int4("awq"))
 register_scheme("int4-gptq", _int4("gptq"))
-register_scheme("fp8", _fp8)  # e4m3 forward, per-token activations and per-channel weights (trainable: e5m2 backward)
+register_scheme("fp8", _fp8)  # e4m3 forward, trainable (hybrid e5m2 x e4m3 backward); option recipe: rowwise or tensorwise
 register_scheme("int8", _int8)  # W8A8, per-token activations and per-channel weights, inference only
 
 
@@ -77,7 +77,7 @@ def quantize(model: torch.nn.Module, scheme: str = "int4-awq", *,
         scheme: a name in :data:`SCHEMES` ("int4-awq", "int4-gptq", ...).
         filter: ``(qualified name, linear) -> bool``: which layers to replace (default: all but the
             output head, see the module docstring).
-        **options: passed to the scheme (int4: ``group_size``, ``dtype``).
+        **options: passed to the scheme (int4: ``group_size``, ``dtype``; fp8: ``recipe``).
 
     Returns:
         A :class:`QuantizeReport`.

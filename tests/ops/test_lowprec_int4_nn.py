@@ -74,8 +74,9 @@ def test_quantize_filter_layers_it_cannot_hold_and_registry():
         SCHEMES.pop("identity-test")
 
 
-@pytest.mark.parametrize("scheme,cls", [("fp8", "Fp8Linear"), ("int8", "Int8Linear")])
-def test_quantize_fp8_and_int8_schemes(scheme, cls):
+@pytest.mark.parametrize("scheme,cls,options", [("fp8", "Fp8Linear", {}), ("fp8", "Fp8Linear", {"recipe": "tensorwise"}),
+                                                ("int8", "Int8Linear", {})])
+def test_quantize_fp8_and_int8_schemes(scheme, cls, options):
     """The scaled-GEMM modules through the same registry: every projection replaced, logits close."""
     import warpsmith.nn as wnn
 
@@ -83,9 +84,11 @@ def test_quantize_fp8_and_int8_schemes(scheme, cls):
     ids = torch.randint(0, 97, (1, 4), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         ref = model(ids).logits
-        report = warpsmith.quantize(model, scheme)
+        report = warpsmith.quantize(model, scheme, **options)
         out = model(ids).logits
     assert len(report.replaced) == 7 and "lm_head" in report.kept
-    assert isinstance(model.model.layers[0].self_attn.q_proj, getattr(wnn, cls))
+    layer = model.model.layers[0].self_attn.q_proj
+    assert isinstance(layer, getattr(wnn, cls))
+    assert getattr(layer, "recipe", None) == (options.get("recipe", "rowwise") if scheme == "fp8" else None)
     err = (out - ref).norm() / ref.norm()
     assert 1e-5 < err < 0.1, float(err)

@@ -1,5 +1,5 @@
 """Quantization kernels under the interpreter, bit for bit against the plain-PyTorch quantization of
-quant_reference.py: dynamic per-row and per-1x128-block scales (amax == 0 guarded), the fused RMSNorm,
+quant_reference.py: dynamic per-row, per-1x128-block and per-tensor scales (amax == 0 guarded), the fused RMSNorm,
 saturating static casts, dequantization, and stochastic rounding (reproducible for a seed; unbiased by a
 test of the mean at a stated confidence)."""
 import pytest
@@ -9,7 +9,8 @@ from warpsmith.core._triton import tl, triton
 from warpsmith.core.errors import InvalidInputError
 from warpsmith.ops.lowprec import quant_kernel as K
 from warpsmith.ops.lowprec.quant_op import dequantize, quantize, quantize_static, stochastic_round
-from warpsmith.ops.lowprec.quant_reference import DTYPE_OF, quantize_blocks, quantize_rows, saturate_cast
+from warpsmith.ops.lowprec.quant_reference import (DTYPE_OF, QMAX, quantize_blocks, quantize_rows, quantize_tensor,
+                                                   saturate_cast)
 
 
 def bits(q):
@@ -36,6 +37,34 @@ def test_dynamic_quantization_matches_the_reference_bitwise(fmt, granularity, dt
     d = dequantize(q, s, torch.float32)
     full = s if granularity == "row" else s.repeat_interleave(128, 1)[:, :300]
     assert torch.equal(d, q.float() * full)
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "int8"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_per_tensor_dynamic_quantization_matches_the_reference_bitwise(fmt, dtype):
+    x = sample(dtype)
+    q, s = quantize(x, fmt, "tensor")
+    qr, sr = quantize_tensor(x, fmt)
+    assert q.dtype == DTYPE_OF[fmt] and s.shape == (1,) and s.dtype == torch.float32
+    assert torch.equal(s, sr) and torch.equal(bits(q), bits(qr))
+    assert s.item() == (x.float().abs().max() / QMAX[fmt]).item()  # one scale, from the whole tensor's amax
+    assert torch.equal(dequantize(q, s, torch.float32), q.float() * s)
+    q0, s0 = quantize(torch.zeros(3, 5, dtype=dtype), fmt, "tensor")  # amax == 0: scale 1, q 0
+    assert s0.item() == 1.0 and torch.all(q0.float() == 0)
+
+
+def test_the_per_tensor_amax_reduction_reads_every_row():
+    """amax_scale_kernel over more rows than one step reads (AMAX_BLOCK): the maximum in the last,
+    partial step is found; rows past M are never read (a poisoned tail would win)."""
+    from warpsmith.ops.lowprec.quant_variant import AMAX_BLOCK
+
+    M = 2 * AMAX_BLOCK + 37
+    a = torch.rand(M + 50)
+    a[M:] = 1e30  # past the end
+    a[M - 1] = 7.0
+    s = torch.empty(1)
+    K.amax_scale_kernel[(1,)](a, s, M, 448.0, BLOCK=AMAX_BLOCK)
+    assert s.item() == torch.tensor(7.0 / 448.0).item()
 
 
 @pytest.mark.parametrize("fmt", ["e4m3", "int8"])

@@ -17,7 +17,7 @@ from warpsmith.ops import OPS
 from warpsmith.ops.lowprec import quant_kernel as K
 from warpsmith.ops.lowprec.quant_judge import judge_quantize, judge_stochastic, neighbours
 from warpsmith.ops.lowprec.quant_op import quantize, stochastic_round
-from warpsmith.ops.lowprec.quant_reference import quantize_blocks, quantize_rows
+from warpsmith.ops.lowprec.quant_reference import quantize_blocks, quantize_rows, quantize_tensor
 from warpsmith.ops.lowprec.quant_spec import DEQUANTIZE, QUANTIZE, QUANTIZE_STATIC, STOCHASTIC_ROUND
 from warpsmith.ops.lowprec.quant_variant import VARIANTS, QuantizeRows, StochasticRoundElementwise
 from warpsmith.targets import get_target
@@ -42,7 +42,7 @@ def test_the_ops_are_registered():
                                                               "eps": 1e-6}
 
 
-@pytest.mark.parametrize("gran", ["block", "row"])
+@pytest.mark.parametrize("gran", ["block", "row", "tensor"])
 def test_tune_quantize_explores_verifies_and_dispatch_uses_the_record(tmp_path, monkeypatch, gran):
     db_path = tmp_path / "q.db"
     monkeypatch.setenv("WARPSMITH_DB", str(db_path))
@@ -55,7 +55,8 @@ def test_tune_quantize_explores_verifies_and_dispatch_uses_the_record(tmp_path, 
     assert choice.source == "db" and choice.config == r.winner.config
     x = QUANTIZE.make_inputs(p, torch.Generator().manual_seed(3))["x"]
     q, s = quantize(x, "e4m3", gran)  # the public function, through the record
-    qr, sr = quantize_rows(x, "e4m3") if gran == "row" else quantize_blocks(x, "e4m3", 1, 128)
+    qr, sr = {"row": quantize_rows(x, "e4m3"), "block": quantize_blocks(x, "e4m3", 1, 128),
+              "tensor": quantize_tensor(x, "e4m3")}[gran]
     assert torch.equal(s, sr) and torch.equal(bits(q), bits(qr))  # bf16 x: the interpreter's division is IEEE
 
 
@@ -112,7 +113,8 @@ def test_validity_rejects_bad_configs_naming_why():
 
 
 @pytest.mark.parametrize("fmt, gran, norm, dtype", [("e4m3", "block", True, "bfloat16"), ("int8", "row", True, "float16"),
-                                                    ("e5m2", "row", False, "float32")])
+                                                    ("e5m2", "row", False, "float32"), ("e4m3", "tensor", True, "bfloat16"),
+                                                    ("int8", "tensor", False, "float32")])
 def test_verifier_accepts_every_distribution(fmt, gran, norm, dtype):
     p = QUANTIZE.problem({"M": 3, "N": 260}, dtype, {"format": fmt, "granularity": gran, "norm": norm})
     cfg = {"BLOCK": 256 if gran == "block" else 64, "num_warps": 2}
@@ -169,6 +171,26 @@ def test_block_scale_index_one_block_ahead_is_rejected_by_the_verifier(monkeypat
 
 
 @triton.jit
+def amax_scale_of_scales(a_ptr, s_ptr, M, QMAX, BLOCK: tl.constexpr):
+    """Reads the workspace as if it held the rows' scales (amax / QMAX), not their amaxes."""
+    rows0 = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for r in range(0, M, BLOCK):
+        acc = tl.maximum(acc, tl.load(a_ptr + r + rows0, mask=r + rows0 < M, other=0.0))
+    m = tl.max(acc, 0)
+    tl.store(s_ptr, tl.where(m > 0, m, 1.0))  # the division by QMAX forgotten
+
+
+def test_per_tensor_scale_confused_with_the_row_amax_is_rejected_by_the_verifier(monkeypatch):
+    p = QUANTIZE.problem({"M": 3, "N": 300}, "bfloat16", {"format": "e4m3", "granularity": "tensor"})
+    cfg = ROWS.default_config(p, H100)
+    assert not _failed(verify_candidate(QUANTIZE, p, ROWS, cfg, H100))
+    monkeypatch.setattr(K, "amax_scale_kernel", amax_scale_of_scales)
+    (name, status), = _failed(verify_candidate(QUANTIZE, p, ROWS, cfg, H100))
+    assert name == "error_contract" and "output 1 (scale)" in status, status
+
+
+@triton.jit
 def stochastic_round_unsaturated(x_ptr, y_ptr, n, seed, FMT: tl.constexpr, BLOCK: tl.constexpr, EMULATE: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
@@ -208,7 +230,7 @@ for c in C.CONTRACTS:
 print(json.dumps(out))
 """)
     assert {k.split("[")[0] for k, *_ in statuses} == {"quant_rows_kernel", "stochastic_round_kernel",
-                                                        "dequant_rows_kernel"}
+                                                        "dequant_rows_kernel", "amax_scale_kernel"}
     memory = [(n, s, st) for _, n, s, st in statuses if n in ("in_bounds", "int32_no_overflow")]
     assert len(memory) >= 25 and all(st == "proved" for _, _, st in memory), [m for m in memory if m[2] != "proved"]
     assert not [s for *_, s in statuses if s.startswith("failed")]

@@ -12,7 +12,7 @@ def test_plan_cases_and_hook(capsys, monkeypatch):
     bench = load("lowprec")
     assert bench.main(["--print-plan", "--tokens", "16", "--groups", "scaled_gemm,quantization"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[-1] == "19 cases"  # 3 shapes x 5 GEMM kinds + 4 quantization kinds at M = 16
+    assert lines[-1] == "20 cases"  # 3 shapes x 5 GEMM kinds + 5 quantization kinds at M = 16
     assert bench.main(["--print-plan", "--groups", "int4_weight_only"]) == 0
     int4 = capsys.readouterr().out.strip().splitlines()
     assert int4[-1] == "32 cases"  # Llama-3-8B's 4 projections x M in (1, 16, 64, 4096) x AWQ and GPTQ
@@ -21,7 +21,7 @@ def test_plan_cases_and_hook(capsys, monkeypatch):
     assert "fp8_block_M16_N14336_K4096" in names and "w8a8_M16_N4096_K4096" in names
     assert "fp8_hybrid_M16_N4096_K14336" in names
     assert bench.main(["--print-plan", "--tokens", "1,16", "--groups", "quantization"]) == 0
-    assert capsys.readouterr().out.strip().splitlines()[-1] == "8 cases"
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "10 cases"
 
     def extra_cases(args):
         return [bench.Case(f"extra_M{m}", "extra", {"M": m}, 0.0, 0.0, [], lambda d: {}) for m in args.tokens]
@@ -45,7 +45,8 @@ def test_quantization_cases_name_their_problems_and_report_the_copy_fraction():
 
     bench = load("lowprec")
     cases = bench.quant_cases(argparse.Namespace(tokens=[16]))
-    assert [c.problems[0]["op"] for c in cases] == ["quantize"] * 3 + ["stochastic_round"]
+    assert [c.problems[0]["op"] for c in cases] == ["quantize"] * 4 + ["stochastic_round"]
+    assert [c.problems[0]["attrs"].get("granularity") for c in cases[:4]] == ["row", "block", "tensor", "block"]
     for c in cases:
         pr = c.problems[0]
         get_op(pr["op"]).problem(pr["shape"], pr["dtype"], pr["attrs"])  # valid problems

@@ -1,6 +1,7 @@
 """Launch contracts of the quantization kernels (quant_kernel.py), for ``warpsmith prove``.
 
-``quant_rows_kernel`` (quantize, and quantize_static with STATIC): x (M, N) with any row stride and unit column stride; the norm weight (N,)
+``quant_rows_kernel`` (quantize, and quantize_static with STATIC; per tensor also AMAX_ONLY, then
+:func:`amax_scale_contract`'s kernel, then STATIC): x (M, N) with any row stride and unit column stride; the norm weight (N,)
 contiguous; q (M, N) and the scales (M, G) contiguous (G = 1 per row, ceil(N / 128) per block), as the
 launcher allocates them; grid (M,). ``dequant_rows_kernel``: see :func:`dequant_contract`.
 ``stochastic_round_kernel``: x and y contiguous (n,), grid
@@ -24,19 +25,32 @@ MAX_ROWS = 2**31 - 1  # the grid's first dimension
 
 
 def rows_contract(granularity: str, consts: list[dict]) -> KernelContract:
-    """quant_rows_kernel for one granularity; every entry of ``consts`` has the same BLOCK (and STATIC)."""
+    """quant_rows_kernel for one granularity; every entry of ``consts`` has the same BLOCK (and STATIC,
+    AMAX_ONLY). ``AMAX_ONLY`` (per tensor's first pass) writes the (M,) workspace of row amaxes as s, not q."""
     block = consts[0]["BLOCK"]
     groups = 1 if granularity == "row" else cdiv(N, GROUP)
     static = consts[0]["STATIC"]  # the scale is given (static_ptr); s_ptr is never written
+    amax_only = consts[0].get("AMAX_ONLY", False)
+    kind = "amax" if amax_only else "static" if static else granularity
     args = {"x_ptr": Tensor((M, N), (sxm, 1)), "w_ptr": Tensor((N,), (1,)),
-            "q_ptr": Tensor((M, N), (N, 1), output=True), "s_ptr": Tensor((M, groups), (groups, 1), output=not static),
+            "q_ptr": Tensor((M, N), (N, 1), output=not amax_only),
+            "s_ptr": Tensor((M, groups), (groups, 1), output=not static),
             "static_ptr": Tensor((1,), (1,)),
             "N": N, "stride_xm": sxm, "stride_qm": N, "stride_sm": groups, "eps": 0, "QMAX": 0}
     shapes = [{"M": 1, "N": 1, "stride_xm": 1}, {"M": 3, "N": block + 1, "stride_xm": block + 3},
               {"M": 2, "N": 2 * block + 37, "stride_xm": 2 * block + 37}]
-    return KernelContract(kernel=K_.quant_rows_kernel, name=f"quant_rows_kernel[{'static' if static else granularity}, BLOCK={block}]",
+    return KernelContract(kernel=K_.quant_rows_kernel, name=f"quant_rows_kernel[{kind}, BLOCK={block}]",
                           args=args, constexprs=consts, grid=(M,), domain=[M <= MAX_ROWS, columns_fit(N, block)],
                           bounded_shapes=shapes)
+
+
+def amax_scale_contract(block: int) -> KernelContract:
+    """amax_scale_kernel: the (M,) workspace of row amaxes (contiguous, as the launcher allocates it) to
+    the (1,) scale; grid (1,)."""
+    args = {"a_ptr": Tensor((M,), (1,)), "s_ptr": Tensor((1,), (1,), output=True), "M": M, "QMAX": 0}
+    return KernelContract(kernel=K_.amax_scale_kernel, name=f"amax_scale_kernel[BLOCK={block}]", args=args,
+                          constexprs=[{"BLOCK": block}], grid=(1,), domain=[M <= MAX_ROWS],
+                          bounded_shapes=[{"M": 1}, {"M": block + 1}, {"M": 3 * block - 5}])
 
 
 def dequant_contract(scaling: str, consts: list[dict]) -> KernelContract:
@@ -69,9 +83,19 @@ def stochastic_contract(consts: list[dict]) -> KernelContract:
                           bounded_shapes=[{"n": 1}, {"n": consts[0]["BLOCK"] + 1}, {"n": 3 * consts[0]["BLOCK"] - 5}])
 
 
-def rows_meta(granularity: str, block: int, norm: bool, fmt: str, static: bool = False) -> dict:
-    return {"GROUP": 0 if granularity == "row" else GROUP, "BLOCK": block, "NORM": norm, "STATIC": static,
-            "FMT": fmt, "EMULATE": False}
+def rows_meta(granularity: str, block: int, norm: bool, fmt: str, static: bool = False,
+              amax_only: bool = False) -> dict:
+    return {"GROUP": GROUP if granularity == "block" else 0, "BLOCK": block, "NORM": norm, "STATIC": static,
+            "FMT": fmt, "EMULATE": False, "AMAX_ONLY": amax_only}
+
+
+def tensor_contracts(block: int, norm: bool, fmt: str) -> list[KernelContract]:
+    """Per-tensor quantization's three launches (quant_variant.QuantizeRows.launch)."""
+    from .quant_variant import AMAX_BLOCK
+
+    return [rows_contract("row", [rows_meta("row", block, norm, fmt, amax_only=True)]),
+            amax_scale_contract(AMAX_BLOCK),
+            rows_contract("row", [rows_meta("row", block, norm, fmt, static=True)])]
 
 
 def stochastic_meta(block: int, target: str) -> dict:
@@ -87,6 +111,8 @@ def for_config(problem: Problem, config: Mapping[str, Any]) -> list[KernelContra
         return [dequant_contract(a["scaling"], [dequant_meta(a["scaling"], config["BLOCK"])])]
     if problem.op == "quantize_static":
         return [rows_contract("row", [rows_meta("row", config["BLOCK"], False, a["format"], static=True)])]
+    if a["granularity"] == "tensor":
+        return tensor_contracts(config["BLOCK"], bool(a["norm"]), a["format"])
     return [rows_contract(a["granularity"], [rows_meta(a["granularity"], config["BLOCK"], bool(a["norm"]), a["format"])])]
 
 
@@ -96,6 +122,7 @@ CONTRACTS = [
     rows_contract("block", [rows_meta("block", 512, True, "e4m3")]),
     stochastic_contract([stochastic_meta(1024, "bf16"), stochastic_meta(1024, "e4m3")]),
     rows_contract("row", [rows_meta("row", 256, False, "e4m3", static=True)]),
+    *tensor_contracts(256, True, "e4m3"),
     dequant_contract("tensor", [dequant_meta("tensor", 256)]),
     dequant_contract("row", [dequant_meta("row", 256)]),
     dequant_contract("block", [dequant_meta("block", 128), dequant_meta("block", 512)]),

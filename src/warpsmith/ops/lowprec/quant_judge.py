@@ -14,6 +14,7 @@ approximate ``sqrt`` within 2 ulps, its fp32 division within 2 ulps: ``6u`` toge
   division's error below fp32's normal range). Round-to-nearest with saturation (``saturate_cast``) is
   monotone, so a correct kernel's q lies in ``[R(t (1 - e_q)), R(t (1 + e_q))]``: one value, or two
   neighbours where t lies within ``e_q`` of a rounding tie. Nothing else is accepted.
+- per tensor (``tensor``): the same, with one group, the whole tensor (amax over every element);
 - groups (rows, with the norm) holding a NaN or an infinity are not judged: the GPU's ``max`` ignores
   NaN where the interpreter's propagates it, and the format has no single answer for them.
 
@@ -71,10 +72,14 @@ def judge_quantize(p: Problem, inputs: Mapping[str, torch.Tensor], outs: tuple[t
     x64 = {k: v.detach().cpu().to(torch.float64) for k, v in inputs.items()}
     y = prequantized(x64, p.attrs)
     cols = 1 if gran == "row" else BLOCK
-    groups = s.shape[1]
+    groups = s.shape[-1]
     if gran == "row":
         amax = y.abs().amax(dim=1, keepdim=True)
         bad_in = (~torch.isfinite(x64["x"])).any(dim=1, keepdim=True)
+    elif gran == "tensor":  # one group: the whole tensor, its scale s (1,) seen as (1, 1)
+        amax = y.abs().amax().reshape(1, 1)
+        bad_in = (~torch.isfinite(x64["x"])).any().reshape(1, 1)
+        s = s.reshape(1, 1)
     else:
         pad = torch.zeros(M, groups * cols, dtype=torch.float64)
         pad[:, :N] = y.abs()
@@ -82,7 +87,7 @@ def judge_quantize(p: Problem, inputs: Mapping[str, torch.Tensor], outs: tuple[t
         nonfin = torch.zeros(M, groups * cols, dtype=torch.bool)
         nonfin[:, :N] = ~torch.isfinite(x64["x"])
         bad_in = nonfin.reshape(M, groups, cols).any(dim=2)
-    if p.attrs["norm"]:
+    if p.attrs["norm"] and gran != "tensor":  # a row's non-finite value reaches its whole norm
         bad_in = bad_in | (~torch.isfinite(x64["x"])).any(dim=1, keepdim=True)
     judged = ~bad_in & torch.isfinite(amax)
     sk = s.detach().cpu().to(torch.float64)

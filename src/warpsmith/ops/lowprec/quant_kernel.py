@@ -1,6 +1,8 @@
 """Quantization kernels (only ``@triton.jit`` code): dynamic per-row and per-group quantization to fp8
 (e4m3/e5m2) and int8, optionally fused with a preceding RMSNorm; static-scale saturating casts;
-dequantization; stochastic rounding fp32 -> bf16 and fp32 -> fp8.
+dequantization; stochastic rounding fp32 -> bf16 and fp32 -> fp8. Per-tensor dynamic quantization is
+three launches: the row kernel's amax pass (``AMAX_ONLY``), :func:`amax_scale_kernel`, then the row
+kernel with that scale (``STATIC``).
 
 Convention (quant_reference.py): ``q = saturate(round(y / scale))``, ``real = q * scale``, dynamic
 ``scale = amax / QMAX`` (1 where amax == 0). fp8 values are stored as their bytes (the launcher passes a
@@ -92,11 +94,12 @@ def quant_rows_kernel(
     x_ptr, w_ptr, q_ptr, s_ptr, static_ptr,
     N, stride_xm, stride_qm, stride_sm, eps, QMAX,
     GROUP: tl.constexpr, BLOCK: tl.constexpr, NORM: tl.constexpr, STATIC: tl.constexpr,
-    FMT: tl.constexpr, EMULATE: tl.constexpr,
+    FMT: tl.constexpr, EMULATE: tl.constexpr, AMAX_ONLY: tl.constexpr = False,
 ):
     """Row ``program_id(0)`` of x (M, N), in chunks of BLOCK columns: y = rms_norm(x) * w (NORM) or x; then
     per row (GROUP == 0) or per GROUP columns (BLOCK a multiple of GROUP: BLOCK // GROUP groups a chunk): scale = amax / QMAX (1 if 0), or the static scale
-    static_ptr[0] (STATIC); q = saturate(round(y / scale)); s[row] or s[row, group] = scale."""
+    static_ptr[0] (STATIC); q = saturate(round(y / scale)); s[row] or s[row, group] = scale.
+    ``AMAX_ONLY`` (GROUP == 0, the first pass of per-tensor quantization): s[row] = the row's amax, q untouched."""
     row = tl.program_id(0).to(tl.int64)
     cols0 = tl.arange(0, BLOCK)
     rstd = 1.0
@@ -116,10 +119,15 @@ def quant_rows_kernel(
                 amax = tl.maximum(amax, tl.abs(y))
             m = tl.max(amax, 0)
             scale = tl.where(m > 0, m / QMAX, 1.0)
-            tl.store(s_ptr + row * stride_sm, scale)
-        for c in range(0, N, BLOCK):
-            y = load_normed(x_ptr, w_ptr, row, c + cols0, N, stride_xm, rstd, NORM)
-            tl.store(q_ptr + row * stride_qm + c + cols0, quantize_values(y, scale, FMT, EMULATE), mask=c + cols0 < N)
+            if AMAX_ONLY:
+                tl.store(s_ptr + row * stride_sm, m)
+            else:
+                tl.store(s_ptr + row * stride_sm, scale)
+        if not AMAX_ONLY:
+            for c in range(0, N, BLOCK):
+                y = load_normed(x_ptr, w_ptr, row, c + cols0, N, stride_xm, rstd, NORM)
+                tl.store(q_ptr + row * stride_qm + c + cols0, quantize_values(y, scale, FMT, EMULATE),
+                         mask=c + cols0 < N)
     else:
         for c in range(0, N, BLOCK):
             y = tl.reshape(load_normed(x_ptr, w_ptr, row, c + cols0, N, stride_xm, rstd, NORM), (BLOCK // GROUP, GROUP))
@@ -129,6 +137,17 @@ def quant_rows_kernel(
             tl.store(s_ptr + row * stride_sm + g, scale, mask=live)
             q = tl.reshape(quantize_values(y, scale[:, None], FMT, EMULATE), (BLOCK,))
             tl.store(q_ptr + row * stride_qm + c + cols0, q, mask=c + cols0 < N)
+
+
+@triton.jit
+def amax_scale_kernel(a_ptr, s_ptr, M, QMAX, BLOCK: tl.constexpr):
+    """One program: s[0] = max(a[0:M]) / QMAX (1 if 0), the per-tensor scale from the rows' amaxes."""
+    rows0 = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for r in range(0, M, BLOCK):
+        acc = tl.maximum(acc, tl.load(a_ptr + r + rows0, mask=r + rows0 < M, other=0.0))
+    m = tl.max(acc, 0)
+    tl.store(s_ptr, tl.where(m > 0, m / QMAX, 1.0))
 
 
 @triton.jit

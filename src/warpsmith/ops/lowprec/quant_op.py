@@ -2,8 +2,8 @@
 each validates, builds the problem and dispatches to the best verified tuned record for it, else the
 heuristic default (the launch it had before tuning existed).
 
-- :func:`quantize`: dynamic per-row (per-token) or per-128-column-group (1x128 block) quantization to
-  e4m3, e5m2 or int8, optionally fused with a preceding RMSNorm (``norm_weight``);
+- :func:`quantize`: dynamic per-row (per-token), per-128-column-group (1x128 block) or per-tensor
+  quantization to e4m3, e5m2 or int8, optionally fused with a preceding RMSNorm (``norm_weight``);
 - :func:`quantize_static`: a saturating cast with a given per-tensor scale;
 - :func:`dequantize`: ``q * scale`` back to a float dtype;
 - :func:`stochastic_round`: fp32 -> bf16 or e4m3, unbiased, bit-reproducible for a seed.
@@ -47,24 +47,25 @@ def _check_format(fmt: str) -> None:
 
 def quantize(x: torch.Tensor, fmt: str = "e4m3", granularity: str = "row",
              norm_weight: Optional[torch.Tensor] = None, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic quantization of the rows of ``x`` (after an RMSNorm when ``norm_weight`` is given).
+    """Dynamic quantization of ``x`` (after an RMSNorm of its rows when ``norm_weight`` is given).
 
     Args:
         x: (M, N) float32/float16/bfloat16, unit column stride.
         fmt: "e4m3", "e5m2" or "int8".
-        granularity: "row" (one scale per row: per token) or "block" (one per 1x128 column group).
+        granularity: "row" (one scale per row: per token), "block" (one per 1x128 column group) or
+            "tensor" (one scale for the whole tensor, from its amax: two passes over x, three launches).
         norm_weight: optional (N,) RMSNorm weight: ``y = x / sqrt(mean(x^2) + eps) * w`` is quantized
             (one kernel: the norm is never written out).
         eps: the RMSNorm epsilon.
 
     Returns:
-        (q, scale): q (M, N) of the format's dtype; scale fp32 (M, 1) or (M, ceil(N/128)), so that
+        (q, scale): q (M, N) of the format's dtype; scale fp32 (M, 1), (M, ceil(N/128)) or (1,), so that
         ``q * scale`` approximates y (the scaled GEMM's ``scale_a`` for that granularity).
     """
     x = _check_x(x)
     _check_format(fmt)
     if granularity not in GRANULARITIES:
-        raise InvalidInputError("granularity", "row or block", granularity)
+        raise InvalidInputError("granularity", "one of " + ", ".join(GRANULARITIES), granularity)
     M, N = x.shape
     if norm_weight is not None:
         norm_weight = check_tensor("norm_weight", norm_weight)

@@ -1,5 +1,5 @@
-"""The quantization ops as pipeline ops: ``quantize`` (dynamic per row / per 1x128 block, to e4m3, e5m2 or
-int8, optionally after an RMSNorm), ``quantize_static`` (a given per-tensor scale), ``dequantize``
+"""The quantization ops as pipeline ops: ``quantize`` (dynamic per row / per 1x128 block / per tensor, to
+e4m3, e5m2 or int8, optionally after an RMSNorm), ``quantize_static`` (a given per-tensor scale), ``dequantize``
 (``q * scale``: a continuous result, judged by an ordinary error contract) and ``stochastic_round``
 (fp32 -> bf16 or e4m3, Philox(seed, i)).
 
@@ -22,6 +22,7 @@ verifier calls in place of the per-output contracts), derived in quant_judge.py:
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 import torch
@@ -33,7 +34,7 @@ from . import quant_judge as J
 from .quant_reference import (BLOCK, DTYPE_OF, FORMATS, QMAX, expand_scale, quantize_blocks, quantize_rows,
                               quantize_tensor, saturate_cast)
 
-GRANULARITIES = ("row", "block")
+GRANULARITIES = ("row", "block", "tensor")
 SCALINGS = ("row", "block", "tensor")  # dequantize: the scale's shape (1,), (M, 1) or (M, ceil(N/128))
 SR_TARGETS = ("bf16", "e4m3")
 SR_DTYPE = {"bf16": torch.bfloat16, "e4m3": torch.float8_e4m3fn}
@@ -41,8 +42,8 @@ SEED = Scalar(0, 0, 2**31 - 1, integer=True)
 
 
 def scale_columns(granularity: str, N: int) -> int:
-    """Scales per row: 1 (``row``) or ceil(N / 128) (``block``)."""
-    return 1 if granularity == "row" else -(-N // BLOCK)
+    """Scales per row: 1 (``row``) or ceil(N / 128) (``block``); ``tensor`` has one scale in all."""
+    return 1 if granularity in ("row", "tensor") else -(-N // BLOCK)
 
 
 def prequantized(inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> torch.Tensor:
@@ -86,18 +87,21 @@ class QuantizeSpec(OpSpec):
     def outputs(self, p: Problem) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
         M, N = p.shape["M"], p.shape["N"]
         return (((M, N), DTYPE_OF[p.attrs["format"]]),
-                ((M, scale_columns(p.attrs["granularity"], N)), torch.float32))
+                (scale_shape(p.attrs["granularity"], M, N), torch.float32))
 
     def reference(self, inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(q, scale) by quant_reference.py's quantize_rows / quantize_blocks(1, 128) of :func:`prequantized`."""
+        """(q, scale) by quant_reference.py's quantize_rows / quantize_blocks(1, 128) / quantize_tensor of
+        :func:`prequantized`."""
         y = prequantized(inputs, attrs)
         if attrs["granularity"] == "row":
             return quantize_rows(y, attrs["format"])
+        if attrs["granularity"] == "tensor":
+            return quantize_tensor(y, attrs["format"])
         return quantize_blocks(y, attrs["format"], 1, BLOCK)
 
     def error_scale(self, inputs64: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
         y = prequantized(inputs64, attrs).abs()
-        return y, y.amax(dim=1, keepdim=True)
+        return y, y.amax().reshape(1) if attrs["granularity"] == "tensor" else y.amax(dim=1, keepdim=True)
 
     def contract(self, p: Problem) -> tuple[ErrorContract, ...]:
         """Not used by the verifier (see :meth:`judge`); stated for callers that ask: the quantized values
@@ -117,8 +121,8 @@ class QuantizeSpec(OpSpec):
         """Read x (and the weight), write q (one byte an element) and the fp32 scales."""
         M, N = p.shape["M"], p.shape["N"]
         e = p.dtype.itemsize
-        return float(M * N * e + (N * e if p.attrs["norm"] else 0) + M * N
-                     + 4 * M * scale_columns(p.attrs["granularity"], N))
+        n_scales = math.prod(scale_shape(p.attrs["granularity"], M, N))
+        return float(M * N * e + (N * e if p.attrs["norm"] else 0) + M * N + 4 * n_scales)
 
 
 class StochasticRoundSpec(OpSpec):
@@ -211,6 +215,8 @@ class QuantizeStaticSpec(OpSpec):
 
 
 def scale_shape(scaling: str, M: int, N: int) -> tuple[int, ...]:
+    """The scales of a granularity (quantize) or scaling (dequantize): (1,) per tensor, (M, 1) per row,
+    (M, ceil(N / 128)) per 1x128 block."""
     return (1,) if scaling == "tensor" else (M, 1) if scaling == "row" else (M, -(-N // BLOCK))
 
 

@@ -3,6 +3,9 @@
 - ``quantize`` / ``rows``: one program per row of x, in chunks of BLOCK columns (knobs ``BLOCK``,
   ``num_warps``): the norm's sum of squares (``norm``), then per row an amax pass and a quantization pass
   (``row``), or one pass quantizing BLOCK // 128 groups a chunk (``block``: BLOCK a multiple of 128).
+  ``tensor``: three launches, each row's amax into an (M,) workspace (after the norm), one program
+  reducing it to the scale, then the rows quantized with that scale (the norm recomputed): x is read
+  twice (four times with the norm).
   Default: today's launch, BLOCK = min(4096, next power of two >= N) per row, 128 per block; 4 warps.
 - ``stochastic_round`` / ``elementwise``: one program per BLOCK elements (knobs ``BLOCK``, ``num_warps``).
   The draw of element i is Philox(seed, i), so every BLOCK gives the same bits. Default: 1024 elements and
@@ -23,7 +26,7 @@ from ...core._triton import INTERPRET, triton
 from ...core.config import Knobs
 from ...core.errors import InvalidInputError
 from ...core.opspec import Problem
-from ...core.variant import Config, Variant, next_pow2
+from ...core.variant import Config, Variant, next_pow2, scratch
 from ...cost.memory_model import MemoryWork
 from ...space import Enum, Pow2, Space
 from ...targets import Target
@@ -37,6 +40,7 @@ INDEX_LIMIT = 2**31  # the kernels index columns (and loop counters) in int32
 PHILOX_LIMIT = 2**32  # element indices are Philox counters in uint32: distinct below this
 WARPS = (1, 2, 4, 8, 16)
 ROW_CHUNK_MAX = 4096  # today's per-row chunk cap (the default)
+AMAX_BLOCK = 1024  # rows' amaxes one step of amax_scale_kernel reads
 REG_OVERHEAD = 40  # addresses, masks, loop state (an estimate; gpucheck reports ptxas's counts)
 
 
@@ -113,13 +117,16 @@ class QuantizeRows(Variant):
         return for_config(problem, config)
 
     def passes(self, p: Problem) -> int:
-        """Reads of each row: the norm's sum of squares, the row's amax (``row``), the quantization."""
-        return 1 + int(bool(p.attrs["norm"])) + int(p.attrs["granularity"] == "row")
+        """Reads of each row: the norm's sum of squares, the row's amax (``row``, ``tensor``), the
+        quantization (and ``tensor``'s second norm)."""
+        norm, gran = int(bool(p.attrs["norm"])), p.attrs["granularity"]
+        return 2 + 2 * norm if gran == "tensor" else 1 + norm + int(gran == "row")
 
     def moved(self, p: Problem) -> int:
         M, N, e = p.shape["M"], p.shape["N"], p.dtype.itemsize
-        norm = bool(p.attrs["norm"])
-        return M * N * e * self.passes(p) + (N * e if norm else 0) + M * N + 4 * M * scale_columns(p.attrs["granularity"], N)
+        norm, gran = bool(p.attrs["norm"]), p.attrs["granularity"]
+        scales = 4 * (2 * M + 1 if gran == "tensor" else M * scale_columns(gran, N))  # tensor: the workspace twice
+        return M * N * e * self.passes(p) + (N * e if norm else 0) * (2 if gran == "tensor" else 1) + M * N + scales
 
     def work(self, p: Problem, c: Mapping[str, Any], target: Target) -> MemoryWork:
         cfg = self.typed(c)
@@ -128,9 +135,12 @@ class QuantizeRows(Variant):
         norm = bool(p.attrs.get("norm"))
         moved = self.moved(p)
         live = 3 + int(norm)  # y, |y| or the quantized value, a temporary (+ the weight)
-        return MemoryWork(bytes_moved=float(moved), programs=M, num_warps=cfg.num_warps,
-                          block_bytes=float(cfg.BLOCK * e), steps=float(triton.cdiv(N, cfg.BLOCK) * reads),
-                          regs_per_thread=live * _per_thread(cfg.BLOCK, cfg.num_warps, target.warp_size) + REG_OVERHEAD)
+        tensor = p.attrs.get("granularity") == "tensor"
+        return MemoryWork(bytes_moved=float(moved), programs=M * (2 if tensor else 1) + int(tensor),
+                          num_warps=cfg.num_warps, block_bytes=float(cfg.BLOCK * e),
+                          steps=float(triton.cdiv(N, cfg.BLOCK) * reads),
+                          regs_per_thread=live * _per_thread(cfg.BLOCK, cfg.num_warps, target.warp_size) + REG_OVERHEAD,
+                          launches=3 if tensor else 1)
 
     def launch(self, inputs: Mapping[str, torch.Tensor], problem: Problem, config: Mapping[str, Any], out: Any = None):
         p, cfg = problem, self.typed(config)
@@ -150,12 +160,20 @@ class QuantizeRows(Variant):
         if why:
             raise InvalidInputError("BLOCK of quantize/rows", f"a multiple of {GROUP}", why)
         q, s = allocate(out, QUANTIZE.outputs(p), x.device, unit_cols=True)
-        fmt = p.attrs["format"]
+        fmt, gran = p.attrs["format"], p.attrs["granularity"]
+        args = (x, w if w is not None else x, q if q.dtype == torch.int8 else q.view(torch.uint8))
+        meta = dict(BLOCK=cfg.BLOCK, NORM=bool(p.attrs["norm"]), FMT=fmt, EMULATE=INTERPRET, num_warps=cfg.num_warps)
+        if gran == "tensor":
+            amax = scratch((M,), torch.float32, x.device)
+            K.quant_rows_kernel[(M,)](*args, amax, s, N, x.stride(0), q.stride(0), 1, float(p.attrs["eps"]),
+                                      QMAX[fmt], GROUP=0, STATIC=False, AMAX_ONLY=True, **meta)
+            K.amax_scale_kernel[(1,)](amax, s, M, QMAX[fmt], BLOCK=AMAX_BLOCK, num_warps=4)
+            K.quant_rows_kernel[(M,)](*args, s, s, N, x.stride(0), q.stride(0), 0, float(p.attrs["eps"]),
+                                      QMAX[fmt], GROUP=0, STATIC=True, **meta)
+            return q, s
         K.quant_rows_kernel[(M,)](
-            x, w if w is not None else x, q if q.dtype == torch.int8 else q.view(torch.uint8), s, s,
-            N, x.stride(0), q.stride(0), s.stride(0), float(p.attrs["eps"]), QMAX[fmt],
-            GROUP=0 if p.attrs["granularity"] == "row" else GROUP, BLOCK=cfg.BLOCK, NORM=bool(p.attrs["norm"]),
-            STATIC=False, FMT=fmt, EMULATE=INTERPRET, num_warps=cfg.num_warps)
+            *args, s, s, N, x.stride(0), q.stride(0), s.stride(0), float(p.attrs["eps"]), QMAX[fmt],
+            GROUP=0 if gran == "row" else GROUP, STATIC=False, **meta)
         return q, s
 
 
