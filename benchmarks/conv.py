@@ -104,6 +104,16 @@ def dispatched(case: dict[str, Any], x: torch.Tensor, w: torch.Tensor, bias: tor
     return select(p, VARIANTS).variant.name
 
 
+def wgrad_dispatched(case: dict[str, Any], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> dict | None:
+    """The weight gradient's config (split-K included) dispatch runs in this case's backward."""
+    from warpsmith.dispatch import select
+    from warpsmith.ops.conv.wgrad import VARIANTS, weight_grad_problem
+
+    st, pd = [case["stride"]] * 2, [case["padding"]] * 2
+    p = weight_grad_problem(x, y, list(w.shape), st, pd, [1, 1], case["groups"])
+    return None if p is None else dict(select(p, VARIANTS).config)
+
+
 def run_case(case: dict[str, Any], dtype: torch.dtype, device: str, timer) -> dict[str, Any]:
     import warpsmith.ops as wops
 
@@ -147,6 +157,7 @@ def run_case(case: dict[str, Any], dtype: torch.dtype, device: str, timer) -> di
     errs = [_rel(a, b) for a, b in zip(results["warpsmith"], results["torch"])]
     row["impls"]["warpsmith"]["rel_err"] = {"out": errs[0], "dx": errs[1], "dw": errs[2]}
     row["impls"]["warpsmith"]["variant"] = dispatched(case, x, w, None, "none")
+    row["impls"]["warpsmith"]["wgrad_config"] = wgrad_dispatched(case, x, results["warpsmith"][0], w)
     if max(errs) > (1e-4 if device == "cpu" else INCORRECT):
         row["impls"]["warpsmith"]["status"] = "INCORRECT"
     if case["kind"] == "depthwise" and timer is not None:

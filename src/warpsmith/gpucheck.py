@@ -125,6 +125,9 @@ PROBLEMS: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {
     "int4_matmul": _INT4,
     "scaled_matmul": _SCALED,
     "conv": _CONV,
+    # the weight gradient: ResNet-50 3x3 (stride 1 and 2) and 1x1, SD-UNet 3x3, a depthwise 7x7 (ConvNeXt)
+    "conv_weight_grad": [(sh, {k: v for k, v in a.items() if k in ("channels_last",) or k.startswith(("stride", "pad", "dil"))})
+                         for sh, a in (_CONV[0], _CONV[1], _CONV[2], _CONV[5], _CONV[7])],
 }
 # pooling (ops/pool): ResNet stem max pool (bf16 channels-last), a 1-D dilated ceil pool, a 3-D avg pool
 _POOL_MAX = [({"N": 32, "C": 64, "D": 1, "H": 112, "W": 112},

@@ -176,7 +176,7 @@ def _dw_witness(c: Mapping[str, Any]) -> Witness:
 
     def writer(g, k, ch, kd, kh, kw):
         j = ch * KVOL + (kd * KH + kh) * KW + kw
-        return Writer(pid=((k / bm) * tn + j / bn, g), lanes=(k % bm, j % bn))
+        return Writer(pid=((k / bm) * tn + j / bn, g, 0), lanes=(k % bm, j % bn))  # one split (grid axis 2)
 
     def element(store, pid, iters, lanes):
         rj = (pid[0] % tn) * bn + lanes[1]
@@ -309,19 +309,62 @@ def reduce(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
         witnesses={"y_ptr": lambda c: _reduce_witness(c, layout)})
 
 
+def _wgrad_partial_witness(c: Mapping[str, Any]) -> Witness:
+    """The split weight gradient's workspace p[s, g, k, j]: split s's program for tile (k // BLOCK_M, j // BLOCK_N)."""
+    bm, bn = c["BLOCK_M"], c["BLOCK_N"]
+    tn = cdiv(CG * KVOL, bn)
+    return Witness(
+        writer=lambda s, g, k, j: Writer(pid=((k / bm) * tn + j / bn, g, s), lanes=(k % bm, j % bn)),
+        element=lambda store, pid, iters, lanes: (pid[2], pid[1], (pid[0] / tn) * bm + lanes[0],
+                                                  (pid[0] % tn) * bn + lanes[1]))
+
+
 def wgrad(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
     """``conv_wgrad_kernel``: ``a`` (KG channels per group at output pixels) and ``b`` (CG per group,
-    gathered) with any strides, in ``layout`` for the bounded shapes; the gradient's weight strides nest."""
+    gathered) with any strides, in ``layout`` for the bounded shapes; the gradient's weight strides nest.
+    With SPLIT (every entry of ``constexprs`` alike): split ``s`` (grid axis 2) sums pixel blocks
+    ``[s IPS, (s + 1) IPS)`` into the contiguous fp32 workspace p[s, g, k, j]; the launcher's
+    ``IPS = cdiv(iters, SPLIT_K)``, ``SPLITS = cdiv(iters, IPS)`` (iters = cdiv(pixels, BLOCK_K)): every
+    split non-empty; without SPLIT one split (``SPLITS`` = 1, IPS unused)."""
+    c0 = constexprs[0]
+    split = bool(c0["SPLIT"])
+    ncol = CG * KVOL
     args = {"a_ptr": Tensor((BATCH, CO, OD, OH, OW), SA), "b_ptr": Tensor((BATCH, G * CG, D, H, W), SB),
-            "dw_ptr": Tensor((G, KG, CG, KD, KH, KW), SW, output=True), **_GEOMETRY,
+            "dw_ptr": Tensor((G, KG, CG, KD, KH, KW), SW, output=not split),
+            "p_ptr": Tensor((S, G, KG, ncol), (G * KG * ncol, KG * ncol, ncol, 1), output=split), **_GEOMETRY,
             **{f"s{t}{a}": v for t, st in (("a", SA), ("b", SB)) for a, v in zip("ncdhw", st)},
-            **{f"sw{a}": v for a, v in zip("gncdhw", SW)}}
+            **{f"sw{a}": v for a, v in zip("gncdhw", SW)}, "ITERS_PER_SPLIT": IPS}
     lim = wgrad_limits(BATCH, G, CG, KG, I3, O3, K3, STRIDE, PAD, DIL, SA, SB, SW)
     domain = [v < b for _, v, b in lim] + nests(SW, (G, KG, CG, KD, KH, KW), (5, 4, 3, 2, 1, 0))
+    iters = cdiv(BATCH * OD * OH * OW, c0["BLOCK_K"])
+    if split:
+        domain += [S <= 16, IPS <= iters, (S - 1) * IPS < iters, iters <= S * IPS]
+        shapes = [{**sh, "SPLITS": s, "ITERS_PER_SPLIT": ips} for sh in _bounded(layout, False)
+                  for s, ips in ((2, 1), (3, 1))]
+    else:
+        domain += [S == 1]
+        shapes = [{**sh, "SPLITS": 1, "ITERS_PER_SPLIT": 1} for sh in _bounded(layout, False)]
     return KernelContract(
-        kernel=K_.conv_wgrad_kernel, name="conv_wgrad_kernel", args=args, constexprs=constexprs,
-        grid=lambda c: (cdiv(KG, c["BLOCK_M"]) * cdiv(CG * KVOL, c["BLOCK_N"]), G),
-        domain=domain, bounded_shapes=_bounded(layout, False), witnesses={"dw_ptr": _dw_witness})
+        kernel=K_.conv_wgrad_kernel, name=f"conv_wgrad_kernel[{'split, ' if split else ''}BLOCK_K={c0['BLOCK_K']}]",
+        args=args, constexprs=constexprs,
+        grid=lambda c: (cdiv(KG, c["BLOCK_M"]) * cdiv(CG * KVOL, c["BLOCK_N"]), G, S),
+        domain=domain, bounded_shapes=shapes,
+        witnesses={"p_ptr": _wgrad_partial_witness} if split else {"dw_ptr": _dw_witness})
+
+
+def wgrad_for_config(config: Mapping[str, Any], problem: Any) -> list[KernelContract]:
+    """The kernels a ``conv_weight_grad`` config launches: the weight-gradient kernel, and with split-K
+    its split form and the matmul family's ordered reduction (into the contiguous gradient)."""
+    from ..matmul import contract as MC
+
+    layout = "ndhwc" if problem.attrs.get("channels_last") else "ncdhw"
+    split = config["SPLIT_K"] > 1
+    meta = _wgrad_meta(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
+                       PRECISION=config["PRECISION"], SPLIT=split)
+    out = [wgrad([meta], layout)]
+    if split:
+        out.append(MC.reduce([{"BLOCK": 1024, "EMULATE": False, "HAS_BIAS": False, "ACTIVATION": "none"}]))
+    return out
 
 
 def _meta(loop: str, transposed: bool, epilogue: bool = True, split: bool = False, **extra: Any) -> dict:
@@ -336,7 +379,8 @@ def _epilogue_meta(epilogue: bool) -> dict:
 
 
 def _wgrad_meta(**extra: Any) -> dict:
-    return dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, IS_FP32=False, PRECISION="ieee", EMULATE=False, **extra)
+    return {**dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, IS_FP32=False, PRECISION="ieee", EMULATE=False, SPLIT=False),
+            **extra}
 
 
 def for_config(config: Mapping[str, Any], problem: Any) -> list[KernelContract]:

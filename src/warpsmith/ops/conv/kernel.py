@@ -374,16 +374,19 @@ def conv_splitk_reduce_kernel(
 
 @triton.jit
 def conv_wgrad_kernel(
-    a_ptr, b_ptr, dw_ptr,
+    a_ptr, b_ptr, dw_ptr, p_ptr,
     BATCH, KG, CG, D, H, W, OD, OH, OW, KD, KH, KW,
     stride_d, stride_h, stride_w, pad_d, pad_h, pad_w, dil_d, dil_h, dil_w,
-    san, sac, sad, sah, saw, sbn, sbc, sbd, sbh, sbw, swg, swn, swc, swd, swh, sww,
+    san, sac, sad, sah, saw, sbn, sbc, sbd, sbh, sbw, swg, swn, swc, swd, swh, sww, ITERS_PER_SPLIT,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    IS_FP32: tl.constexpr, PRECISION: tl.constexpr, EMULATE: tl.constexpr,
+    IS_FP32: tl.constexpr, PRECISION: tl.constexpr, EMULATE: tl.constexpr, SPLIT: tl.constexpr,
 ):
-    """dw tile (BLOCK_M of KG, BLOCK_N of CG x window) of group ``program_id(1)``; grid (tiles, G).
+    """dw tile (BLOCK_M of KG, BLOCK_N of CG x window) of group ``program_id(1)``; grid (tiles, G), or
+    (tiles, G, SPLITS) with SPLIT.
 
     ``a``: (BATCH, G KG, OD, OH, OW); ``b``: (BATCH, G CG, D, H, W); reduction over n x output pixels.
+    SPLIT: split ``program_id(2)`` sums pixel blocks ``[s IPS, (s + 1) IPS)`` (IPS = ITERS_PER_SPLIT, in
+    BLOCK_K pixels) into the fp32 partial ``p[s, g KG + k, j]`` (contiguous), reduced in order afterwards.
     """
     P = BATCH * OD * OH * OW
     KVOL = KD * KH * KW
@@ -403,9 +406,14 @@ def conv_wgrad_kernel(
     k_ok = rk_ < KG
     j_ok = rj < NCOL
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for p0 in range(0, P, BLOCK_K):
+    p_lo = 0
+    p_hi = P
+    if SPLIT:
+        p_lo = tl.program_id(2) * ITERS_PER_SPLIT * BLOCK_K
+        p_hi = p_lo + tl.minimum(ITERS_PER_SPLIT * BLOCK_K, P - p_lo)  # p_lo < P: no sum past P (int32)
+    for p0 in range(p_lo, p_hi, BLOCK_K):
         pix = p0 + rp
-        p_ok = pix < P
+        p_ok = pix < p_hi
         n, od, oh, ow = split_pixels(pix, OD, OH, OW)
         n = n.to(tl.int64)
         a_offs = (n * san + od * sad + oh * sah + ow * saw)[None, :] + ((g * KG + rk_) * sac)[:, None]
@@ -417,5 +425,9 @@ def conv_wgrad_kernel(
         b_offs = (n * sbn)[:, None] + ((g * CG + c) * sbc)[None, :] + id_ * sbd + ih * sbh + iw * sbw
         b = tl.load(b_ptr + b_offs, mask=b_mask, other=0.0)
         acc = dot_acc(a, b, acc, IS_FP32, PRECISION, EMULATE)
-    w_offs = (g * swg + rk_ * swn)[:, None] + (c * swc + kd * swd + kh * swh + kw * sww)[None, :]
-    tl.store(dw_ptr + w_offs, to_output(acc, dw_ptr, EMULATE), mask=k_ok[:, None] & j_ok[None, :])
+    if SPLIT:
+        rows = tl.program_id(2).to(tl.int64) * tl.num_programs(1) * KG + g * KG + rk_  # s G KG may pass 2^31 / NCOL
+        tl.store(p_ptr + rows[:, None] * NCOL + rj[None, :], acc, mask=k_ok[:, None] & j_ok[None, :])
+    else:
+        w_offs = (g * swg + rk_ * swn)[:, None] + (c * swc + kd * swd + kh * swh + kw * sww)[None, :]
+        tl.store(dw_ptr + w_offs, to_output(acc, dw_ptr, EMULATE), mask=k_ok[:, None] & j_ok[None, :])

@@ -19,10 +19,10 @@ from ..matmul.op import _activation_grad
 from ..shared.validate import check_device, check_tensor
 from .spec import ACTIVATIONS, CONV, SPATIAL
 from .variant import VARIANTS, launch_wgrad, memory_format_like
+from .wgrad import VARIANTS as WGRAD_VARIANTS, weight_grad_problem
 
 IntOrTuple = Union[int, Sequence[int]]
 # the weight-gradient kernel is not searched yet: one fixed config (see README "Convolution")
-WGRAD_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2, "PRECISION": "ieee"}
 
 
 def problem_of(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], residual: Optional[torch.Tensor],
@@ -84,9 +84,12 @@ def conv_weight_grad_op(a: torch.Tensor, b: torch.Tensor, weight_shape: list[int
     """``dw[g, k, c, t] = sum_{n, o} a[n, g KG + k, o] b[n, g CG + c, o s - p + t d]``, shape ``weight_shape``."""
     nd = a.dim() - 2
     full = (lambda v, fill: (fill,) * (3 - nd) + tuple(v))
-    dw = torch.empty(weight_shape, dtype=a.dtype, device=a.device)
+    p = weight_grad_problem(b, a, weight_shape, stride, pad, dilation, groups)
+    if p is not None:  # a pipeline problem: a verified tuned record, else the variant's default
+        return launch(p, WGRAD_VARIANTS, {"x": b, "dy": a})
+    dw = torch.empty(weight_shape, dtype=a.dtype, device=a.device)  # outside the spec's ranges: the default
     return launch_wgrad(a, b, dw, groups=groups, transposed=False, stride=full(stride, 1), pad=full(pad, 0),
-                        dil=full(dilation, 1), config=WGRAD_CONFIG)
+                        dil=full(dilation, 1))
 
 
 @conv_weight_grad_op.register_fake

@@ -25,13 +25,14 @@ from typing import Any, Mapping
 
 import torch
 
-from ...core._triton import triton
+from ...core._triton import INTERPRET, triton
 from ...core.config import Knobs
 from ...core.errors import InvalidInputError
 from ...core.opspec import Problem
 from ...core.variant import Config, Variant, scratch
 from ...space import Enum, Pow2, Space, fixed
-from ...targets import Target
+from ...targets import Target, current_device
+from ..matmul import kernel as MK
 from ..matmul.variant import tile_resources
 from ..shared import kernel as common
 from ..shared.launch import emulated
@@ -39,6 +40,7 @@ from . import kernel as K
 from .spec import CONV, geometry
 
 INDEX_LIMIT = 2**31
+WGRAD_REDUCE_BLOCK = 1024
 MAX_BLOCK = 256
 
 
@@ -307,9 +309,35 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, bias: torch.T
     return out
 
 
+WGRAD_MAX_SPLITS = 16
+WGRAD_MIN_ITERS = 8  # pixel blocks (BLOCK_K each) a split sums at least
+
+
+def wgrad_config(P: int, KG: int, NCOL: int, groups: int, target: Target, interpret: bool) -> dict:
+    """The weight gradient's launch: a reduction over all P = N x output pixels into a small dw, so few
+    tiles (a 64-channel 3x3 layer: 9 tiles of 64 x 64) and long loops; split-K spreads that loop over
+    about two programs per SM (a power of two, at most 16 splits, each at least WGRAD_MIN_ITERS blocks), summed in a fixed
+    order (deterministic). Not searched (a heuristic, one place); under the interpreter small tiles and
+    no split unless the loop is long (the interpreter's cost is per program and step either way)."""
+    if interpret:
+        cfg = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2, "PRECISION": "ieee"}
+    else:
+        cfg = {"BLOCK_M": 64 if KG >= 64 else 32, "BLOCK_N": 64 if NCOL >= 64 else 32, "BLOCK_K": 32,
+               "num_warps": 4, "num_stages": 3, "PRECISION": "ieee"}
+    programs = triton.cdiv(KG, cfg["BLOCK_M"]) * triton.cdiv(NCOL, cfg["BLOCK_N"]) * groups
+    iters = triton.cdiv(P, cfg["BLOCK_K"])
+    want = triton.cdiv(2 * target.sms, programs)
+    split = max(1, min(WGRAD_MAX_SPLITS, want, iters // WGRAD_MIN_ITERS))
+    cfg["SPLIT_K"] = 1 << (split.bit_length() - 1)  # a power of two (the searched values)
+    return cfg
+
+
 def launch_wgrad(a: torch.Tensor, b: torch.Tensor, dw: torch.Tensor, *, groups: int, transposed: bool,
-                 stride, pad, dil, config: Mapping[str, Any]) -> torch.Tensor:
-    """Weight gradient into ``dw``: ``a`` plays the output (KG channels per group), ``b`` the gathered input."""
+                 stride, pad, dil, config: Mapping[str, Any] | None = None) -> torch.Tensor:
+    """Weight gradient into ``dw``: ``a`` plays the output (KG channels per group), ``b`` the gathered input.
+    ``config``: tiles, warps, stages, precision and SPLIT_K (default :func:`wgrad_config`); with
+    SPLIT_K > 1 the splits' fp32 partials are summed in order by the matmul family's reduction kernel
+    into a contiguous (G KG, CG x window) gradient (copied into ``dw`` where ``dw`` is not that)."""
     for name, t in (("a", a), ("b", b), ("weight", dw)):
         if sample_span(t) >= INDEX_LIMIT:
             raise InvalidInputError(f"size of {name}", "element offsets within one sample below 2^31", sample_span(t))
@@ -325,15 +353,28 @@ def launch_wgrad(a: torch.Tensor, b: torch.Tensor, dw: torch.Tensor, *, groups: 
         sw = weight_strides(dw, groups, False)
     _check(wgrad_limits(N, groups, CG, KG, (D, H, W), (OD, OH, OW), (KD, KH, KW), tuple(stride), tuple(pad),
                         tuple(dil), sa, sb, sw))
-    c = config
-    tiles = triton.cdiv(KG, c["BLOCK_M"]) * triton.cdiv(CG * KD * KH * KW, c["BLOCK_N"])
+    ncol = CG * KD * KH * KW
+    c = config or wgrad_config(N * OD * OH * OW, KG, ncol, groups, current_device().target, INTERPRET)
+    tiles = triton.cdiv(KG, c["BLOCK_M"]) * triton.cdiv(ncol, c["BLOCK_N"])
+    iters = triton.cdiv(N * OD * OH * OW, c["BLOCK_K"])
+    ips = triton.cdiv(iters, c.get("SPLIT_K", 1))
+    splits = triton.cdiv(iters, ips)  # every split non-empty
+    partial = scratch((splits, groups * KG, ncol), torch.float32, a.device) if splits > 1 else dw
     # dw is addressed as dw[g, k, c, t] with k the rows of a: the forward weight layout (K, C/G) when a
     # is dy, the transposed layout (C, K/G) when a is x; both are "rows of a first"
-    K.conv_wgrad_kernel[(tiles, groups)](
-        a5, b5, dw, N, KG, CG, D, H, W, OD, OH, OW, KD, KH, KW, *stride, *pad, *dil, *sa, *sb, *sw,
+    K.conv_wgrad_kernel[(tiles, groups, splits)](
+        a5, b5, dw, partial, N, KG, CG, D, H, W, OD, OH, OW, KD, KH, KW, *stride, *pad, *dil, *sa, *sb, *sw, ips,
         BLOCK_M=c["BLOCK_M"], BLOCK_N=c["BLOCK_N"], BLOCK_K=c["BLOCK_K"], IS_FP32=a.dtype == torch.float32,
-        PRECISION=c["PRECISION"], EMULATE=emulated(a.dtype, tf32=c["PRECISION"] == "tf32"),
+        PRECISION=c["PRECISION"], EMULATE=emulated(a.dtype, tf32=c["PRECISION"] == "tf32"), SPLIT=splits > 1,
         num_warps=c["num_warps"], num_stages=c["num_stages"])
+    if splits > 1:
+        flat = dw.view(groups * KG, ncol) if dw.is_contiguous() else torch.empty(
+            (groups * KG, ncol), dtype=dw.dtype, device=dw.device)
+        MK.matmul_splitk_reduce_kernel[(triton.cdiv(groups * KG * ncol, WGRAD_REDUCE_BLOCK), 1)](
+            partial, flat, flat, groups * KG, ncol, splits, 0, ncol, 1, 0, BLOCK=WGRAD_REDUCE_BLOCK,
+            HAS_BIAS=False, ACTIVATION="none", EMULATE=emulated(dw.dtype), num_warps=4)
+        if flat.data_ptr() != dw.data_ptr():
+            dw.copy_(flat.view(dw.shape))
     if dw is not out:
         out.copy_(dw)
     return out
