@@ -313,6 +313,21 @@ WGRAD_MAX_SPLITS = 16
 WGRAD_MIN_ITERS = 8  # pixel blocks (BLOCK_K each) a split sums at least
 
 
+def gather_gemm_registers(dtype: torch.dtype, c: Mapping[str, Any], target: Target, per_a: float, per_b: float,
+                          extra_acc: int = 0) -> int:
+    """Registers per thread of an implicit GEMM tile (BLOCK_M x BLOCK_K times BLOCK_K x BLOCK_N): the fp32
+    accumulator, the operand fragments (fp32 FMA: 8 per element; MMA: the operand bytes), ``per_a`` /
+    ``per_b`` registers per element of each operand for a gather's addresses, coordinates and masks,
+    ``extra_acc`` more accumulator-sized tiles, and 64 for the index math."""
+    threads = c["num_warps"] * target.warp_size
+    acc = c["BLOCK_M"] * c["BLOCK_N"] // threads
+    a_el = c["BLOCK_M"] * c["BLOCK_K"] / threads
+    b_el = c["BLOCK_N"] * c["BLOCK_K"] / threads
+    fma = dtype == torch.float32 and c["PRECISION"] == "ieee"
+    frags = 8 * (a_el + b_el) if fma else (a_el + b_el) * dtype.itemsize / 4
+    return int(acc + frags + per_a * a_el + per_b * b_el + 64 + extra_acc * acc)
+
+
 def wgrad_config(P: int, KG: int, NCOL: int, groups: int, target: Target, interpret: bool) -> dict:
     """The weight gradient's launch: a reduction over all P = N x output pixels into a small dw, so few
     tiles (a 64-channel 3x3 layer: 9 tiles of 64 x 64) and long loops; split-K spreads that loop over
@@ -432,14 +447,8 @@ class ImplicitGemmConv(Variant):
         addresses (about 3), plus a fixed overhead for the index math, and for a transposed conv the
         exact redo's two tiles (``exact_products``). Fitted so the defaults of the
         `warpsmith gpucheck --ops conv` problems do not spill on sm_90."""
-        threads = c["num_warps"] * target.warp_size
-        acc = c["BLOCK_M"] * c["BLOCK_N"] // threads
-        a_el = c["BLOCK_M"] * c["BLOCK_K"] / threads
-        b_el = c["BLOCK_N"] * c["BLOCK_K"] / threads
-        fma = p.dtype == torch.float32 and c["PRECISION"] == "ieee"
-        frags = 8 * (a_el + b_el) if fma else (a_el + b_el) * p.dtype.itemsize / 4
-        redo = 2 * acc if p.attrs["transposed"] else 0  # the exact redo's flag and count tiles (kernel.py)
-        return int(acc + frags + 8 * a_el + 3 * b_el + 64 + redo)
+        # the exact redo's flag and count tiles (kernel.py): two accumulator-sized tiles
+        return gather_gemm_registers(p.dtype, c, target, 8, 3, 2 if p.attrs["transposed"] else 0)
 
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
         why = tile_resources(self, p, c, target)

@@ -33,7 +33,7 @@ from ..matmul.variant import tile_resources
 from ..shared import kernel as common
 from . import kernel as K
 from .spec import SPATIAL, ConvSpec, _geometry_attrs, geometry
-from .variant import launch_wgrad, wgrad_config
+from .variant import gather_gemm_registers, launch_wgrad, wgrad_config
 
 
 class ConvWeightGradSpec(ConvSpec):
@@ -165,13 +165,7 @@ class WeightGradImplicitGemm(Variant):
     def regs_per_thread(self, p: Problem, c: Mapping[str, Any], target: Target) -> int:
         """Accumulator, operand fragments, and the gathered tile's addresses, coordinates and masks
         (about 8 registers per element of b, 3 per element of a), plus the index math."""
-        threads = c["num_warps"] * target.warp_size
-        acc = c["BLOCK_M"] * c["BLOCK_N"] // threads
-        a_el = c["BLOCK_M"] * c["BLOCK_K"] / threads
-        b_el = c["BLOCK_N"] * c["BLOCK_K"] / threads
-        fma = p.dtype == torch.float32 and c["PRECISION"] == "ieee"
-        frags = 8 * (a_el + b_el) if fma else (a_el + b_el) * p.dtype.itemsize / 4
-        return int(acc + frags + 3 * a_el + 8 * b_el + 64)
+        return gather_gemm_registers(p.dtype, c, target, 3, 8)
 
     def invalid(self, p: Problem, c: Mapping[str, Any], target: Target) -> str | None:
         why = tile_resources(self, p, c, target)
