@@ -33,7 +33,7 @@ from ..matmul.variant import tile_resources
 from ..shared import kernel as common
 from . import kernel as K
 from .spec import SPATIAL, ConvSpec, _geometry_attrs, geometry
-from .variant import gather_gemm_registers, launch_wgrad, wgrad_config
+from .variant import _pow2_cap, gather_gemm_registers, launch_wgrad, wgrad_config
 
 
 class ConvWeightGradSpec(ConvSpec):
@@ -115,10 +115,6 @@ class WgradKnobs(Knobs):
     num_warps: int
     num_stages: int
     PRECISION: str = "ieee"
-
-
-def _pow2_cap(n: int, lo: int, hi: int) -> int:
-    return max(lo, min(hi, triton.next_power_of_2(n)))
 
 
 class WeightGradImplicitGemm(Variant):
