@@ -11,7 +11,8 @@ DeepGEMM's ``calc_diff`` (``1 - 2 <y, y_q> / (|y|^2 + |y_q|^2)``).
 
 Paths: ``bf16``, ``fp16`` (both operands rounded); ``fp8-e4m3`` / ``fp8-e5m2`` scaled per tensor, per row
 (x per token, w per output channel) or per 128-block (x 1x128 along K, w 128x128), scale ``amax / max``
-and saturation; ``int8`` (x per token, w per channel, symmetric, ``amax / 127``); ``int4-g32/64/128``
+and saturation; ``fp8-e5m2xe4m3`` the same scalings with x in e5m2 and w in e4m3 (the hybrid recipe's
+backward GEMMs: a gradient times a weight or activations); ``int8`` (x per token, w per channel, symmetric, ``amax / 127``); ``int4-g32/64/128``
 (weight-only: w asymmetric per group of K rows with fp16 scales, as AWQ's RTN; x in fp16).
 
 Stochastic rounding (``sr``) rounds a value between two grid points ``lo < v < hi`` up with
@@ -73,18 +74,21 @@ def _scaled(t: torch.Tensor, amax: torch.Tensor, qmax: float, rnd: Callable[[tor
     return rnd(t / s) * s
 
 
-def fp8_path(fmt: str, scaling: str) -> Callable:
-    fmax = _FLOATS[fmt][2]
+def fp8_path(fmt: str, scaling: str, fmt_w: str | None = None) -> Callable:
+    """x in ``fmt``, w in ``fmt_w`` (default ``fmt``; the mixed pair is fp8 training's hybrid recipe)."""
+    fmt_w = fmt_w or fmt
+    fmax, fmax_w = _FLOATS[fmt][2], _FLOATS[fmt_w][2]
 
     def run(x, w, sr, gen):
         rnd = lambda t: round_float(t, fmt, sr, gen)  # noqa: E731
+        rnd_w = lambda t: round_float(t, fmt_w, sr, gen)  # noqa: E731
         if scaling == "tensor":
             ax, aw = x.abs().amax().expand_as(x), w.abs().amax().expand_as(w)
         elif scaling == "row":  # x per token (row), w per output channel (column)
             ax, aw = x.abs().amax(1, keepdim=True).expand_as(x), w.abs().amax(0, keepdim=True).expand_as(w)
         else:  # DeepSeek-V3: x 1x128 blocks along K, w 128x128
             ax, aw = _amax_blocks(x, 1, 128), _amax_blocks(w, 128, 128)
-        return _scaled(x, ax, fmax, rnd), _scaled(w, aw, fmax, rnd)
+        return _scaled(x, ax, fmax, rnd), _scaled(w, aw, fmax_w, rnd_w)
     return run
 
 
@@ -118,6 +122,8 @@ def paths() -> dict[str, Callable]:
     for fmt in ("e4m3", "e5m2"):
         for sc in SCALINGS:
             out[f"fp8-{fmt}-{sc}"] = fp8_path(fmt, sc)
+    for sc in SCALINGS:  # the hybrid recipe's backward: x (a gradient) in e5m2, w in e4m3
+        out[f"fp8-e5m2xe4m3-{sc}"] = fp8_path("e5m2", sc, "e4m3")
     out["int8-token-channel"] = int8_path
     for g in (32, 64, 128):
         out[f"int4-g{g}"] = int4_path(g)
