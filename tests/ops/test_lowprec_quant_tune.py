@@ -36,6 +36,15 @@ def _failed(cert):
     return [(c.name, c.status) for c in cert.checks if c.status.startswith("failed")]
 
 
+def _planted(monkeypatch, spec, p, variant, cfg, name, bug):
+    """The verifier passes ``variant`` at ``cfg``, then, with quant_kernel's ``name`` replaced by ``bug``,
+    fails exactly one check: its (name, status)."""
+    assert not _failed(verify_candidate(spec, p, variant, cfg, H100))
+    monkeypatch.setattr(K, name, bug)
+    (failure,) = _failed(verify_candidate(spec, p, variant, cfg, H100))
+    return failure
+
+
 def test_the_ops_are_registered():
     assert {"quantize", "stochastic_round", "quantize_static", "dequantize"} <= set(OPS)
     assert QUANTIZE.problem("M=2,N=3", "bfloat16").attrs == {"format": "e4m3", "granularity": "row", "norm": False,
@@ -163,30 +172,26 @@ def test_block_scale_index_one_block_ahead_is_rejected_by_the_verifier(monkeypat
     one group late and the first is never written. (One block *behind* stores before the tensor: the
     interpreter would corrupt memory, so that one is left to the prover, below.)"""
     p = QUANTIZE.problem({"M": 3, "N": 300}, "bfloat16", {"format": "e4m3", "granularity": "block"})
-    cfg = ROWS.default_config(p, H100)
-    assert not _failed(verify_candidate(QUANTIZE, p, ROWS, cfg, H100))
-    monkeypatch.setattr(K, "group_index", group_index_one_block_ahead)
-    (name, status), = _failed(verify_candidate(QUANTIZE, p, ROWS, cfg, H100))
+    name, status = _planted(monkeypatch, QUANTIZE, p, ROWS, ROWS.default_config(p, H100), "group_index",
+                            group_index_one_block_ahead)
     assert name == "error_contract" and "output 1 (scale)" in status, status
 
 
-@triton.jit
-def amax_scale_of_scales(a_ptr, s_ptr, M, QMAX, BLOCK: tl.constexpr):
-    """Reads the workspace as if it held the rows' scales (amax / QMAX), not their amaxes."""
-    rows0 = tl.arange(0, BLOCK)
-    acc = tl.zeros((BLOCK,), dtype=tl.float32)
-    for r in range(0, M, BLOCK):
-        acc = tl.maximum(acc, tl.load(a_ptr + r + rows0, mask=r + rows0 < M, other=0.0))
-    m = tl.max(acc, 0)
-    tl.store(s_ptr, tl.where(m > 0, m, 1.0))  # the division by QMAX forgotten
+class AmaxScaleOfScales:
+    """amax_scale_kernel launched with QMAX = 1: the workspace read as if it held the rows' scales
+    (amax / QMAX), not their amaxes (the division by QMAX forgotten)."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def __getitem__(self, grid):
+        return lambda a, s, M, qmax, **meta: self.real[grid](a, s, M, 1.0, **meta)
 
 
 def test_per_tensor_scale_confused_with_the_row_amax_is_rejected_by_the_verifier(monkeypatch):
     p = QUANTIZE.problem({"M": 3, "N": 300}, "bfloat16", {"format": "e4m3", "granularity": "tensor"})
-    cfg = ROWS.default_config(p, H100)
-    assert not _failed(verify_candidate(QUANTIZE, p, ROWS, cfg, H100))
-    monkeypatch.setattr(K, "amax_scale_kernel", amax_scale_of_scales)
-    (name, status), = _failed(verify_candidate(QUANTIZE, p, ROWS, cfg, H100))
+    name, status = _planted(monkeypatch, QUANTIZE, p, ROWS, ROWS.default_config(p, H100), "amax_scale_kernel",
+                            AmaxScaleOfScales(K.amax_scale_kernel))
     assert name == "error_contract" and "output 1 (scale)" in status, status
 
 
@@ -205,10 +210,8 @@ def stochastic_round_unsaturated(x_ptr, y_ptr, n, seed, FMT: tl.constexpr, BLOCK
 
 def test_missing_e4m3_saturation_in_stochastic_rounding_is_rejected(monkeypatch):
     p = STOCHASTIC_ROUND.problem({"N": 2000}, "float32", {"target": "e4m3", "seed": 3})
-    cfg = {"BLOCK": 1024, "num_warps": 4}
-    assert not _failed(verify_candidate(STOCHASTIC_ROUND, p, SR, cfg, H100))
-    monkeypatch.setattr(K, "stochastic_round_kernel", stochastic_round_unsaturated)
-    (name, status), = _failed(verify_candidate(STOCHASTIC_ROUND, p, SR, cfg, H100))
+    name, status = _planted(monkeypatch, STOCHASTIC_ROUND, p, SR, {"BLOCK": 1024, "num_warps": 4},
+                            "stochastic_round_kernel", stochastic_round_unsaturated)
     assert name == "error_contract" and "large inputs" in status and "NaN where the input has none" in status, status
 
 

@@ -37,7 +37,7 @@ from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, si
 from . import depthwise_kernel as DK_
 from . import kernel as K_
 from .depthwise import depthwise_limits
-from .variant import OUTPUT_ORDERS, fwd_limits, phase_constants, wgrad_limits
+from .variant import OUTPUT_ORDERS, WGRAD_REDUCE_BLOCK, fwd_limits, phase_constants, wgrad_limits
 
 BATCH, G, CG, KG, D, H, W, OD, OH, OW, KD, KH, KW = sizes("BATCH G CG KG D H W OD OH OW KD KH KW")
 STRIDE = tuple(sizes("stride_d stride_h stride_w"))
@@ -355,16 +355,18 @@ def wgrad(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
 def wgrad_for_config(config: Mapping[str, Any], problem: Any) -> list[KernelContract]:
     """The kernels a ``conv_weight_grad`` config launches: the weight-gradient kernel, and with split-K
     its split form and the matmul family's ordered reduction (into the contiguous gradient)."""
-    from ..matmul import contract as MC
-
     layout = "ndhwc" if problem.attrs.get("channels_last") else "ncdhw"
     split = config["SPLIT_K"] > 1
     meta = _wgrad_meta(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
                        PRECISION=config["PRECISION"], SPLIT=split)
-    out = [wgrad([meta], layout)]
-    if split:
-        out.append(MC.reduce([{"BLOCK": 1024, "EMULATE": False, "HAS_BIAS": False, "ACTIVATION": "none"}]))
-    return out
+    return [wgrad([meta], layout)] + ([wgrad_reduce()] if split else [])
+
+
+def wgrad_reduce() -> KernelContract:
+    """The matmul family's ordered reduction as the split weight gradient launches it (no epilogue)."""
+    from ..matmul import contract as MC
+
+    return MC.reduce([{"BLOCK": WGRAD_REDUCE_BLOCK, "EMULATE": False, "HAS_BIAS": False, "ACTIVATION": "none"}])
 
 
 def _meta(loop: str, transposed: bool, epilogue: bool = True, split: bool = False, **extra: Any) -> dict:

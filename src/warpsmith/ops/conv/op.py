@@ -22,7 +22,6 @@ from .variant import VARIANTS, launch_wgrad, memory_format_like
 from .wgrad import VARIANTS as WGRAD_VARIANTS, weight_grad_problem
 
 IntOrTuple = Union[int, Sequence[int]]
-# the weight-gradient kernel is not searched yet: one fixed config (see README "Convolution")
 
 
 def problem_of(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], residual: Optional[torch.Tensor],

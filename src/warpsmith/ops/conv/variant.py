@@ -331,14 +331,15 @@ def gather_gemm_registers(dtype: torch.dtype, c: Mapping[str, Any], target: Targ
 def wgrad_config(P: int, KG: int, NCOL: int, groups: int, target: Target, interpret: bool) -> dict:
     """The weight gradient's launch: a reduction over all P = N x output pixels into a small dw, so few
     tiles (a 64-channel 3x3 layer: 9 tiles of 64 x 64) and long loops; split-K spreads that loop over
-    about two programs per SM (a power of two, at most 16 splits, each at least WGRAD_MIN_ITERS blocks), summed in a fixed
-    order (deterministic). Not searched (a heuristic, one place); under the interpreter small tiles and
-    no split unless the loop is long (the interpreter's cost is per program and step either way)."""
+    about two programs per SM (a power of two, at most 16 splits, each at least WGRAD_MIN_ITERS blocks),
+    summed in a fixed order (deterministic). The default of the searched variant (wgrad.py) and the
+    launch of geometries outside its spec; under the interpreter small tiles (the interpreter's cost is
+    per program and step). One stage: the gathered loads are not pipelined (as the forward's)."""
     if interpret:
-        cfg = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2, "PRECISION": "ieee"}
+        cfg = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 1, "PRECISION": "ieee"}
     else:
         cfg = {"BLOCK_M": 64 if KG >= 64 else 32, "BLOCK_N": 64 if NCOL >= 64 else 32, "BLOCK_K": 32,
-               "num_warps": 4, "num_stages": 3, "PRECISION": "ieee"}
+               "num_warps": 4, "num_stages": 1, "PRECISION": "ieee"}
     programs = triton.cdiv(KG, cfg["BLOCK_M"]) * triton.cdiv(NCOL, cfg["BLOCK_N"]) * groups
     iters = triton.cdiv(P, cfg["BLOCK_K"])
     want = triton.cdiv(2 * target.sms, programs)
@@ -352,7 +353,7 @@ def launch_wgrad(a: torch.Tensor, b: torch.Tensor, dw: torch.Tensor, *, groups: 
     """Weight gradient into ``dw``: ``a`` plays the output (KG channels per group), ``b`` the gathered input.
     ``config``: tiles, warps, stages, precision and SPLIT_K (default :func:`wgrad_config`); with
     SPLIT_K > 1 the splits' fp32 partials are summed in order by the matmul family's reduction kernel
-    into a contiguous (G KG, CG x window) gradient (copied into ``dw`` where ``dw`` is not that)."""
+    into a contiguous (G KG, CG x window) gradient (a contiguous temporary where ``dw`` is not that)."""
     for name, t in (("a", a), ("b", b), ("weight", dw)):
         if sample_span(t) >= INDEX_LIMIT:
             raise InvalidInputError(f"size of {name}", "element offsets within one sample below 2^31", sample_span(t))
@@ -375,6 +376,8 @@ def launch_wgrad(a: torch.Tensor, b: torch.Tensor, dw: torch.Tensor, *, groups: 
     ips = triton.cdiv(iters, c.get("SPLIT_K", 1))
     splits = triton.cdiv(iters, ips)  # every split non-empty
     partial = scratch((splits, groups * KG, ncol), torch.float32, a.device) if splits > 1 else dw
+    if splits > 1 and not dw.is_contiguous():  # the reduction writes the gradient row-major
+        dw = torch.empty(dw.shape, dtype=dw.dtype, device=dw.device)
     # dw is addressed as dw[g, k, c, t] with k the rows of a: the forward weight layout (K, C/G) when a
     # is dy, the transposed layout (C, K/G) when a is x; both are "rows of a first"
     K.conv_wgrad_kernel[(tiles, groups, splits)](
@@ -383,13 +386,9 @@ def launch_wgrad(a: torch.Tensor, b: torch.Tensor, dw: torch.Tensor, *, groups: 
         PRECISION=c["PRECISION"], EMULATE=emulated(a.dtype, tf32=c["PRECISION"] == "tf32"), SPLIT=splits > 1,
         num_warps=c["num_warps"], num_stages=c["num_stages"])
     if splits > 1:
-        flat = dw.view(groups * KG, ncol) if dw.is_contiguous() else torch.empty(
-            (groups * KG, ncol), dtype=dw.dtype, device=dw.device)
         MK.matmul_splitk_reduce_kernel[(triton.cdiv(groups * KG * ncol, WGRAD_REDUCE_BLOCK), 1)](
-            partial, flat, flat, groups * KG, ncol, splits, 0, ncol, 1, 0, BLOCK=WGRAD_REDUCE_BLOCK,
+            partial, dw, dw, groups * KG, ncol, splits, 0, ncol, 1, 0, BLOCK=WGRAD_REDUCE_BLOCK,
             HAS_BIAS=False, ACTIVATION="none", EMULATE=emulated(dw.dtype), num_warps=4)
-        if flat.data_ptr() != dw.data_ptr():
-            dw.copy_(flat.view(dw.shape))
     if dw is not out:
         out.copy_(dw)
     return out

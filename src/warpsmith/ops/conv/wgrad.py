@@ -15,6 +15,7 @@ the custom op had before records existed).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -88,19 +89,11 @@ class ConvWeightGradSpec(ConvSpec):
                              lipschitz=1.0, ref_factor=None if tf32 else 4.0)
 
     def flops(self, p: Problem) -> float:
-        w = 1
-        for d in self.shapes(p)["w"]:
-            w *= d
-        return 2.0 * self.reduction_len(p) * w
+        return 2.0 * self.reduction_len(p) * math.prod(self.shapes(p)["w"])
 
     def min_bytes(self, p: Problem) -> float:
-        total = 0
-        for key in ("x", "y", "w"):
-            n = 1
-            for d in self.shapes(p)[key]:
-                n *= d
-            total += n
-        return float(p.dtype.itemsize * total)
+        sh = self.shapes(p)
+        return float(p.dtype.itemsize * sum(math.prod(sh[k]) for k in ("x", "y", "w")))
 
 
 CONV_WEIGHT_GRAD = ConvWeightGradSpec()
@@ -127,12 +120,8 @@ class WeightGradImplicitGemm(Variant):
     @staticmethod
     def gemm_shape(p: Problem) -> tuple[int, int, int, int]:
         """(M, N, K, groups): KG output channels, CG x window columns, N x output pixels reduced."""
-        G = p.shape.get("G", 1)
         KG, CG, *win = CONV_WEIGHT_GRAD.shapes(p)["w"]
-        vol = 1
-        for k in win:
-            vol *= k
-        return KG, CG * vol, CONV_WEIGHT_GRAD.reduction_len(p), G
+        return KG, CG * math.prod(win), CONV_WEIGHT_GRAD.reduction_len(p), p.shape.get("G", 1)
 
     def gemm_problem(self, p: Problem) -> Problem:
         """The equivalent GEMM for the cost model, batched over groups; its B operand is gathered."""
@@ -173,7 +162,6 @@ class WeightGradImplicitGemm(Variant):
         return None
 
     def default_config(self, p: Problem, target: Target) -> Config:
-        M, N, Kr, G = self.gemm_shape(p)
         cfg = self.space(p, target).default()
         for _ in range(16):  # shrink what the first reason names: warps for a small tile, else BLOCK_K, then tiles
             why = self.invalid(p, cfg, target) or ""
@@ -222,14 +210,12 @@ def weight_grad_problem(x: torch.Tensor, dy: torch.Tensor, weight_shape: list[in
         need = (O - 1) * stride[i] + dilation[i] * (k - 1) + 1 - I - pad[i]
         attrs.update({f"stride_{a}": stride[i], f"pad_{a}": pad[i], f"pad_end_{a}": max(0, need),
                       f"dil_{a}": dilation[i]})
-    dt = x.dtype
     try:
-        p = CONV_WEIGHT_GRAD.problem(shape, dt, attrs)
+        p = CONV_WEIGHT_GRAD.problem(shape, x.dtype, attrs)
     except InvalidInputError:  # outside the spec's ranges: the caller launches directly
         return None
-    if tuple(CONV_WEIGHT_GRAD.shapes(p)["y"]) != tuple(dy.shape) or list(CONV_WEIGHT_GRAD.shapes(p)["w"]) != list(weight_shape):
-        return None
-    return p
+    sh = CONV_WEIGHT_GRAD.shapes(p)
+    return p if tuple(sh["y"]) == tuple(dy.shape) and list(sh["w"]) == list(weight_shape) else None
 
 
 VARIANTS: tuple[Variant, ...] = (WeightGradImplicitGemm(),)

@@ -9,10 +9,6 @@ tests/ops/test_conv_proofs.py); here it is built only when asked for.
 """
 from __future__ import annotations
 
-from ..matmul import contract as MC
-from .contract import _wgrad_meta, wgrad
+from .contract import _wgrad_meta, wgrad, wgrad_reduce
 
-CONTRACTS = [
-    wgrad([_wgrad_meta(SPLIT=True)]),
-    MC.reduce([{"BLOCK": 1024, "EMULATE": False, "HAS_BIAS": False, "ACTIVATION": "none"}]),
-]
+CONTRACTS = [wgrad([_wgrad_meta(SPLIT=True)]), wgrad_reduce()]

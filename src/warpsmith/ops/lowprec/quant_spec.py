@@ -42,8 +42,8 @@ SEED = Scalar(0, 0, 2**31 - 1, integer=True)
 
 
 def scale_columns(granularity: str, N: int) -> int:
-    """Scales per row: 1 (``row``) or ceil(N / 128) (``block``); ``tensor`` has one scale in all."""
-    return 1 if granularity in ("row", "tensor") else -(-N // BLOCK)
+    """Scales per row: 1 (``row``) or ceil(N / 128) (``block``)."""
+    return 1 if granularity == "row" else -(-N // BLOCK)
 
 
 def prequantized(inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any]) -> torch.Tensor:
