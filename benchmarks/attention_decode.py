@@ -124,7 +124,7 @@ def variant_call(case: Case, x: dict[str, torch.Tensor], config: dict[str, Any],
 
 def dense(case: Case, x: dict[str, torch.Tensor], dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
     """(q, k, v) for SDPA: (B, Hq, 1, Dqk), (B, Hk, S, Dqk), (B, Hk, S, Dv), contiguous, full lengths."""
-    from warpsmith.ops.attention.decode_spec import gather_dense
+    from warpsmith.ops.attention.decode.spec import gather_dense
 
     p = problem_of(case, dtype)
     B, S = p.shape["B"], p.shape["S"]

@@ -2,7 +2,7 @@
 
 Every figure here is a *prediction*: the cost model of a target (default h200), first on its own
 estimates of registers, shared memory and pipelining, then fed the facts a static compile for the
-target's architecture (sm_90) gives (``warpsmith.compiled_facts.CompilerFacts``: registers,
+target's architecture (sm_90) gives (``warpsmith.targets.compiler.CompilerFacts``: registers,
 spills, shared memory, pipelined loads, from ptxas, with no GPU). Nothing is run on a GPU.
 
 For each problem (the search-quality GEMM problems, and memory-bound LLM shapes):
@@ -24,7 +24,7 @@ For each problem (the search-quality GEMM problems, and memory-bound LLM shapes)
     python benchmarks/compiler_facts_ranking.py --quick    # two small problems, K=4 (used by the tests)
 
 Compiles are cached on disk (``WARPSMITH_FACTS_DIR`` or ``--facts-dir``), so a re-run is fast. The
-compile worker is warpsmith's own (``python -m warpsmith.compiled_facts``), which draws each
+compile worker is warpsmith's own (``python -m warpsmith.gpucheck --serve``), which draws each
 problem's random inputs once for all its configs.
 
 Runtime on this project's 2 shared CPU cores: about 19 min with cold caches (Triton's and the
@@ -444,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.k, args.spread, args.budget_cap, args.budget_min, args.seeds = min(args.k, 4), 2, 8, 8, 1
 
-    from warpsmith.compiled_facts import CompilerFacts
+    from warpsmith.targets.compiler import CompilerFacts
     from warpsmith.core.settings import settings
     from warpsmith.targets import get_target, versions
 

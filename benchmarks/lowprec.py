@@ -67,7 +67,7 @@ class Case:
 
 
 def _scaled_case(kind: str, M: int, N: int, K: int) -> Case:
-    from warpsmith.ops.lowprec.quant_reference import calc_diff, quantize_blocks, quantize_rows, quantize_tensor
+    from warpsmith.ops.lowprec.quant.reference import calc_diff, quantize_blocks, quantize_rows, quantize_tensor
 
     fmt = "int8" if kind == "w8a8" else "e4m3"
     fmt_a = "e5m2" if kind == "fp8_hybrid" else fmt
@@ -103,7 +103,7 @@ def _scaled_case(kind: str, M: int, N: int, K: int) -> Case:
         return impls
 
     def check(outs: dict[str, Any]) -> dict[str, Any]:
-        from warpsmith.ops.lowprec.scaled_spec import SCALED_MATMUL as S
+        from warpsmith.ops.lowprec.scaled.spec import SCALED_MATMUL as S
 
         p = S.problem(problem["shape"], "bfloat16", problem["attrs"])
         inputs = {"a": state["a"], "b": state["b"], "scale_a": state["sa"], "scale_b": state["sb"]}
@@ -203,7 +203,7 @@ def _int4_case(c: dict[str, Any]) -> Case:
 
     def setup(device: str) -> dict[str, Callable[[], Any]]:
         from warpsmith.ops import int4_matmul
-        from warpsmith.ops.lowprec.int4_formats import dequantize, quantize_int4
+        from warpsmith.ops.lowprec.int4.formats import dequantize, quantize_int4
 
         gen = torch.Generator().manual_seed(0)
         w = torch.randn(c["K"], c["N"], generator=gen) * 0.02

@@ -66,7 +66,7 @@ def _weight_bytes(case: dict[str, Any]) -> tuple[float, float]:
 def run_case(case: dict[str, Any], dtype: torch.dtype, device: str, timer) -> dict[str, Any]:
     """One case: warpsmith's int4 GEMM and torch's fp16 GEMM on the dequantized weight."""
     from warpsmith.ops import int4_matmul
-    from warpsmith.ops.lowprec.int4_formats import dequantize, quantize_int4
+    from warpsmith.ops.lowprec.int4.formats import dequantize, quantize_int4
 
     gen = torch.Generator().manual_seed(0)
     w = torch.randn(case["K"], case["N"], generator=gen) * 0.02

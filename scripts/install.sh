@@ -12,6 +12,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 pip_install() { "$PY" -m pip install --disable-pip-version-check "$@"; }
+# "True" for a CPU build of the installed torch, read from torch/version.py without importing torch:
+# right after torch is installed numpy is not (the CPU wheel does not depend on it), and torch
+# imported without numpy warns "Failed to initialize NumPy"
+torch_is_cpu_build() {
+    "$PY" - <<'PYEOF'
+import importlib.util, pathlib
+path = pathlib.Path(importlib.util.find_spec("torch").origin).with_name("version.py")
+v = {}
+exec(compile(path.read_text(), str(path), "exec"), v)
+print(v.get("cuda") is None and v.get("hip") is None)
+PYEOF
+}
 
 if "$PY" -c "import torch" >/dev/null 2>&1; then
     echo "install: keeping torch $("$PY" -c 'import torch; print(torch.__version__)')"
@@ -26,7 +38,7 @@ else
     else
         pip_install "torch==$version"
     fi
-    if [ "$("$PY" -c 'import torch; print(torch.version.cuda is None and torch.version.hip is None)')" != "True" ]; then
+    if [ "$(torch_is_cpu_build)" != "True" ]; then
         echo "install: warning: the torch just installed is a GPU build; set WARPSMITH_TORCH_INDEX to a CPU wheel index" >&2
     fi
 fi

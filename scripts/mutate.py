@@ -48,7 +48,9 @@ V = "src/warpsmith/verify/verifier.py"
 H = "src/warpsmith/verify/harness.py"
 P = "src/warpsmith/verify/symbolic/prove.py"
 T = "src/warpsmith/verify/symbolic/tracer.py"
+G = "src/warpsmith/check/guards.py"
 CONTRACT_TESTS = ("tests/core/test_contract.py",)
+RED_TEAM = "tests/check/test_redteam_misc.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # ---- contracts ------------------------------------------------------------------------------
@@ -83,8 +85,8 @@ MUTATIONS: tuple[Mutation, ...] = (
              ("tests/verify/test_verifier.py", "-k", "exactness"), "exactness declared, not detected"),
     Mutation("verifier", V, 'if cert.deterministic and differs:', 'if False:',
              ("tests/verify/test_verifier.py", "-k", "planted"), "determinism never fails"),
-    Mutation("verifier", H, "        if not torch.equal(v, before[k]) and not",
-             "        if False and not torch.equal(v, before[k]) and not",
+    Mutation("verifier", H, "        if not same:\n            raise HarnessFailure(f\"input {k!r} was modified\")",
+             "        if False:\n            raise HarnessFailure(f\"input {k!r} was modified\")",
              ("tests/verify/test_verifier.py", "-k", "planted"), "modified inputs unnoticed"),
     Mutation("verifier", H, "return int(_sum(_logical_and(_isnan(out), _logical_not(_isnan(ref)))))", "return 0",
              ("tests/verify/test_verifier.py", "-k", "planted"), "poison survival unnoticed"),
@@ -151,6 +153,30 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("check", "src/warpsmith/check/hardened.py", "            p.write_bytes(originals[p])",
              "            pass", ("tests/check/test_check.py", "-k", "rewritten_reference"),
              "a rewritten reference stays rewritten"),
+    # ---- the check harness: red team (tests/check/test_redteam_misc.py) ---------------------------
+    # (dropping only ``b is None or`` would be an equivalent mutant: bitwise_equal(tensor, None) is False)
+    Mutation("check", "src/warpsmith/check/hardened.py",
+             "if a is not None and (b is None or not bitwise_equal(a, b)):",
+             "if a is not None and (b is not None and not bitwise_equal(a, b)):",
+             (RED_TEAM, "-k", "reread"), "an output the re-read returns as None is not counted as a change"),
+    Mutation("check", "src/warpsmith/check/compare.py", "err = _where(mask, _abs(_sub(o, y)), zero)",
+             "err = _where(mask, _abs(_sub(o, r)), zero)", (RED_TEAM, "-k", "fp64_oracle"),
+             "the error measured against the working-dtype reference, not the fp64 oracle"),
+    Mutation("contract", C, "return self.u_out * ref64.abs() + rel * scale64",
+             "return self.u_out * ref64.abs().max() + rel * scale64", (RED_TEAM, "-k", "own_magnitude"),
+             "u_out * max|y| for every element instead of u_out * |y|"),
+    Mutation("check", G, "                if k in own:\n                    continue",
+             "                if False:\n                    continue", (RED_TEAM, "-k", "numeric_settings_at_import"),
+             "deterministic algorithms, tf32, matmul precision and default dtype reported as patches again"),
+    Mutation("check", G, "elif now is not v and not follows_default_dtype(m, k, now):", "elif now is not v:",
+             (RED_TEAM, "-k", "default_dtype"), "torch.Storage rebound by set_default_dtype reported as a patch"),
+    Mutation("check", G, 'return f"{what}(...) (a new side stream)"', "return None",
+             (RED_TEAM, "-k", "side_stream_is_async_work"), "a side stream asked for on a CPU is candidate_error"),
+    Mutation("check", G, 'if extra.get("stream_id") == 0 or (ptr is not None and ptr in _DEFAULT_HANDLES):',
+             "if False:", (RED_TEAM, "-k", "side_stream_attempts"),
+             "a default stream's handle counted as a side stream"),
+    Mutation("check", "src/warpsmith/check/hardened.py", "if isinstance(side, str) and side:", "if False:",
+             (RED_TEAM, "-k", "side_stream_is_async_work"), "the child's side-stream report ignored"),
 )
 
 

@@ -3,7 +3,7 @@
     python scripts/prove_library.py                    # every family, a markdown table
     python scripts/prove_library.py --families conv,pool --timeout-ms 3000 --json out.json
 
-Runs ``warpsmith.verify.symbolic.prove`` on the ``CONTRACTS`` of every ``ops/<family>/*contract.py``
+Runs ``warpsmith.verify.symbolic.prove`` on the ``CONTRACTS`` of every ``ops/<family>/**/*contract.py``
 with the CLI's default budget (``--timeout-ms``, counted in z3's resource units: the counts do not
 depend on the machine's load), and prints one row per family (obligations, proved, bounded,
 unknown or failed, wall time) plus the totals per obligation kind.
@@ -31,9 +31,9 @@ def contract_modules(families: list[str]) -> list[tuple[str, str]]:
         if not info.ispkg or (families and info.name not in families):
             continue
         pkg = importlib.import_module(f"warpsmith.ops.{info.name}")
-        for sub in pkgutil.iter_modules(pkg.__path__):
-            if sub.name.endswith("contract"):
-                out.append((info.name, f"warpsmith.ops.{info.name}.{sub.name}"))
+        for sub in pkgutil.walk_packages(pkg.__path__, f"warpsmith.ops.{info.name}."):  # sub-families too
+            if not sub.ispkg and sub.name.rpartition(".")[2].endswith("contract"):
+                out.append((info.name, sub.name))
     return sorted(out)
 
 

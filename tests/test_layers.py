@@ -31,8 +31,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("warpsmith.ops.shared", 7),
     ("warpsmith.ops.", 8),  # the families: warpsmith.ops.<family>
     ("warpsmith.ops", 9),  # the family list, the registry and the public functions
-    ("warpsmith.compiled_facts", 10),  # compiler facts for the search: the compile-only worker builds problems
-    ("warpsmith.gpucheck", 10),  # compile every family's kernels for a GPU target
+    ("warpsmith.gpucheck", 10),  # compile every family's kernels for a GPU target; the search's compiler-facts worker
     ("warpsmith.tune", 10),
     ("warpsmith.numerics", 10),  # the format study behind `warpsmith numerics`
     ("warpsmith.compiler", 11),  # capture -> IR -> lower -> fuse -> codegen -> emit -> verify (check)

@@ -6,17 +6,21 @@ rows, every dtype). Triton runs compile-only (``warpsmith.core._compile_only``):
 compiled for the target's architecture with exactly the specialization a GPU launch gives them,
 and each config is launched twice, so launch-time checks that only a compiled kernel makes (e.g.
 Triton's re-check of the globals a kernel read) run too. For each kernel it reports registers,
-spills, shared memory and pipelining (``warpsmith.measure.static``) and checks them against the
+spills, shared memory and pipelining (``warpsmith.targets.compiler``) and checks them against the
 target.
 
 A config *fails* on: a compile error, a launch-time error, shared memory over the target's limit
 per program, registers over the target's limit, a grid over the launch limits, or a spill in a
-default config (a sampled config that spills is reported, and the search skips it). The exit
-status is 1 when any config fails.
+default config (a sampled config that spills is reported, and the search skips it). A problem
+*fails* when no variant's default config is valid for it (a call would find no config to run): it
+is reported as a failed ``default`` row with each variant's reason, nothing compiled. The exit
+status is 1 when any config or problem fails.
 
 This module is the compile-only process's entry point (``python -m warpsmith.gpucheck``); the
 CLI spawns it with ``WARPSMITH_COMPILE_ONLY`` set, because Triton decides at import whether it
-interprets.
+interprets. With ``--serve`` the same process is the search's compiler-facts worker
+(:func:`serve`, for :class:`warpsmith.targets.compiler.CompilerFacts`): like the check, it rebuilds
+problems and variants through the op registry, which the ``targets`` layer may not import.
 """
 from __future__ import annotations
 
@@ -29,7 +33,10 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from .targets.compiler import ConfigFacts
 
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
 
@@ -141,10 +148,10 @@ _POOL_AVG = [({"N": 8, "C": 64, "D": 1, "H": 56, "W": 56},
                                                           "divisor_override": 3})]
 _POOL_ADAPTIVE = [({"N": 32, "C": 2048, "D": 1, "H": 7, "W": 7}, {"out_h": 1, "out_w": 1, "channels_last": True}),
                   ({"N": 2, "C": 64, "D": 1, "H": 37, "W": 50}, {"out_h": 5, "out_w": 7})]
-# channel norms (ops/norm/channel_*): ResNet/UNet activations, bf16 channels-last
+# channel norms (ops/norm/channel/): ResNet/UNet activations, bf16 channels-last
 _BN = [({"N": 32, "C": 256, "S": 56 * 56}, {"channels_last": True}), ({"N": 16, "C": 64, "S": 7}, {"training": False})]
 _GN = [({"N": 4, "C": 320, "S": 64 * 64}, {"groups": 32, "channels_last": True}), ({"N": 3, "C": 6, "S": 33}, {"groups": 3})]
-# quantization (ops/lowprec/quant_*): DeepSeek-V3 activations (7168, 1x128 blocks), Llama rows, per tensor, odd sizes
+# quantization (ops/lowprec/quant/): DeepSeek-V3 activations (7168, 1x128 blocks), Llama rows, per tensor, odd sizes
 _QUANT = [({"M": 64, "N": 7168}, {"format": "e4m3", "granularity": "block"}),
           ({"M": 16, "N": 4096}, {"format": "e4m3", "granularity": "row", "norm": True}),
           ({"M": 5, "N": 1000}, {"format": "int8"}),
@@ -231,7 +238,7 @@ def _resource_problems(facts: Sequence[Any], target: Any, kind: str,
 def check_config(spec: Any, variant: Any, problem: Any, config: Mapping[str, Any], inputs: Mapping[str, Any],
                  target: Any, kind: str) -> Row:
     """Compile one config (launched twice) and check what the compiler made of it."""
-    from .compiled_facts import launch_facts
+    from .targets.compiler import launch_facts
 
     row = Row(spec.name, problem.describe(), variant.name, kind, dict(config))
     t0 = time.perf_counter()
@@ -250,11 +257,27 @@ def check_config(spec: Any, variant: Any, problem: Any, config: Mapping[str, Any
     return row
 
 
+def default_rejected(op: str, problem: Any, variants: Mapping[str, Any], target: Any) -> Row | None:
+    """A failed row when no variant's default config is valid for ``problem`` on ``target`` (dispatch
+    would have nothing to run), naming each variant's default and why it is rejected; else None."""
+    why = {}
+    for name, v in variants.items():
+        c = v.default_config(problem, target)
+        reason = v.rejection(problem, c, target)
+        if reason is None:
+            return None
+        why[name] = (c, reason)
+    first = next(iter(why.values()), ({}, ""))[0]
+    return Row(op, problem.describe(), "/".join(why) or "-", "default", dict(first),
+               errors=[f"no valid default config: {n} default {json.dumps(c, sort_keys=True, default=str)} "
+                       f"is rejected: {r}" for n, (c, r) in why.items()] or ["no variant serves this op"])
+
+
 def _configs(variant: Any, problem: Any, target: Any, sample: int, rng: random.Random) -> list[tuple[str, dict]]:
     out: list[tuple[str, dict]] = []
     default = variant.default_config(problem, target)
-    if variant.rejection(problem, default, target) is None:
-        out.append(("default", default))
+    if variant.rejection(problem, default, target) is None:  # else another variant's default serves the problem,
+        out.append(("default", default))  # or `default_rejected` reports the problem as failed
     space = variant.space(problem, target)
     seen = {space.key(default)}
     for _ in range(50 * sample):
@@ -298,6 +321,11 @@ def run(problems: Sequence[Mapping[str, Any]], target_name: str, sample: int, se
         spec = get_op(req["op"])
         problem = spec.problem(req["shape"], req["dtype"], req.get("attrs") or {})
         inputs = spec.make_inputs(problem, torch.Generator().manual_seed(seed))
+        none = default_rejected(spec.name, problem, variants(problem.op), target)
+        if none is not None:
+            rows.append(none)
+            if progress:
+                progress(none)
         for v in variants(problem.op).values():
             for kind, cfg in _configs(v, problem, target, sample, rng):
                 row = check_config(spec, v, problem, cfg, inputs, target, kind)
@@ -360,7 +388,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", default="")
     p.add_argument("--problems", default="", help="a JSON file: a list of {op, shape, dtype, attrs} (instead of --ops)")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--serve", action="store_true", help="be the search's compiler-facts worker (see serve)")
     a = p.parse_args(argv)
+    if a.serve:
+        return serve()
     if not COMPILE_ONLY_ARCH:
         print("gpucheck: WARPSMITH_COMPILE_ONLY is not set; run `warpsmith gpucheck`", file=sys.stderr)
         return 2
@@ -389,6 +420,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if doc["ok"] else 1
 
 
+def compile_config(req: Mapping[str, Any]) -> ConfigFacts:
+    """In the compile-only process: launch (compile) one config of a
+    :func:`warpsmith.targets.compiler.cache.request` and read its kernels' facts."""
+    import torch
+
+    from .ops import get_op, get_variant
+    from .targets import current_device
+    from .targets.compiler import launch_facts
+
+    spec = get_op(req["op"])
+    problem = spec.problem(req["shape"], req["dtype"], req["attrs"])
+    variant = get_variant(req["op"], req["variant"])
+    why = variant.rejection(problem, req["config"], current_device().target)
+    if why:
+        raise ValueError(f"invalid config: {why}")
+    key = (problem.op, json.dumps(req["shape"], sort_keys=True), problem.dtype_name,
+           json.dumps(req["attrs"], sort_keys=True, default=str))
+    if _inputs.get("key") != key:  # a search asks for many configs of one problem: draw its inputs once
+        _inputs.clear()
+        _inputs.update(key=key, inputs=spec.make_inputs(problem, torch.Generator().manual_seed(0)))
+    return launch_facts(variant, problem, req["config"], _inputs["inputs"])
+
+
+_inputs: dict[str, Any] = {}  # the worker's inputs of the last problem it compiled
+
+
+def serve() -> int:
+    """The compiler-facts worker loop (``python -m warpsmith.gpucheck --serve``): one JSON request per
+    line in, one JSON answer per line out."""
+    from .core._triton import COMPILE_ONLY_ARCH
+
+    if not COMPILE_ONLY_ARCH:
+        print("gpucheck --serve: WARPSMITH_COMPILE_ONLY is not set", file=sys.stderr)
+        return 2
+    warnings.filterwarnings("ignore")
+    out = sys.stdout
+    sys.stdout = sys.stderr  # anything a compiler prints must not corrupt the answers
+    for line in sys.stdin:
+        try:
+            answer: dict[str, Any] = {"facts": compile_config(json.loads(line)).to_json()}
+        except Exception as exc:  # a compile error is an answer, not the worker's end
+            answer = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else ''}"}
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
+    return 0
+
+
 def check_problems(problems: Sequence[Mapping[str, Any]], target: str, sample: int, json_out: Path,
                    timeout: float | None = None) -> int:
     """Compile-check ``problems`` (``{"op", "shape", "dtype", "attrs"}``) for ``target`` in the
@@ -403,7 +481,7 @@ def check_problems(problems: Sequence[Mapping[str, Any]], target: str, sample: i
 
 def spawn(target: str, args: Iterable[str], timeout: float | None = None) -> subprocess.CompletedProcess:
     """Run the compile-only process for ``target`` (a target name) and wait for it."""
-    from .compiled_facts import compile_only_env
+    from .targets.compiler import compile_only_env
     from .targets import get_target
 
     return subprocess.run([sys.executable, "-m", "warpsmith.gpucheck", *args],

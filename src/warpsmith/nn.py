@@ -22,6 +22,7 @@ import torch
 
 from . import ops
 from .core.errors import InvalidInputError
+from .ops.lowprec.scaled.linear import FP8_RECIPES, fp8_linear, int8_linear, int8_weight
 
 
 def _last_dim_only(cls: str, normalized_shape: tuple[int, ...]) -> None:
@@ -185,12 +186,12 @@ def from_torch(module: torch.nn.Module) -> torch.nn.Module:
 
 class Int4Linear(torch.nn.Module):
     """Inference-only linear layer with an int4 weight packed by AutoAWQ (GEMM) or GPTQ (v1), run by
-    :func:`warpsmith.ops.int4_matmul` (formats: :mod:`warpsmith.ops.lowprec.int4_formats`).
+    :func:`warpsmith.ops.int4_matmul` (formats: :mod:`warpsmith.ops.lowprec.int4.formats`).
 
     Buffers ``qweight``, ``qzeros``, ``scales`` (and ``g_idx`` for GPTQ act-order, ``bias``) keep the
     checkpoint's names and layouts. Activations in another dtype than the scales' (float16 or bfloat16)
     are cast to it, and the output back. Build one from checkpoint tensors, from an
-    :class:`~warpsmith.ops.lowprec.int4_formats.Int4Weight`, or from an ``nn.Linear`` by RTN
+    :class:`~warpsmith.ops.lowprec.int4.formats.Int4Weight`, or from an ``nn.Linear`` by RTN
     quantization (:meth:`from_linear`).
     """
 
@@ -198,7 +199,7 @@ class Int4Linear(torch.nn.Module):
                  format: str = "awq", g_idx: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
                  in_features: Optional[int] = None) -> None:
         super().__init__()
-        from .ops.lowprec.int4_op import check_weight
+        from .ops.lowprec.int4.op import check_weight
 
         K = in_features if in_features is not None else qweight.shape[0] * (8 if format == "gptq" else 1)
         N = check_weight(format, qweight, qzeros, scales, group_size, K, g_idx)
@@ -217,21 +218,21 @@ class Int4Linear(torch.nn.Module):
 
     @classmethod
     def from_weight(cls, weight, bias: Optional[torch.Tensor] = None) -> "Int4Linear":
-        """From an :class:`~warpsmith.ops.lowprec.int4_formats.Int4Weight`."""
+        """From an :class:`~warpsmith.ops.lowprec.int4.formats.Int4Weight`."""
         return cls(weight.qweight, weight.qzeros, weight.scales, weight.group_size, weight.format, weight.g_idx, bias)
 
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear, group_size: int = 128, format: str = "awq",
                     dtype: torch.dtype = torch.float16) -> "Int4Linear":
-        """RTN-quantize an ``nn.Linear`` (see :func:`~warpsmith.ops.lowprec.int4_formats.quantize_int4`);
+        """RTN-quantize an ``nn.Linear`` (see :func:`~warpsmith.ops.lowprec.int4.formats.quantize_int4`);
         ``dtype`` is the scales' and compute dtype."""
-        from .ops.lowprec.int4_formats import quantize_int4
+        from .ops.lowprec.int4.formats import quantize_int4
 
         w = quantize_int4(linear.weight.detach().t(), group_size, format, scale_dtype=dtype)
         return cls.from_weight(w, None if linear.bias is None else linear.bias.detach())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        from .ops.lowprec.int4_op import int4_matmul_op
+        from .ops.lowprec.int4.op import int4_matmul_op
 
         dt = self.scales.dtype
         y = int4_matmul_op(x.to(dt), self.qweight, self.qzeros, self.scales, self.g_idx, self.bias,
@@ -248,7 +249,7 @@ __all__ = ["RMSNorm", "LayerNorm", "Softmax", "LogSoftmax", "CrossEntropyLoss", 
 __all__ += ["Int4Linear"]
 
 
-# ---- pooling and channel normalizations (ops/pool, ops/norm/channel_*) -------------------------------
+# ---- pooling and channel normalizations (ops/pool, ops/norm/channel/) -------------------------------
 def _pool_classes():
     """MaxPool{1,2,3}d, AvgPool{1,2,3}d, AdaptiveAvgPool{1,2,3}d: torch's modules, forward on warpsmith."""
     out = {}
@@ -342,61 +343,7 @@ __all__ += ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "Av
             "InstanceNorm2d", "InstanceNorm3d", "GroupNorm"]
 
 
-# ---- low precision (ops/lowprec) ------------------------------------------------------------------
-def _rows(t: torch.Tensor, fmt: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic per-row quantization of a 2-D tensor (a contiguous copy first where needed)."""
-    return ops.quantize(t.contiguous(), fmt, "row")
-
-
-FP8_RECIPES = ("rowwise", "tensorwise")
-
-
-def _tensor(t: torch.Tensor, fmt: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic per-tensor quantization of a 2-D tensor: (q, scale (1,))."""
-    return ops.quantize(t.contiguous(), fmt, "tensor")
-
-
-class _Fp8LinearFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x2, weight, bias, recipe):
-        w = weight.detach().to(x2.dtype)
-        b = None if bias is None else bias.detach().to(x2.dtype)
-        ctx.has_bias, ctx.recipe, ctx.weight_dtype = bias is not None, recipe, weight.dtype
-        if recipe == "tensorwise":  # the quantized operands serve the backward too: their transposes keep the scale
-            (qx, sx), (qw, sw) = _tensor(x2, "e4m3"), _tensor(w, "e4m3")
-            ctx.save_for_backward(qx, sx, qw, sw)
-            return ops.scaled_matmul(qx, qw.t(), sx, sw, x2.dtype, bias=b, scaling="tensor")
-        qx, sx = _rows(x2, "e4m3")
-        qw, sw = _rows(w, "e4m3")
-        ctx.save_for_backward(x2, weight)
-        return ops.scaled_matmul(qx, qw.t(), sx, sw.t(), x2.dtype, bias=b, scaling="row")
-
-    @staticmethod
-    def backward(ctx, g):
-        g = g.contiguous()
-        grad_x = grad_w = grad_b = None
-        if ctx.recipe == "tensorwise":
-            qx, sx, qw, sw = ctx.saved_tensors
-            qg, sg = _tensor(g, "e5m2")
-            if ctx.needs_input_grad[0]:  # g (M, N) @ W (N, K): e5m2 x e4m3, one scale each
-                grad_x = ops.scaled_matmul(qg, qw, sg, sw, g.dtype, scaling="tensor")
-            if ctx.needs_input_grad[1]:  # g^T (N, M) @ x (M, K)
-                grad_w = ops.scaled_matmul(qg.t(), qx, sg, sx, torch.float32, scaling="tensor")
-        else:
-            x2, weight = ctx.saved_tensors
-            if ctx.needs_input_grad[0]:  # g (M, N) @ W (N, K): g per row in e5m2, W per column in e4m3
-                qg, sg = _rows(g, "e5m2")
-                qwt, swt = _rows(weight.detach().to(g.dtype).t(), "e4m3")
-                grad_x = ops.scaled_matmul(qg, qwt.t(), sg, swt.t(), g.dtype, scaling="row")
-            if ctx.needs_input_grad[1]:  # g^T (N, M) @ x (M, K): g^T per row in e5m2, x per column in e4m3
-                qgt, sgt = _rows(g.t(), "e5m2")
-                qxt, sxt = _rows(x2.t(), "e4m3")
-                grad_w = ops.scaled_matmul(qgt, qxt.t(), sgt, sxt.t(), torch.float32, scaling="row")
-        if grad_w is not None:
-            grad_w = grad_w.to(ctx.weight_dtype)
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            grad_b = g.float().sum(0)
-        return grad_x, grad_w, grad_b, None
+# ---- low precision (ops/lowprec; their math and the fp8 autograd: ops/lowprec/scaled/linear.py) ------------
 
 
 class Fp8Linear(torch.nn.Linear):
@@ -432,7 +379,7 @@ class Fp8Linear(torch.nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features)
-        y = _Fp8LinearFn.apply(x2, self.weight, self.bias, self.recipe)
+        y = fp8_linear(x2, self.weight, self.bias, self.recipe)
         return y.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
@@ -457,7 +404,7 @@ class Int8Linear(torch.nn.Module):
 
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear) -> "Int8Linear":
-        q, s = _rows(linear.weight.detach().float(), "int8")
+        q, s = int8_weight(linear.weight)
         b = None if linear.bias is None else linear.bias.detach().clone()
         return cls(q, s, b)
 
@@ -465,10 +412,7 @@ class Int8Linear(torch.nn.Module):
         if torch.is_grad_enabled() and x.requires_grad:
             raise InvalidInputError("input of warpsmith.nn.Int8Linear", "a tensor without grad (inference only)",
                                     "a tensor that requires grad")
-        x2 = x.reshape(-1, self.in_features)
-        qx, sx = _rows(x2, "int8")
-        b = None if self.bias is None else self.bias.to(x.dtype)
-        y = ops.scaled_matmul(qx, self.qweight.t(), sx, self.weight_scale.t(), x.dtype, bias=b, scaling="row")
+        y = int8_linear(x.reshape(-1, self.in_features), self.qweight, self.weight_scale, self.bias)
         return y.reshape(*x.shape[:-1], self.out_features)
 
 

@@ -30,12 +30,14 @@ import torch
 
 from .core.errors import InvalidInputError, UnknownNameError
 from .core.opspec import draw
+from .ops.lowprec.quant.reference import DTYPE_OF, QMAX, calc_diff, snr_db
 
-# mantissa bits, smallest normal exponent, largest finite value
+# mantissa bits, smallest normal exponent, largest finite value, dtype (fp8 and int8: the lowprec family's)
 _FLOATS = {"bf16": (7, -126, float(torch.finfo(torch.bfloat16).max), torch.bfloat16),
            "fp16": (10, -14, 65504.0, torch.float16),
-           "e4m3": (3, -6, 448.0, torch.float8_e4m3fn),
-           "e5m2": (2, -14, 57344.0, torch.float8_e5m2)}
+           "e4m3": (3, -6, QMAX["e4m3"], DTYPE_OF["e4m3"]),
+           "e5m2": (2, -14, QMAX["e5m2"], DTYPE_OF["e5m2"])}
+_INT8_MAX = int(QMAX["int8"])
 SCALINGS = ("tensor", "row", "block128")
 DISTS = ("normal", "uniform", "outliers")
 
@@ -97,8 +99,9 @@ def float_path(fmt: str) -> Callable:
 
 
 def int8_path(x, w, sr, gen):
-    rnd = lambda t: round_int(t, -127, 127, sr, gen)  # noqa: E731
-    return (_scaled(x, x.abs().amax(1, keepdim=True), 127.0, rnd), _scaled(w, w.abs().amax(0, keepdim=True), 127.0, rnd))
+    rnd = lambda t: round_int(t, -_INT8_MAX, _INT8_MAX, sr, gen)  # noqa: E731
+    return (_scaled(x, x.abs().amax(1, keepdim=True), QMAX["int8"], rnd),
+            _scaled(w, w.abs().amax(0, keepdim=True), QMAX["int8"], rnd))
 
 
 def int4_path(group: int) -> Callable:
@@ -142,12 +145,10 @@ class Row:
 
 
 def metrics(y: torch.Tensor, yq: torch.Tensor) -> tuple[float, float, float, float]:
+    """(max-abs error, relative Frobenius error, SNR in dB, calc_diff) of ``yq`` against ``y``."""
     err = yq - y
     ny, ne = float((y * y).sum()), float((err * err).sum())
-    denom = float((y * y + yq * yq).sum())
-    calc = 1.0 - 2.0 * float((y * yq).sum()) / denom if denom > 0 else 0.0
-    snr = 10 * math.log10(ny / ne) if ne > 0 else float("inf")
-    return float(err.abs().max()), math.sqrt(ne / ny) if ny > 0 else 0.0, snr, calc
+    return float(err.abs().max()), math.sqrt(ne / ny) if ny > 0 else 0.0, snr_db(yq, y), calc_diff(y, yq)
 
 
 def study(M: int, N: int, K: int, names: Sequence[str] | None = None, dists: Sequence[str] = DISTS,

@@ -66,7 +66,8 @@ class TuneResult:
         }
 
 
-def _prescreen(space: JointSpace, evaluator: Evaluator, budget: int, rng: random.Random) -> list[dict]:
+def _prescreen(space: JointSpace, evaluator: Evaluator, budget: int, rng: random.Random,
+               log: Callable[[str], None] | None = None) -> list[dict]:
     """Rank many random points (and each variant's default) by the cost model; return the best."""
     n = min(PRESCREEN_MAX, PRESCREEN_PER_EVAL * budget, space.size())
     pool = {space.key(p): p for p in space.defaults()}
@@ -75,7 +76,10 @@ def _prescreen(space: JointSpace, evaluator: Evaluator, budget: int, rng: random
         pool.setdefault(space.key(p), p)
     predicted = sorted(((evaluator.predict(p).predicted_ms, i, p) for i, p in enumerate(pool.values())),
                        key=lambda t: t[:2])
-    return [p for ms, _, p in predicted[: max(1, budget // 4)] if math.isfinite(ms)]
+    kept = [p for ms, _, p in predicted[: max(1, budget // 4)] if math.isfinite(ms)]
+    if log:
+        log(f"prescreen: ranked {len(pool)} configs by the cost model, the best {len(kept)} start the search")
+    return kept
 
 
 def _items(s: Score) -> set[tuple[str, Any]]:
@@ -127,7 +131,7 @@ def search(space: JointSpace, evaluator: Evaluator, strategy: str, *, budget: in
 def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_budget_s: float | None = None,
          strategy: str = "evolutionary", seed: int = 0, finalists: int = 4, db: TuningDB | None = None,
          verify_trials: int = 1, prove: bool = False, batch: int = 8, progress: Callable[[int, int, Score | None], None] | None = None,
-         compiler_facts: bool = False) -> TuneResult:
+         compiler_facts: bool = False, log: Callable[[str], None] | None = None) -> TuneResult:
     """Search the variants of ``problem``'s op for it, verify the best, and record the winner in ``db``.
 
     With a GPU the candidates are compiled in parallel and timed (``measured``); without one the
@@ -139,9 +143,14 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
     On a GPU the compiler's facts about each candidate (registers, spills, pipelining) come from its
     real compilation, and one that spills or cannot pipeline is skipped. Without one, with
     ``compiler_facts`` each candidate the search evaluates is also compiled for the target's GPU in a
-    compile-only worker (``warpsmith.compiled_facts``; cached on disk), and the cost model uses
+    compile-only worker (``warpsmith.targets.compiler.CompilerFacts``; cached on disk), and the cost model uses
     those facts the same way.
+
+    ``progress`` is called after each batch of the search (evaluations done, budget, best so far);
+    ``log`` gets one line per stage (prescreen, search finished, each finalist verified, proving,
+    testing, its outcome), for a user watching a log rather than a progress bar.
     """
+    say = log or (lambda _: None)
     if budget < 1:
         raise InvalidInputError("budget", "a positive number of evaluations", budget)
     if time_budget_s is not None and time_budget_s <= 0:
@@ -155,24 +164,39 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
     space = JointSpace({n: v.space(problem, tgt) for n, v in variants.items()})
     evaluator = Evaluator(spec, problem, variants, tgt, measured, seed=seed)
     if compiler_facts and not measured:
-        from .compiled_facts import CompilerFacts
+        from .targets.compiler import CompilerFacts
 
         evaluator.facts = CompilerFacts(tgt)
-    initial = _prescreen(space, evaluator, budget, random.Random(seed))
+    kind = "measured" if measured else "predicted"
+    say(f"tuning {problem.describe()} for {tgt.name}: {kind} times"
+        + ("" if measured else " (no GPU here: the cost model ranks, finalists run under Triton's interpreter)")
+        + f", {len(variants)} variant(s), budget {budget} evaluations")
+    initial = _prescreen(space, evaluator, budget, random.Random(seed), say)
     scores = search(space, evaluator, strategy, budget=budget, seed=seed, initial=initial, batch=batch,
                     deadline=None if time_budget_s is None else t0 + time_budget_s, progress=progress)
 
+    # a stable sort: candidates with equal times (a cost model often cannot separate them) keep the
+    # order the search evaluated them in, which the seed fixes
     board = sorted((s for s in scores if math.isfinite(s.ms)), key=lambda s: s.ms)
-    result = TuneResult(problem, tgt, "measured" if measured else "predicted", strategy, seed, board, len(scores), 0.0)
+    say(f"search: {len(scores)} candidates evaluated, {len(board)} ranked"
+        + (f", best {board[0].ms:.4g} ms {kind} ({board[0].variant})" if board else "")
+        + f" ({time.perf_counter() - t0:.1f} s)")
+    result = TuneResult(problem, tgt, kind, strategy, seed, board, len(scores), 0.0)
     device = "cuda" if dev.measured else "cpu"  # kernels run where Triton runs, whatever target was predicted
-    for cand in _finalists(board, result.rejected, finalists):
+    n_final = min(finalists, len(board))
+    for k, cand in enumerate(_finalists(board, result.rejected, finalists), 1):
+        say(f"verifying finalist {k} of {n_final}: {cand.variant} {_config_line(cand.config)} ({cand.ms:.4g} ms {kind})")
         cert = verify_candidate(spec, problem, variants[cand.variant], cand.config, tgt, device=device, seed=seed,
-                                trials=verify_trials, prove=prove)
+                                trials=verify_trials, prove=prove, progress=lambda stage: say(f"  {stage}"))
         if cert.passed:
+            say(f"  passed ({time.perf_counter() - t0:.1f} s)")
             result.winner, result.certificate = cand, cert
             break
         failure = cert.first_failure()
         result.rejected.append(Rejected(cand, f"{failure.name}: {failure.status}" if failure else "?", cert.to_json()))
+        say(f"  rejected: {result.rejected[-1].reason}")
+    if measured:
+        say("timing torch's own implementation (the baseline)")
     result.baseline_ms = evaluator.baseline_ms()
     result.elapsed_s = time.perf_counter() - t0
 
@@ -185,6 +209,10 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
         reasons = "; ".join(f"{r.score.variant}: {r.reason}" for r in result.rejected) or "no valid candidate found"
         raise VerificationError(f"no finalist of {problem.describe()} passed verification ({reasons})", result)
     return result
+
+
+def _config_line(cfg: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in cfg.items())
 
 
 def _record(result: TuneResult, s: Score, cert: dict[str, Any] | None, verified: bool) -> TuningRecord:

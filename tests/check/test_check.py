@@ -50,11 +50,17 @@ CORRECT = [
 ]
 
 
+TRITON = {"softmax_triton.py", "solutions/value_triton", "softmax_autotune.py"}  # memory_safe proves their launches
+
+
 @pytest.mark.parametrize("problem, candidate", CORRECT)
 def test_correct_candidates_are_accepted_with_every_check_passed(problem, candidate):
     report = run(problem, candidate)
     assert report.verdict == "accepted", report.first_failure
-    assert {c.name: c.text for c in report.checks} == {name: "passed" for name, _, _ in CHECKS}
+    want = {name: "passed" for name, _, _ in CHECKS}
+    if candidate not in TRITON:  # pure torch: no Triton launch to prove
+        want["memory_safe"] = "skipped(no Triton kernel launch was observed)"
+    assert {c.name: c.text for c in report.checks} == want
     assert report.timing == {"kind": "not measured", "reason": "no GPU"} or torch.cuda.is_available()
 
 
@@ -86,7 +92,6 @@ ZOO_CHEATS = [
     ("softmax", "softmax_exit_init.py", "exited"),
     ("softmax", "softmax_exit_forward.py", "exited"),
     ("softmax", "softmax_abort.py", "crashed"),
-    ("softmax", "softmax_kill_parent.py", "crashed"),
     ("softmax", "softmax_autocast.py", "wrong_result"),
     ("softmax", "softmax_gc_oracle.py", "wrong_result"),
     ("softmax", "softmax_library_override.py", "wrong_result"),
@@ -95,9 +100,11 @@ ZOO_CHEATS = [
     ("softmax", "softmax_late_worker.py", "async_work"),
     # the classes of SOL-ExecBench's own hack samples (tests/samples/rmsnorm there), written here
     ("rmsnorm", "solutions/hack_timer_patch.json", "monkey_patch"),
-    ("rmsnorm", "solutions/hack_side_stream.json", "async_work" if torch.cuda.is_available() else "candidate_error"),
+    ("rmsnorm", "solutions/hack_side_stream.json", "async_work"),  # on a CPU: the side stream asked for
     ("rmsnorm", "solutions/hack_thread.json", "async_work"),
     ("rmsnorm", "solutions/hack_subclass.json", "tensor_subclass"),
+    # exact under the interpreter (its programs run one after another), a race on a GPU: only the prover sees it
+    ("matmul_relu", "matmul_relu_splitk_race.py", "unsafe_kernel"),
 ]
 
 
@@ -117,7 +124,10 @@ def test_a_hang_is_killed_at_the_deadline_even_ignoring_sigterm():
     assert time.perf_counter() - t0 < 60
 
 
-def test_a_rewritten_reference_is_reported_and_restored(tmp_path):
+def test_a_rewritten_reference_is_reported_and_restored(tmp_path, monkeypatch):
+    import warpsmith.check.isolation as isolation
+
+    monkeypatch.setattr(isolation, "ISOLATE", False)  # the sandbox refuses the write (test_isolation.py): without it
     for name in ("softmax.py", "softmax_tamper_reference.py"):
         (tmp_path / name).write_text((ZOO / name).read_text())
     before = (tmp_path / "softmax.py").read_bytes()
@@ -128,7 +138,14 @@ def test_a_rewritten_reference_is_reported_and_restored(tmp_path):
 
 
 def test_the_zoo_covers_every_reason_code():
-    assert {code for _, _, code in ZOO_CHEATS} | {"timeout", "tampered_reference"} == set(CODES.values())
+    """Every reason code has a planted cheat rejected for it: here, in test_verdict.py (the process and
+    the protocol), or in its own test (timeout, tampered_reference). ``incomplete`` is the one no
+    candidate can cause (every call is judged; a stop always records a failure first): its test is
+    test_verdict.py's report-level one."""
+    from test_verdict import CHEATS  # the same folder (pytest puts it on sys.path)
+
+    covered = {code for _, _, code in ZOO_CHEATS} | {code for _, code in CHEATS}
+    assert covered | {"timeout", "tampered_reference", "incomplete"} == set(CODES.values())
     assert len(ZOO_CHEATS) >= 14
 
 
@@ -189,14 +206,15 @@ def test_inputs_are_drawn_after_the_candidate_is_loaded(monkeypatch):
     report = run("softmax", "softmax_triton.py", trials=3)
     assert report.verdict == "accepted"
     assert events[0] == "load" and "draw" in events
-    trials = report.protocol["trials"]
-    warm = events.count("draw") - trials
+    trials, extra = report.protocol["trials"], report.protocol["endurance"]["new_draws"]
+    warm = events.count("draw") - trials - extra
+    assert warm == report.protocol["warmup_calls"], events
     assert 1 <= warm <= 2 and 3 <= trials <= 5, events  # the counts are drawn at random within ranges
 
 
 def test_the_protocol_runs_some_calls_with_no_harness_state_and_random_counts():
     reports = [run("softmax", "softmax_triton.py", trials=2) for _ in range(3)]
-    assert all(r.verdict == "accepted" and r.protocol["isolated"] for r in reports)
+    assert all(r.verdict == "accepted" and r.protocol["isolation"]["isolated"] for r in reports)
     assert all(r.protocol["plain_calls"] >= 1 for r in reports)  # one repeat at least is plain
 
 

@@ -20,6 +20,11 @@ def test_tune_in_a_subprocess_prints_no_runtime_warning(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "winner:" in proc.stdout
     assert "RuntimeWarning" not in proc.stderr, proc.stderr[-3000:]
+    # piped, the progress bar does not render: the stages are reported line by line instead (issue 27)
+    lines = proc.stderr.splitlines()
+    assert lines and lines[0].startswith("tuning matmul[M=8,N=8,K=8]"), proc.stderr[-3000:]
+    assert "verifying finalist 1 of 1: " in proc.stderr and "  passed (" in proc.stderr, proc.stderr[-3000:]
+    assert f"in {tmp_path / 't.db'} (--db or WARPSMITH_DB to change)" in proc.stdout
 
 
 def test_quiet_interpreter_hides_exactly_numpys_interpreter_warnings(recwarn):

@@ -2,6 +2,7 @@
 warpsmith's kernels, verified before use; a wrong program is never used; registered by name."""
 import subprocess
 import sys
+import warnings
 
 import torch
 
@@ -183,3 +184,94 @@ def test_registered_by_name_in_a_fresh_interpreter():
             "assert [r.status for r in BACKEND.reports] == ['compiled'], [r.summary() for r in BACKEND.reports]\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def _fresh_env(tmp_path):
+    """The environment of a user's shell: no TRITON_INTERPRET (which conftest sets for the suite) and
+    no WARPSMITH_* but a private DB."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET" and not k.startswith("WARPSMITH_")}
+    env["WARPSMITH_DB"] = str(tmp_path / "tuning.db")
+    return env
+
+
+def test_cpu_compile_runs_warpsmith_kernels_when_dynamo_imported_triton_first(tmp_path):
+    """Issue 27: torch._dynamo imports triton before warpsmith; without a GPU the backend must still
+    switch Triton to its interpreter (not fall back to eager on "0 active drivers"), whoever imported
+    triton first. The subprocess counts warpsmith's kernel launches (Triton's interpreter) and checks
+    dynamo's own view: no graph break, and no eager-fallback warning."""
+    code = """
+import sys, warnings
+import torch._dynamo, triton
+assert "triton" in sys.modules and "warpsmith" not in sys.modules
+import torch
+from triton.runtime import interpreter
+
+launches = []
+run = interpreter.InterpretedFunction.run
+def counted(self, *a, **k):
+    launches.append(self.fn.__name__)
+    return run(self, *a, **k)
+interpreter.InterpretedFunction.run = counted
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up, self.norm = torch.nn.Linear(8, 16), torch.nn.LayerNorm(16)
+    def forward(self, x):
+        h = self.norm(torch.nn.functional.gelu(self.up(x)))
+        return torch.softmax(h * torch.sigmoid(h), dim=-1).sum(-1, keepdim=True) + h
+torch.manual_seed(0)
+m, x = Block(), torch.randn(5, 8)
+with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    y = torch.compile(m, backend="warpsmith")(x)
+    torch.testing.assert_close(y, m(x), rtol=1e-5, atol=1e-5)
+    explained = torch._dynamo.explain(m)(x)
+from warpsmith.compiler.backend import BACKEND
+assert [r.status for r in BACKEND.reports][:1] == ["compiled"], [r.summary() for r in BACKEND.reports]
+assert explained.graph_break_count == 0 and explained.graph_count == 1, explained
+from warpsmith.compiler.backend import EagerFallbackWarning
+assert not [w for w in caught if issubclass(w.category, EagerFallbackWarning)], [str(w.message) for w in caught]
+assert launches, "no warpsmith kernel ran"
+print("launches", len(launches))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                       env=_fresh_env(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "launches" in r.stdout
+
+
+def test_warpsmith_interpret_is_honoured_after_triton_was_imported(tmp_path):
+    """WARPSMITH_INTERPRET=1 (or no GPU) switches the interpreter on even with triton imported first:
+    warpsmith's kernels (and Triton's own tl.* library functions) are then interpreted."""
+    code = ("import triton, os\n"
+            "assert not os.environ.get('TRITON_INTERPRET')\n"
+            "from warpsmith.core._triton import INTERPRET, tl\n"
+            "from triton.runtime.interpreter import InterpretedFunction\n"
+            "assert INTERPRET and os.environ['TRITON_INTERPRET'] == '1'\n"
+            "assert isinstance(tl.sum, InterpretedFunction) and isinstance(tl.standard._sum_combine, InterpretedFunction)\n"
+            "import torch, warpsmith.ops as ops\n"
+            "x, w = torch.randn(3, 40), torch.randn(40)\n"
+            "torch.testing.assert_close(ops.rms_norm(x, w, eps=1e-6), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)\n")
+    env = _fresh_env(tmp_path)
+    env["WARPSMITH_INTERPRET"] = "1"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_a_graph_falling_back_to_eager_warns_once(monkeypatch):
+    def broken(*a, **k):
+        raise NotImplementedError("no such op")
+
+    monkeypatch.setattr(B, "emit_function", broken)
+    monkeypatch.setattr(B, "_WARNED", set())
+    m = _model()
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for rows in (4, 5):
+            warpsmith.compile(m, (torch.randn(rows, 24),))
+    eager = [w for w in caught if issubclass(w.category, B.EagerFallbackWarning)]
+    assert len(eager) == 1, [str(w.message) for w in caught]
+    assert "runs eagerly" in str(eager[0].message) and "NotImplementedError: no such op" in str(eager[0].message)

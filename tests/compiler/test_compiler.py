@@ -243,7 +243,7 @@ COMPILE_ONLY = r'''
 import importlib.util, sys
 import torch
 import warpsmith.core._triton as wt  # makes the compile-only driver active (WARPSMITH_COMPILE_ONLY)
-from warpsmith.core._compile_only import recording
+from warpsmith.targets.compiler import recording
 assert wt.COMPILE_ONLY_ARCH == "sm_90"
 for path, ref, launches in zip(sys.argv[1::3], sys.argv[2::3], sys.argv[3::3]):
     def load(p, n):

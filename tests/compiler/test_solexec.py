@@ -154,7 +154,7 @@ COMPILE_ONLY = r"""
 import importlib.util, json, os, sys, tempfile
 import torch
 import warpsmith.core._triton as wt  # makes the compile-only driver active (WARPSMITH_COMPILE_ONLY)
-from warpsmith.core._compile_only import recording
+from warpsmith.targets.compiler import recording
 assert wt.COMPILE_ONLY_ARCH == "sm_90"
 DT = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 for sol_path, def_path, launches in zip(sys.argv[1::3], sys.argv[2::3], sys.argv[3::3]):

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from warpsmith.gpucheck import unstable_globals
 from warpsmith.ops import OPS, variants
-from warpsmith.measure.static import loop_loads
 from warpsmith.targets import ConfigFacts, KernelFacts, get_target
+from warpsmith.targets.compiler import loop_loads
 
 NAN_KERNEL = '''
 import triton
@@ -72,8 +72,7 @@ def test_compile_only_launch_catches_what_the_interpreter_cannot(tmp_path):
     proc = _compile_only('''
         import json, torch
         from warpsmith.core._triton import COMPILE_ONLY_ARCH, INTERPRET
-        from warpsmith.core._compile_only import recording
-        from warpsmith.measure.static import kernel_facts
+        from warpsmith.targets.compiler import kernel_facts, recording
         import nan_kernels as K
         assert COMPILE_ONLY_ARCH == "sm_90" and not INTERPRET
         x = torch.zeros(1000)
@@ -204,7 +203,7 @@ def test_search_with_compiler_facts_skips_what_spills(tmp_path):
     """A compile-only worker compiles each evaluated config for sm_90; a config the register estimate
     lets through but ptxas spills (found by `warpsmith gpucheck`) is scored inf with the compiler's
     reason, and the facts are cached on disk."""
-    from warpsmith.compiled_facts import CompilerFacts
+    from warpsmith.targets.compiler import CompilerFacts
     from warpsmith.measure import Evaluator
     from warpsmith.ops import get_op, variants
 
@@ -235,3 +234,23 @@ def test_only_the_main_kernel_decides_whether_num_stages_acts():
     assert ConfigFacts((main, reduce)).rejection({"num_stages": 3}) is None
     dead_main = KernelFacts("matmul_splitk_kernel", 4, 3, 128, 0, 1024, 2, 0)
     assert "acts as 1" in ConfigFacts((dead_main, reduce)).rejection({"num_stages": 3})
+
+
+def test_gpucheck_counts_a_problem_without_a_valid_default_as_failed(monkeypatch):
+    """A problem whose default config every variant rejects (a call would have nothing to run) was dropped
+    silently, and the report said 0 failed; it is a failed row naming the reason (nothing is compiled)."""
+    from warpsmith import gpucheck
+
+    v = variants("attention_decode_mla")["split_kv"]
+    rejected = {"BLOCK_N": 128, "NUM_SPLITS": 1, "BLOCK_H": 16, "num_warps": 8, "num_stages": 4}  # 576 KB of tiles
+    monkeypatch.setattr(v, "default_config", lambda problem, target: dict(rejected))
+    problem = {"op": "attention_decode_mla", "shape": {"B": 1, "H": 16, "S": 16, "Dc": 512, "Dr": 64},
+               "dtype": "bfloat16", "attrs": {"page_size": 16}}
+    seen = []
+    rows = gpucheck.run([problem], "h100", sample=0, seed=0, progress=seen.append)
+    bad = [r for r in rows if not r.ok]
+    assert len(bad) == 1 and bad[0].kind == "default" and bad[0].op == "attention_decode_mla" and seen == bad
+    assert "no valid default config" in bad[0].errors[0] and "shared memory" in bad[0].errors[0], bad[0].errors
+    assert bad[0].config == rejected and not bad[0].kernels
+    table = gpucheck._table(rows, gpucheck.summary(rows))
+    assert "FAIL attention_decode_mla/split_kv [default]" in table and "1 failed" in table, table

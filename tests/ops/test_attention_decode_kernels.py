@@ -6,9 +6,9 @@ import torch
 
 from warpsmith.core._triton import tl, triton
 from warpsmith.ops import get_op, get_variant
-from warpsmith.ops.attention.decode_kernel import FLT_MAX
-from warpsmith.ops.attention.decode_plan import plan_static
-from warpsmith.ops.attention.decode_variant import SplitKV
+from warpsmith.ops.attention.decode.kernel import FLT_MAX
+from warpsmith.ops.attention.decode.plan import plan_static
+from warpsmith.ops.attention.decode.variant import SplitKV
 from warpsmith.targets import get_target
 from warpsmith.verify import verify_candidate
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from warpsmith.errors import InvalidInputError
-from warpsmith.ops.attention.decode_plan import DecodePlan, plan_balanced, plan_static, seq_lens_from_csr
+from warpsmith.ops.attention.decode.plan import DecodePlan, plan_balanced, plan_static, seq_lens_from_csr
 
 
 def covered(plan: DecodePlan, lens: list[int]) -> None:
@@ -65,7 +65,7 @@ def test_seq_lens_from_csr():
 def test_the_page_gathers_and_the_padded_grid_are_proved_in_bounds():
     """Every load and store of the paged kernels (block table NHD, CSR) and of the merge: in bounds and
     no int32 wrap, for all sizes, every program of the padded grid, page indices in [0, NB)."""
-    from warpsmith.ops.attention.decode_contract import CONTRACTS
+    from warpsmith.ops.attention.decode.contract import CONTRACTS
     from warpsmith.verify.symbolic import prove
 
     for c in (CONTRACTS[2], CONTRACTS[4], CONTRACTS[6]):
@@ -83,7 +83,7 @@ def test_a_plan_overrunning_its_block_table_is_found():
     table's width): the prover must find the out-of-bounds block-table read, with a counterexample."""
     from dataclasses import replace
 
-    from warpsmith.ops.attention.decode_contract import CONTRACTS, MB, S
+    from warpsmith.ops.attention.decode.contract import CONTRACTS, MB, S
     from warpsmith.verify.symbolic import Tensor, prove
 
     c = CONTRACTS[2]

@@ -193,3 +193,28 @@ def test_torch_compile_traces_the_custom_ops():
     g_ref = torch.autograd.grad(f(q, k), (q, k))
     for a, b in zip(g, g_ref):
         assert torch.equal(a, b)
+
+
+# ---- empty batches and sequences (issue 27, item 4) ---------------------------------------------------------
+@pytest.mark.parametrize("qs, ks", [((0, 2, 3, 8), (0, 2, 5, 8)), ((1, 2, 0, 8), (1, 2, 5, 8)),
+                                    ((2, 4, 3, 8), (2, 2, 0, 8))])
+def test_empty_batch_or_sequence_gives_torch_s_result_and_gradients_without_a_launch(monkeypatch, qs, ks):
+    """B = 0 (and an empty query or key sequence) was refused ("non-empty tensors"); torch's SDPA returns the
+    empty (or, with no key, all-zero) output and zero gradients. Nothing is launched."""
+    import importlib
+
+    attn_op = importlib.import_module("warpsmith.ops.attention.op")
+
+    monkeypatch.setattr(attn_op, "launch", lambda *a, **k: pytest.fail("a kernel was launched"))
+    gqa = qs[1] != ks[1]
+    q, k, v = (torch.randn(*s, requires_grad=True) for s in (qs, ks, ks))
+    out = wops.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    assert out.shape == ref.shape and torch.equal(out, ref)
+    got = torch.autograd.grad(out.sum(), (q, k, v))
+    want = torch.autograd.grad(ref.sum(), (q, k, v))
+    assert all(g.shape == w.shape and torch.equal(g, w) for g, w in zip(got, want))
+    out2, lse = wops.attention(q, k, v, return_lse=True)
+    assert out2.shape == qs and lse.shape == qs[:-1] and bool((lse == float("-inf")).all())
+    mask = torch.ones(qs[0], 1, qs[2], ks[2], dtype=torch.bool)
+    assert wops.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa).shape == qs

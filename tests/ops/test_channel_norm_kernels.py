@@ -5,7 +5,7 @@ import torch
 
 import warpsmith.ops as wops
 from warpsmith.ops import get_op, get_variant
-from warpsmith.ops.norm.channel_variant import Planar
+from warpsmith.ops.norm.channel.variant import Planar
 from warpsmith.targets import get_target
 from warpsmith.verify import verify_candidate
 
@@ -36,7 +36,7 @@ class DropsTheMeanTerm(Planar):
     """Backward without the mean(g) term (k1 = 0): as if the mean were a constant."""
 
     def launch(self, inputs, problem, config, out=None, target=None):
-        import warpsmith.ops.norm.channel_variant as V
+        import warpsmith.ops.norm.channel.variant as V
 
         real = V.K.channel_grad_apply_kernel
 
@@ -63,7 +63,7 @@ def test_planted_bugs_are_rejected(bug, op):
 
 def test_running_stats_not_updated_is_caught(monkeypatch):
     """A batch_norm that skips the running-statistic update differs from torch's module state."""
-    import warpsmith.ops.norm.channel_op as O
+    import warpsmith.ops.norm.channel.op as O
 
     x = torch.randn(4, 3, 5)
     rm, rv = torch.zeros(3), torch.ones(3)
@@ -79,7 +79,7 @@ def test_running_stats_not_updated_is_caught(monkeypatch):
 
 
 def test_launch_contracts_prove_memory_safety():
-    from warpsmith.ops.norm.channel_contract import CONTRACTS
+    from warpsmith.ops.norm.channel.contract import CONTRACTS
     from warpsmith.verify.symbolic import prove
 
     for c in CONTRACTS:

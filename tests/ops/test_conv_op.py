@@ -198,3 +198,36 @@ def test_errors_name_what_was_expected():
         wops.conv(x.double(), torch.randn(3, 4, 3, 3).double())
     with pytest.raises(InvalidInputError, match="geometry"):
         wops.conv(torch.randn(1, 4, 2, 2), torch.randn(3, 4, 3, 3))
+
+
+# ---- an empty batch (issue 27, item 4) -----------------------------------------------------------------------
+@pytest.mark.parametrize("transposed", [False, True])
+def test_empty_batch_gives_an_empty_output_and_zero_weight_gradients_without_a_launch(monkeypatch, transposed):
+    """nn.Conv2d takes N = 0 (an empty output, zero weight and bias gradients); warpsmith refused it ("every
+    dimension >= 1"). Now the same, with no kernel launched (forward or backward)."""
+    import importlib
+
+    conv_op = importlib.import_module("warpsmith.ops.conv.op")
+
+    monkeypatch.setattr(conv_op, "launch", lambda *a, **k: pytest.fail("a kernel was launched"))
+    monkeypatch.setattr(conv_op, "launch_wgrad", lambda *a, **k: pytest.fail("a kernel was launched"))
+    torch.manual_seed(0)
+    t = (torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1) if transposed
+         else torch.nn.Conv2d(4, 6, 3, stride=2, padding=1))
+    mod = (wnn.ConvTranspose2d(4, 6, 3, stride=2, padding=1) if transposed
+           else wnn.Conv2d(4, 6, 3, stride=2, padding=1))
+    mod.load_state_dict(t.state_dict())
+    for layout in (torch.contiguous_format, torch.channels_last):
+        x = torch.randn(0, 4, 9, 9).to(memory_format=layout).requires_grad_()
+        y, ref = mod(x), t(x)
+        assert y.shape == ref.shape and y.dtype == ref.dtype
+        gx, gw, gb = torch.autograd.grad(y.sum(), (x, mod.weight, mod.bias))
+        assert gx.shape == x.shape and torch.equal(gw, torch.zeros_like(t.weight)) and torch.equal(gb, torch.zeros(6))
+    fn = wops.conv_transpose if transposed else wops.conv
+    x = torch.randn(0, 4, 9, 9)
+    wt = t.weight.detach()
+    y = fn(x, wt, t.bias.detach(), stride=2, padding=1, activation="silu",
+           residual=torch.zeros(ref.shape))
+    assert y.shape == ref.shape
+    with pytest.raises(InvalidInputError, match="sizes"):  # other empty dimensions are still refused
+        fn(torch.randn(1, 4, 0, 9), wt, stride=2, padding=1)

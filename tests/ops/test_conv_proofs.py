@@ -14,6 +14,7 @@ from warpsmith.core._triton import tl, triton
 from warpsmith.core.errors import InvalidInputError
 from warpsmith.ops.conv import contract as C
 from warpsmith.ops.conv import kernel as K
+from warpsmith.ops.conv import limits as L
 from warpsmith.ops.conv import variant as V
 from warpsmith.verify.symbolic.prove import Prover
 
@@ -174,12 +175,12 @@ print(json.dumps([len(needed), ob.status, ob.detail, ob.counterexample], default
 
 # ---- the launchers keep to the contracts' domain --------------------------------------------------
 def test_the_domain_is_the_launchers_own_limits():
-    """The contract's domain is built from variant.fwd_limits, which the launcher checks on its integers."""
+    """The contract's domain is built from limits.fwd_limits, which the launcher checks on its integers."""
     strs = {str(f) for f in C.CONTRACTS[0].domain}
-    for what, value, bound in V.fwd_limits(C.BATCH, C.G, C.CG, C.KG, C.I3, C.O3, C.K3, C.STRIDE, C.PAD, C.DIL,
+    for what, value, bound in L.fwd_limits(C.BATCH, C.G, C.CG, C.KG, C.I3, C.O3, C.K3, C.STRIDE, C.PAD, C.DIL,
                                            C.SX, C.SW, C.SY, C.SR, C.SBIAS):
         assert str(value < bound) in strs, what
-    big = V.fwd_limits(2**16, 1, 1, 1, (1, 1, 1), (1, 2**8, 2**8), (1, 1, 1), (1, 1, 1), (0, 0, 0), (1, 1, 1),
+    big = L.fwd_limits(2**16, 1, 1, 1, (1, 1, 1), (1, 2**8, 2**8), (1, 1, 1), (1, 1, 1), (0, 0, 0), (1, 1, 1),
                        (1,) * 5, (1,) * 6, (1,) * 5, (1,) * 5, 1)
     with pytest.raises(InvalidInputError, match="output pixels"):
         V._check(big)

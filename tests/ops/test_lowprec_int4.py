@@ -5,9 +5,9 @@ import torch
 
 from warpsmith.errors import InvalidInputError
 from warpsmith.ops import get_op, get_variant, int4_matmul
-from warpsmith.ops.lowprec.int4_formats import (act_order_g_idx, dequantize, pack_awq, pack_gptq,
+from warpsmith.ops.lowprec.int4.formats import (act_order_g_idx, dequantize, pack_awq, pack_gptq,
                                                 quantize_int4, unpack)
-from warpsmith.ops.lowprec.int4_spec import dequantize_reference
+from warpsmith.ops.lowprec.int4.spec import dequantize_reference
 from warpsmith.targets import get_target
 
 H100 = get_target("h100")

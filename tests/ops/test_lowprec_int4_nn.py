@@ -5,7 +5,7 @@ import torch
 import warpsmith
 from warpsmith.errors import InvalidInputError
 from warpsmith.nn import Int4Linear
-from warpsmith.ops.lowprec.int4_formats import dequantize, quantize_int4
+from warpsmith.ops.lowprec.int4.formats import dequantize, quantize_int4
 from warpsmith.quantization import SCHEMES, register_scheme
 
 transformers = pytest.importorskip("transformers")

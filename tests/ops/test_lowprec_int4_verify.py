@@ -4,7 +4,7 @@ import pytest
 
 from warpsmith.core._triton import tl, triton
 from warpsmith.ops import get_op, get_variant
-from warpsmith.ops.lowprec import int4_kernel as K
+from warpsmith.ops.lowprec.int4 import kernel as K
 from warpsmith.targets import get_target
 from warpsmith.verify import verify_candidate
 
@@ -58,7 +58,7 @@ def test_planted_bugs_are_rejected(monkeypatch, helper, bug, fmt, variant):
 
 
 def test_launch_contracts_are_proved():
-    from warpsmith.ops.lowprec.int4_contract import CONTRACTS
+    from warpsmith.ops.lowprec.int4.contract import CONTRACTS
     from warpsmith.verify.symbolic import prove
 
     statuses = {}

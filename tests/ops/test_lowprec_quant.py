@@ -1,5 +1,5 @@
 """Quantization kernels under the interpreter, bit for bit against the plain-PyTorch quantization of
-quant_reference.py: dynamic per-row, per-1x128-block and per-tensor scales (amax == 0 guarded), the fused RMSNorm,
+quant/reference.py: dynamic per-row, per-1x128-block and per-tensor scales (amax == 0 guarded), the fused RMSNorm,
 saturating static casts, dequantization, and stochastic rounding (reproducible for a seed; unbiased by a
 test of the mean at a stated confidence)."""
 import pytest
@@ -7,9 +7,9 @@ import torch
 
 from warpsmith.core._triton import tl, triton
 from warpsmith.core.errors import InvalidInputError
-from warpsmith.ops.lowprec import quant_kernel as K
-from warpsmith.ops.lowprec.quant_op import dequantize, quantize, quantize_static, stochastic_round
-from warpsmith.ops.lowprec.quant_reference import (DTYPE_OF, QMAX, quantize_blocks, quantize_rows, quantize_tensor,
+from warpsmith.ops.lowprec.quant import kernel as K
+from warpsmith.ops.lowprec.quant.op import dequantize, quantize, quantize_static, stochastic_round
+from warpsmith.ops.lowprec.quant.reference import (DTYPE_OF, QMAX, quantize_blocks, quantize_rows, quantize_tensor,
                                                    saturate_cast)
 
 
@@ -56,7 +56,7 @@ def test_per_tensor_dynamic_quantization_matches_the_reference_bitwise(fmt, dtyp
 def test_the_per_tensor_amax_reduction_reads_every_row():
     """amax_scale_kernel over more rows than one step reads (AMAX_BLOCK): the maximum in the last,
     partial step is found; rows past M are never read (a poisoned tail would win)."""
-    from warpsmith.ops.lowprec.quant_variant import AMAX_BLOCK
+    from warpsmith.ops.lowprec.quant.limits import AMAX_BLOCK
 
     M = 2 * AMAX_BLOCK + 37
     a = torch.rand(M + 50)
@@ -154,3 +154,68 @@ def test_validation_names_expected_and_given():
         stochastic_round(x, torch.bfloat16, -1)
     with pytest.raises(InvalidInputError, match="dtype"):
         stochastic_round(x, torch.float16, 1)
+
+
+# ---- special values (issue 27, item 4) ----------------------------------------------------------------------
+def specials():
+    x = torch.randn(5, 300, generator=torch.Generator().manual_seed(1))
+    x[0, 7] = float("nan")  # a NaN: the rest of its group keeps its scale
+    x[1, 200] = float("inf")  # an infinity: its group's scale is +inf
+    x[2, 3] = -float("inf")
+    x[2, 250] = float("nan")
+    x[3, :] = float("nan")  # all NaN: amax 0, scale 1
+    return x
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "int8"])
+@pytest.mark.parametrize("granularity", ["row", "block", "tensor"])
+def test_special_values_quantize_as_the_reference_states(fmt, granularity):
+    """int8 quantization gave -127 for +inf and NaN (the GPU's max(NaN, -127)); the kernels and
+    quant/reference.py now agree bit for bit: NaN -> 0 in int8 (NaN in fp8), ±inf saturates, a group's amax
+    ignores NaN, an infinity makes its group's scale +inf (the group then dequantizes to NaN)."""
+    x = specials()
+    q, s = quantize(x, fmt, granularity)
+    ref = {"row": quantize_rows, "tensor": quantize_tensor}.get(granularity)
+    qr, sr = ref(x, fmt) if ref else quantize_blocks(x, fmt, 1, 128)
+    nan = q.float().isnan()  # NaN's sign bit is the platform's (x86: inf / inf is -NaN), not the format's
+    assert torch.equal(s, sr) and torch.equal(nan, qr.float().isnan()) and torch.equal(bits(q)[~nan], bits(qr)[~nan])
+    if granularity == "row":
+        assert s[0].item() == (x[0].nan_to_num(0.0).abs().max() / QMAX[fmt]).item()  # the NaN ignored
+        assert s[1].item() == float("inf") and s[3].item() == 1.0
+        assert int(q[1].float().eq(0).sum()) == (300 if fmt == "int8" else 299)  # x / inf = 0; inf / inf = NaN (int8: 0)
+        assert dequantize(q, s, torch.float32)[1].isnan().all()  # 0 * inf: the group is NaN
+    nan_q = q.float()[0, 7]
+    assert (nan_q == 0) if fmt == "int8" else torch.isnan(nan_q)
+    # a static scale saturates: +inf -> QMAX, -inf -> -QMAX; NaN -> 0 (int8) or NaN
+    qs = quantize_static(torch.tensor([[float("inf"), -float("inf"), float("nan"), 1.0]]), torch.ones(1), fmt)
+    assert torch.equal(bits(qs), bits(saturate_cast(torch.tensor([[float("inf"), -float("inf"), float("nan"), 1.0]]),
+                                                    fmt)))
+    assert qs.float()[0, :2].tolist() == [QMAX[fmt], -QMAX[fmt]]
+    assert (qs.float()[0, 2] == 0) if fmt == "int8" else torch.isnan(qs.float()[0, 2])
+
+
+@pytest.mark.parametrize("fmt", ["int8", "e4m3"])
+@pytest.mark.parametrize("norm", [False, True])
+def test_the_judge_checks_groups_with_special_values(fmt, norm):
+    """The verifier's judge skipped every group holding a NaN or an infinity; it now checks them by the
+    stated convention: the kernel passes on "specials" inputs, an int8 NaN stored as -127 fails."""
+    from warpsmith.ops import get_op, get_variant
+    from warpsmith.ops.lowprec.quant.judge import judge_quantize
+    from warpsmith.targets import get_target
+
+    spec = get_op("quantize")
+    p = spec.problem({"M": 6, "N": 300}, "float32", {"format": fmt, "granularity": "block", "norm": norm})
+    x = spec.make_inputs(p, torch.Generator().manual_seed(2), "specials")
+    x["x"][3, 5] = float("nan")
+    x["x"][4, 140] = float("inf")
+    v = get_variant("quantize", "rows")
+    q, s = v.launch(x, p, v.default_config(p, get_target("h100")))
+    assert judge_quantize(p, x, (q, s)) is None
+    if fmt == "int8":
+        bad = q.clone()
+        bad[3, 5] = -127
+        assert "output 0 (q)" in judge_quantize(p, x, (bad, s))
+    bad_s = s.clone()
+    # an infinity's group must have scale +inf; with the norm it zeroes its row (rstd = 0): scale exactly 1
+    bad_s[4, 1] = 2.0 if norm else 1.0
+    assert "output 1 (scale)" in judge_quantize(p, x, (q, bad_s))

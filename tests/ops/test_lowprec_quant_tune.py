@@ -1,6 +1,6 @@
-"""The quantization ops on the pipeline (ops/lowprec/quant_spec.py, quant_variant.py, quant_contract.py):
+"""The quantization ops on the pipeline (ops/lowprec/quant/spec.py, variant.py, contract.py):
 `tune` searches and verifies, dispatch uses the record, the launch contracts prove, validity refuses bad
-configs, and planted bugs are rejected by the verifier's exact criterion (quant_judge.py) or the prover."""
+configs, and planted bugs are rejected by the verifier's exact criterion (quant/judge.py) or the prover."""
 import json
 import os
 import subprocess
@@ -14,12 +14,12 @@ from warpsmith.core._triton import tl, triton
 from warpsmith.core.errors import InvalidInputError
 from warpsmith.db import TuningDB
 from warpsmith.ops import OPS
-from warpsmith.ops.lowprec import quant_kernel as K
-from warpsmith.ops.lowprec.quant_judge import judge_quantize, judge_stochastic, neighbours
-from warpsmith.ops.lowprec.quant_op import quantize, stochastic_round
-from warpsmith.ops.lowprec.quant_reference import quantize_blocks, quantize_rows, quantize_tensor
-from warpsmith.ops.lowprec.quant_spec import DEQUANTIZE, QUANTIZE, QUANTIZE_STATIC, STOCHASTIC_ROUND
-from warpsmith.ops.lowprec.quant_variant import VARIANTS, QuantizeRows, StochasticRoundElementwise
+from warpsmith.ops.lowprec.quant import kernel as K
+from warpsmith.ops.lowprec.quant.judge import judge_quantize, judge_stochastic, neighbours
+from warpsmith.ops.lowprec.quant.op import quantize, stochastic_round
+from warpsmith.ops.lowprec.quant.reference import quantize_blocks, quantize_rows, quantize_tensor
+from warpsmith.ops.lowprec.quant.spec import DEQUANTIZE, QUANTIZE, QUANTIZE_STATIC, STOCHASTIC_ROUND
+from warpsmith.ops.lowprec.quant.variant import VARIANTS, QuantizeRows, StochasticRoundElementwise
 from warpsmith.targets import get_target
 from warpsmith.tune import tune
 from warpsmith.verify.verifier import verify_candidate
@@ -37,7 +37,7 @@ def _failed(cert):
 
 
 def _planted(monkeypatch, spec, p, variant, cfg, name, bug):
-    """The verifier passes ``variant`` at ``cfg``, then, with quant_kernel's ``name`` replaced by ``bug``,
+    """The verifier passes ``variant`` at ``cfg``, then, with quant/kernel.py's ``name`` replaced by ``bug``,
     fails exactly one check: its (name, status)."""
     assert not _failed(verify_candidate(spec, p, variant, cfg, H100))
     monkeypatch.setattr(K, name, bug)
@@ -225,7 +225,7 @@ def _fresh(code: str):
 
 def test_launch_contracts_prove_in_bounds_and_int32_for_every_shape():
     statuses = _fresh("""
-from warpsmith.ops.lowprec import quant_contract as C
+from warpsmith.ops.lowprec.quant import contract as C
 out = []
 for c in C.CONTRACTS:
     for r in prove(c):
@@ -245,7 +245,7 @@ def test_block_scale_index_one_block_behind_fails_the_prover():
 import sys
 sys.path.insert(0, {here!r})
 import test_lowprec_quant_tune as T
-from warpsmith.ops.lowprec import quant_contract as C, quant_kernel as K
+from warpsmith.ops.lowprec.quant import contract as C, kernel as K
 K.group_index = T.group_index_one_block_behind
 c = C.rows_contract("block", [C.rows_meta("block", 256, False, "e4m3")])
 ob = [o for r in prove(c) for o in r.obligations if o.name == "in_bounds" and "s_ptr" in o.subject][0]
@@ -272,14 +272,14 @@ def test_tune_static_and_dequantize_explore_verify_and_dispatch(tmp_path, monkey
     assert dispatch.select(p, VARIANTS).config == r.winner.config
     inputs = spec.make_inputs(p, torch.Generator().manual_seed(4), "specials")
     if op == "quantize_static":
-        from warpsmith.ops.lowprec.quant_op import quantize_static
+        from warpsmith.ops.lowprec.quant.op import quantize_static
 
         q = quantize_static(inputs["x"], inputs["scale"], "e4m3")  # through the record
         got, ref = q.float(), spec.reference(inputs, p.attrs).float()
         assert torch.equal(got.isnan(), ref.isnan()) and torch.equal(got.nan_to_num(), ref.nan_to_num())
         assert got.nan_to_num().abs().max() == 448 and torch.isnan(got).sum() == 1  # saturated (±inf too), NaN kept
     else:
-        from warpsmith.ops.lowprec.quant_op import dequantize
+        from warpsmith.ops.lowprec.quant.op import dequantize
 
         y = dequantize(inputs["q"], inputs["scale"], torch.bfloat16)
         ref = spec.reference(inputs, p.attrs).to(torch.bfloat16)
@@ -289,7 +289,7 @@ def test_tune_static_and_dequantize_explore_verify_and_dispatch(tmp_path, monkey
 def test_dequantize_decodes_every_fp8_byte_under_the_interpreter():
     """The interpreter's own fp8 -> fp32 conversion gives 480 for e4m3 NaN (and 65536 for e5m2 inf): the
     kernel decodes the bytes itself there; all 256 of each format match torch's conversion."""
-    from warpsmith.ops.lowprec.quant_op import dequantize
+    from warpsmith.ops.lowprec.quant.op import dequantize
 
     for dt in (torch.float8_e4m3fn, torch.float8_e5m2):
         q = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(dt).reshape(2, 128)

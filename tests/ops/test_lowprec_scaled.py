@@ -14,9 +14,9 @@ import warpsmith.ops as wops
 from warpsmith.core._triton import tl, triton
 from warpsmith.core.errors import InvalidInputError
 from warpsmith.ops import get_variant
-from warpsmith.ops.lowprec import scaled_kernel as K
-from warpsmith.ops.lowprec.quant_reference import DTYPE_OF, calc_diff, quantize_blocks, quantize_rows, quantize_tensor, snr_db
-from warpsmith.ops.lowprec.scaled_spec import SCALED_MATMUL as S
+from warpsmith.ops.lowprec.scaled import kernel as K
+from warpsmith.ops.lowprec.quant.reference import DTYPE_OF, calc_diff, quantize_blocks, quantize_rows, quantize_tensor, snr_db
+from warpsmith.ops.lowprec.scaled.spec import SCALED_MATMUL as S
 from warpsmith.targets import get_target
 from warpsmith.verify.verifier import verify_candidate
 
@@ -166,7 +166,7 @@ def test_row_scaled_contracts_prove_int32_for_every_shape():
     depend on the process's history."""
     code = """import json
 from warpsmith.verify.symbolic import prove
-from warpsmith.ops.lowprec.scaled_contract import _EPI, _meta, splitk, tiled
+from warpsmith.ops.lowprec.scaled.contract import _EPI, _meta, splitk, tiled
 out = []
 for c in (tiled([{**_meta("row", False), **_EPI}]), splitk([_meta("row", True)]), splitk([_meta("block", False)])):
     out += [(r.contract, o.name, o.subject, o.status) for r in prove(c) for o in r.obligations]
@@ -192,6 +192,95 @@ def test_hopper_layout_guard():
     assert "would spill" in v.invalid(pb, big, H100)  # measured by gpucheck on sm_90
     pbig = S.problem({"M": 257, "N": 129, "K": 300}, "bfloat16", {"format": "e4m3", "scaling": "block"})
     assert v.invalid(pbig, v.default_config(pbig, H100), H100) is None
+
+
+# ---- special values (issue 27, item 4) -------------------------------------------------------------
+@pytest.mark.parametrize("fa, fb", [("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2"), ("e5m2", "e4m3")])
+@pytest.mark.parametrize("name", ["tiled", "splitk"])
+def test_fp8_nan_and_inf_propagate_as_in_torch(name, fa, fb):
+    """A NaN byte in an e4m3 operand gave 480 under the interpreter (finite, wrong): NaN rows and columns
+    where torch._scaled_mm and the product of the dequantized operands have them; e5m2 infinities too."""
+    g = torch.Generator().manual_seed(5)
+    a = (torch.randn(5, 64, generator=g)).to(DTYPE_OF[fa])
+    b = (torch.randn(64, 40, generator=g)).to(DTYPE_OF[fb])
+    a[1, 7] = float("nan")
+    a[3, 0] = -float("nan")  # 0xFF in e4m3
+    b[9, 17] = float("nan")
+    if fb == "e5m2":
+        b[2, 30] = float("inf")
+    one = torch.ones(1)
+    p = S.problem({"M": 5, "N": 40, "K": 64}, "float32", {"format": fa, "format_b": fb, "scaling": "tensor"})
+    v = get_variant("scaled_matmul", name)
+    cfg = {**v.default_config(p, H100), **SMALL, **({"SPLIT_K": 2} if name == "splitk" else {})}
+    out = v.launch({"a": a, "b": b, "scale_a": one, "scale_b": one}, p, cfg)
+    ref = a.double() @ b.double()
+    assert torch.equal(out.isnan(), ref.isnan()) and out.isnan()[[1, 3]].all() and out.isnan()[:, 17].all()
+    assert torch.equal(out.isinf(), ref.isinf())
+    finite = ref.isfinite()
+    assert torch.allclose(out.double()[finite], ref[finite], rtol=1e-6, atol=1e-6)
+    if fa == fb:  # torch._scaled_mm takes one fp8 format (CPU)
+        torch_out = torch._scaled_mm(a, b.t().contiguous().t(), one[0], one[0], out_dtype=torch.float32)
+        assert torch.equal(out.isnan(), torch_out.isnan())
+        assert torch.equal(wops.scaled_matmul(a, b, one, one, torch.float32).isnan(), torch_out.isnan())
+
+
+@pytest.mark.parametrize("fmt, scaling, fmt_b", [("e4m3", "row", "same"), ("e5m2", "block", "same"),
+                                                  ("e4m3", "tensor", "e5m2")])
+def test_special_value_inputs_keep_their_specials_and_pass_the_contract(fmt, scaling, fmt_b):
+    """The "specials" inputs plant the formats' NaN (and e5m2's infinities) in the quantized operands, with
+    finite scales; they used to be replaced by normal values, so the verifier never saw a special value."""
+    p = S.problem({"M": 19, "N": 141, "K": 300}, "bfloat16",
+                  {"format": fmt, "format_b": fmt_b, "scaling": scaling, "bias": True})
+    x = S.make_inputs(p, torch.Generator().manual_seed(1), "specials")
+    assert x["a"].float().isnan().sum() == 1 and x["b"].float().isnan().sum() == 1
+    assert x["scale_a"].isfinite().all() and x["scale_b"].isfinite().all()
+    if "e5m2" in (fmt, fmt_b):
+        assert x["a" if fmt == "e5m2" else "b"].float().isinf().sum() == 2
+    for name in ("tiled", "splitk"):
+        out, (ok, msg) = run(name, p, seed=1, dist="specials")
+        assert ok and out.float().isnan().any(), (name, msg)
+
+
+# ---- the scaling read off the scales' shapes (issue 27, item 6) -----------------------------------------
+def test_scaling_is_inferred_from_the_scale_shapes():
+    from warpsmith.ops.lowprec.scaled.op import infer_scaling
+
+    x, w = torch.randn(4, 200), torch.randn(130, 200)
+    (qx, sx), (qw, sw) = quantize_rows(x, "e4m3"), quantize_rows(w, "e4m3")
+    row = wops.scaled_matmul(qx, qw.t(), sx, sw.t(), torch.float32)  # (4, 1) and (1, 130): refused before
+    assert torch.equal(row, wops.scaled_matmul(qx, qw.t(), sx, sw.t(), torch.float32, scaling="row"))
+    ref = torch._scaled_mm(qx, qw.t(), sx, sw.t(), out_dtype=torch.float32)
+    assert torch.allclose(row, ref, rtol=1e-5, atol=1e-5)
+    (bx, bsx), (bw, bsw) = quantize_blocks(x, "e4m3", 1, 128), quantize_blocks(w, "e4m3", 128, 128)
+    blk = wops.scaled_matmul(bx, bw.t(), bsx, bsw.t(), torch.float32)
+    assert torch.equal(blk, wops.scaled_matmul(bx, bw.t(), bsx, bsw.t(), torch.float32, scaling="block"))
+    (tx, tsx), (tw, tsw) = quantize_tensor(x, "e4m3"), quantize_tensor(w, "e4m3")
+    ten = wops.scaled_matmul(tx, tw.t(), tsx, tsw, torch.float32)
+    assert torch.equal(ten, wops.scaled_matmul(tx, tw.t(), tsx[0], tsw.reshape(1, 1), torch.float32))  # () and (1, 1)
+    assert torch.equal(ten, wops.scaled_matmul(tx, tw.t(), tsx, tsw, torch.float32, scaling="tensor"))
+    # shapes that fit no scaling name both shapes and every scaling's
+    with pytest.raises(InvalidInputError, match=r"shapes of scale_a and scale_b.*\(4, 1\) and \(1, 130\) \(row\).*"
+                                                r"got '\(1, 4\) and \(130, 1\)'"):
+        wops.scaled_matmul(qx, qw.t(), sx.t(), sw, torch.float32)
+    # the explicit argument is still checked against the shapes
+    with pytest.raises(InvalidInputError, match=r"shape of scale_a: expected \(4, 2\) for block scaling"):
+        wops.scaled_matmul(qx, qw.t(), sx, sw.t(), torch.float32, scaling="block")
+    with pytest.raises(InvalidInputError, match=r"shape of scale_a: expected \(1,\) for tensor scaling"):
+        wops.scaled_matmul(qx, qw.t(), sx, sw.t(), torch.float32, scaling="tensor")
+    # int8 with block-shaped scales: the scaling is inferred, then refused for int8
+    with pytest.raises(InvalidInputError, match="scaling for int8"):
+        wops.scaled_matmul(qx.float().to(torch.int8), qw.t().float().to(torch.int8), bsx, bsw.t())
+    # where shapes fit two scalings, they are the same product: the first is taken
+    one, col = torch.ones(1, 1), torch.ones(1, 1)
+    assert infer_scaling(one, col, 1, 1, 300) == "tensor"  # M = N = 1: tensor = row
+    assert infer_scaling(torch.ones(1, 1), torch.ones(1, 1), 1, 100, 100) == "tensor"  # one block each
+    assert infer_scaling(torch.ones(5, 1), torch.ones(1, 1), 5, 1, 100) == "row"  # N = 1, K <= 128: row = block
+    g = torch.Generator().manual_seed(0)
+    a1, b1 = torch.randn(1, 100, generator=g).to(torch.float8_e4m3fn), torch.randn(100, 1, generator=g).to(torch.float8_e4m3fn)
+    s1, s2 = torch.full((1, 1), 0.5), torch.full((1, 1), 4.0)
+    outs = {sc: wops.scaled_matmul(a1, b1, s1, s2, torch.float32, scaling=sc) for sc in ("tensor", "row", "block")}
+    assert torch.equal(outs["tensor"], outs["row"]) and torch.equal(outs["row"], outs["block"])
+    assert torch.equal(outs["tensor"], wops.scaled_matmul(a1, b1, s1, s2, torch.float32))
 
 
 # ---- the verifier and planted bugs ---------------------------------------------------------------
@@ -253,6 +342,23 @@ def test_planted_bugs_are_rejected(monkeypatch, helper, bug, fmt, scaling, fmt_b
     assert "mismatch" in failure.status or "exceeds" in failure.status, failure
 
 
+@triton.jit
+def e4m3_nan_ignored(x, axis: tl.constexpr):
+    return tl.max(tl.zeros(x.shape, tl.int32), axis=axis)  # the interpreter's e4m3 NaN read as 480
+
+
+def test_the_verifier_sees_special_values(monkeypatch):
+    """The "specials" inputs used to be drawn as normal ones: a GEMM that turns a NaN into a finite value
+    passed. Now the verifier's error contract finds the NaN that was not propagated."""
+    p = verified_problem("e4m3", "row")
+    v = get_variant("scaled_matmul", "tiled")
+    monkeypatch.setattr(K, "e4m3_nan", e4m3_nan_ignored)
+    cert = verify_candidate(S, p, v, {**v.default_config(p, H100), **SMALL}, H100)
+    failure = cert.first_failure()
+    assert not cert.passed and failure.name == "error_contract" and "specials" in failure.status, failure
+    assert "NaN not propagated" in failure.status, failure
+
+
 # ---- launch contracts ----------------------------------------------------------------------------
 def test_launch_contract_of_block_scaling_proves_in_bounds():
     """Every load and store of the block-scaled kernel, scale indices ``sa[m, k // 128]`` and
@@ -260,8 +366,8 @@ def test_launch_contract_of_block_scaling_proves_in_bounds():
     written once per element. int32: proved in a fresh interpreter (the row-scaled test below); in this
     process's history the solver may stop at its budget and check the launcher's 32-bit precondition
     on the bounded shapes instead (``bounded``), never ``failed``. ``warpsmith prove
-    warpsmith.ops.lowprec.scaled_contract`` runs all of CONTRACTS."""
-    from warpsmith.ops.lowprec.scaled_contract import _EPI, _meta, tiled
+    warpsmith.ops.lowprec.scaled.contract`` runs all of CONTRACTS."""
+    from warpsmith.ops.lowprec.scaled.contract import _EPI, _meta, tiled
     from warpsmith.verify.symbolic import prove
 
     (rep,) = prove(tiled([{**_meta("block", False, 16, 32, 64), **_EPI}]), timeout_ms=120_000)

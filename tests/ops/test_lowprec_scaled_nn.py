@@ -7,7 +7,7 @@ import torch
 
 import warpsmith.nn as wnn
 from warpsmith.core.errors import InvalidInputError
-from warpsmith.ops.lowprec.quant_reference import snr_db
+from warpsmith.ops.lowprec.quant.reference import snr_db
 
 
 @pytest.mark.parametrize("recipe", ["rowwise", "tensorwise"])
@@ -38,13 +38,13 @@ def test_fp8_linear_backward_is_the_hybrid_recipe(monkeypatch, recipe):
     """Both backward GEMMs take the gradient in e5m2 and the other operand (weight, activations) in e4m3,
     scaled as the recipe says; tensorwise quantizes only the gradient in the backward (it reuses the
     forward's quantized x and W), rowwise re-quantizes the other operands per column."""
-    import warpsmith.ops as wops
+    import warpsmith.ops.lowprec.scaled.linear as L  # the fp8 linear's autograd (Fp8Linear's math)
 
     seen, quantized = [], []
-    real_mm, real_q = wops.scaled_matmul, wops.quantize
-    monkeypatch.setattr(wops, "scaled_matmul", lambda a, b, *r, **k: seen.append((a.dtype, b.dtype, k["scaling"]))
+    real_mm, real_q = L.scaled_matmul, L.quantize
+    monkeypatch.setattr(L, "scaled_matmul", lambda a, b, *r, **k: seen.append((a.dtype, b.dtype, k["scaling"]))
                         or real_mm(a, b, *r, **k))
-    monkeypatch.setattr(wops, "quantize", lambda t, fmt, gran, **k: quantized.append((fmt, gran)) or real_q(t, fmt, gran, **k))
+    monkeypatch.setattr(L, "quantize", lambda t, fmt, gran, **k: quantized.append((fmt, gran)) or real_q(t, fmt, gran, **k))
     lin = torch.nn.Linear(40, 24).bfloat16()
     x = torch.randn(5, 40).bfloat16().requires_grad_()
     wnn.Fp8Linear.from_linear(lin, recipe)(x).float().sum().backward()

@@ -24,7 +24,12 @@ import time
 from typing import Any
 
 _sleep, _dumps, _loads = time.sleep, json.dumps, json.loads
-_write, _read, _exit = os.write, os.read, os._exit
+_write, _read, _exit, _urandom = os.write, os.read, os._exit, os.urandom
+
+
+def _random_fraction() -> float:
+    """In [0, 1), from the OS's entropy (not from a generator state the candidate could read)."""
+    return int.from_bytes(_urandom(4), "little") / 2**32
 
 
 def _limits(doc: dict[str, Any]) -> None:
@@ -70,7 +75,7 @@ def main(argv: list[str]) -> None:
     from . import flashinfer, kernelbench, solution  # noqa: F401  (imported before the snapshot: guarded)
     from .compare import bitwise_equal, identity, shares_memory, snapshot
     from .formats import CandidateError, CheckProblem, as_outputs, load_candidate
-    from .guards import PatchGuard, PoisonEmpty, live_threads, poison_allocator
+    from .guards import PatchGuard, PoisonEmpty, SideStreams, live_threads, poison_allocator, side_stream_attempt
     from .interpreter import first_config_autotune
     from ..core.variant import poison_fill
     from ..core.errors import WarpsmithError
@@ -80,6 +85,9 @@ def main(argv: list[str]) -> None:
     _sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     if setup.get("interpret"):
         first_config_autotune()
+    from . import launches
+
+    launches.install()  # records every Triton launch for the memory_safe proofs (before the patch snapshot)
     context = _load(os.path.join(exchange, "context.pt"), weights_only=False)  # written by the parent
     problem = CheckProblem(name=setup["name"], format=setup["format"], path=setup["reference"], workloads=[],
                            distributions=(), output_names=tuple(setup["output_names"]), draw_inputs=None,
@@ -88,24 +96,30 @@ def main(argv: list[str]) -> None:
     import io
 
     _save([torch.zeros(1)], io.BytesIO())  # pickling sets torch.Tensor.__slotnames__ once: before the snapshot
+    streams = SideStreams(device)  # a GPU's pooled streams, taken before the candidate can use one
     guard = PatchGuard()
+
+    def side_stream(e: BaseException) -> str | None:  # a side stream asked for where CUDA is missing
+        return side_stream_attempt(e) if device.type != "cuda" else None
     try:
         cand = load_candidate(setup["candidate"], problem, device=device)
     except CandidateError as e:
-        chan.send({"ok": False, "kind": "candidate_error", "error": str(e), "patches": guard.changes()})
+        chan.send({"ok": False, "kind": "candidate_error", "error": str(e), "patches": guard.changes(),
+                   "side_stream": side_stream(e)})
         return
     except WarpsmithError as e:
         chan.send({"ok": False, "kind": "invalid_input", "error": str(e), "patches": guard.changes()})
         return
     if setup.get("eval_mode"):
         cand.set_eval()
+    settle_s = float(setup.get("settle_s", 0.05))
     chan.send({"ok": True, "nondeterministic": cand.nondeterministic, "destination_passing": cand.destination_passing,
                "patches": guard.changes()})
 
-    retained: list[tuple[Any, ...]] = []  # every call's outputs, re-read on request (late writes)
-    held: list[list[Any]] = []  # every call's arguments (to tell an overwrite through shared memory)
-    by_id: dict[int, tuple[Any, ...]] = {}
-    last: dict[str, Any] = {}
+    # The child's own records are tuples, rebound only here (a candidate that rewrites a list it finds in a
+    # closure or a frame changes nothing the parent judges: the parent compares the inputs sent back after
+    # each call with its own copies, and keeps its own copy of every output as returned).
+    state: dict[str, Any] = {"retained": (), "held": (), "last": None}
 
     def describe_kind(o: Any) -> str:
         if type(o) is _Tensor:
@@ -121,10 +135,15 @@ def main(argv: list[str]) -> None:
     def plain(outs: tuple[Any, ...]) -> list[Any]:
         return [snapshot(o).cpu() if type(o) is _Tensor and not o.is_meta else None for o in outs]
 
-    def call(req: dict[str, Any]) -> dict[str, Any]:
+    def prepare(req: dict[str, Any]) -> tuple[tuple[Any, ...], list[Any] | None, bool]:
+        """The call's arguments (the previous call's buffers refilled in place when the parent asks) and
+        destination buffers. The request is consumed here: none of the parent's decisions stays in a frame
+        the candidate can inspect while it runs (whether buffers are reused it can see, as any caller's
+        static buffers; that they were reused on purpose it cannot)."""
         fresh = on_device(_load(os.path.join(exchange, req["inputs"]), weights_only=True))
-        if req.get("refill") and last.get("args") is not None:
-            args = last["args"]
+        last = state["last"]
+        if req.get("refill") and last is not None:
+            args = list(last)
             for i, (a, b) in enumerate(zip(args, fresh)):
                 if isinstance(a, _Tensor):
                     a.data.copy_(b)  # same buffers, same version counter: a (data_ptr, _version) cache is stale
@@ -132,39 +151,47 @@ def main(argv: list[str]) -> None:
                     args[i] = b
         else:
             args = fresh
-        saved = [snapshot(a) for a in args]
-        meta = [identity(a) if isinstance(a, _Tensor) else None for a in args]
         dps = None
         if cand.destination_passing:
             dps = [poison_fill(torch.empty(tuple(s), dtype=getattr(torch, d), device=device))
                    for s, d in req["destinations"]]
-        dps_meta = [identity(t) for t in dps] if dps is not None else []
-        prev = retained[-1] if retained else ()
-        prev_snaps = [snapshot(p) if type(p) is _Tensor and not p.is_meta else None for p in prev]
         poison_allocator(req.get("sizes", []), device)
+        return tuple(args), dps, bool(req.get("plain"))
+
+    def call(box: list[Any]) -> dict[str, Any]:
+        call_id = int(box[0]["id"])
+        args, dps, no_harness_state = prepare(box.pop())
+        saved = [snapshot(a) for a in args]
+        meta = [identity(a) if isinstance(a, _Tensor) else None for a in args]
+        dps_meta = [identity(t) for t in dps] if dps is not None else []
+        prev = state["retained"][-1] if state["retained"] else ()
+        prev_snaps = [snapshot(p) if type(p) is _Tensor and not p.is_meta else None for p in prev]
         before = set(live_threads())
         try:
-            if req.get("plain"):  # no mode, grad enabled: nothing of the harness to observe
-                result = cand.call(args, dps)
+            if no_harness_state:  # no mode, grad enabled: nothing of the harness to observe
+                result = cand.call(list(args), dps)
             else:
                 with _no_grad(), PoisonEmpty():
-                    result = cand.call(args, dps)
+                    result = cand.call(list(args), dps)
         except BaseException as e:  # SystemExit included: the process stays ours
-            return {"ok": False, "error": f"the call raised {type(e).__name__}: {e}", "patches": guard.changes()}
+            return {"ok": False, "error": f"the call raised {type(e).__name__}: {e}", "patches": guard.changes(),
+                    "side_stream": side_stream(e)}
+        left = streams.left_behind()  # before any synchronization: work left on a side stream (GPU)
         _sync()
         outs = tuple(dps) if dps is not None else as_outputs(result, problem.output_names)
         kinds = [describe_kind(o) for o in outs]
         snaps = plain(outs)
+        inputs_after = [snapshot(a).cpu() if type(a) is _Tensor and not a.is_meta else None for a in args]
         patches = guard.changes()
         obs: dict[str, list[str]] = {}
         started = [t.name for t in live_threads() if t not in before and t.is_alive()]
-        _sleep(req.get("settle_s", 0.05))
+        _sleep(settle_s * (1 + _random_fraction()))  # drawn after the call returned: not knowable before
         _sync()
         changed = [i for i, (o, s) in enumerate(zip(outs, snaps))
                    if s is not None and not bitwise_equal(snapshot(o).cpu(), s)]
         obs["synchronous"] = ([f"thread(s) {', '.join(started)} started by the call still running after it "
                                "returned"] if started else []) + [f"output {i} changed after the call returned"
-                                                                  for i in changed]
+                                                                  for i in changed] + left
         tensors = [o for o in outs if type(o) is _Tensor and not o.is_meta]
         alias = []
         for i, o in enumerate(outs):
@@ -190,23 +217,25 @@ def main(argv: list[str]) -> None:
         stale += [f"output {i} reuses the memory of the previous call's output" for i, o in enumerate(tensors)
                   if any(type(p) is _Tensor and not p.is_meta and shares_memory(o, p) for p in prev)]
         obs["fresh_buffers"] = stale
-        earlier = by_id.get(req.get("same_as", -1), ())
-        reused_first = [i for i, o in enumerate(tensors)
-                        if any(type(p) is _Tensor and not p.is_meta and shares_memory(o, p) for p in earlier)]
-        retained.append(outs)
-        held.append(list(args))
-        by_id[req["id"]] = outs
-        last["args"] = args
-        name = f"out_{req['id']}.pt"
-        _save(snaps, os.path.join(exchange, name))
+        # which earlier calls' outputs this call's outputs share memory with (the parent knows which call
+        # repeated which values; the child is not told)
+        reused = sorted({c + 1 for c, r in enumerate(state["retained"]) for o in tensors
+                         if any(type(p) is _Tensor and not p.is_meta and shares_memory(o, p) for p in r)})
+        state["retained"] = state["retained"] + (outs,)
+        state["held"] = state["held"] + (args,)
+        state["last"] = args
+        name = f"out_{call_id}.pt"
+        _save([snaps, inputs_after], os.path.join(exchange, name))
         return {"ok": True, "outputs": name, "kinds": kinds, "observations": obs, "patches": patches,
-                "reuses_first": reused_first}
+                "reuses": reused, "launches": launches.take()}
 
-    def recheck(req: dict[str, Any]) -> dict[str, Any]:
+    def recheck(box: list[Any]) -> dict[str, Any]:
+        req = box.pop()
         _sync()
+        retained = state["retained"]
         name = f"recheck_{req['id']}.pt"
         _save([plain(outs) for outs in retained], os.path.join(exchange, name))
-        inputs = [t for a in held for t in a if type(t) is _Tensor and not t.is_meta]
+        inputs = [t for a in state["held"] for t in a if type(t) is _Tensor and not t.is_meta]
 
         def overwritable(c: int, o: Any) -> bool:  # shares memory with a later output or any input
             others = [t for r in retained[c + 1:] for t in r if type(t) is _Tensor and not t.is_meta] + inputs
@@ -215,8 +244,11 @@ def main(argv: list[str]) -> None:
         shared = [[overwritable(c, o) for o in outs] for c, outs in enumerate(retained)]
         return {"ok": True, "outputs": name, "shared": shared, "patches": guard.changes()}
 
-    def timed(req: dict[str, Any]) -> dict[str, Any]:
+    def timed(box: list[Any]) -> dict[str, Any]:
+        req = box.pop()
         from .speed import time_in_child
+
+        launches.recording(False)  # the recorder's work is not the candidate's: not timed
 
         sets = [on_device(s) for s in _load(os.path.join(exchange, req["inputs"]), weights_only=True)]
         try:
@@ -229,11 +261,13 @@ def main(argv: list[str]) -> None:
         return {"ok": True, "timing": doc, "outputs": name, "patches": guard.changes()}
 
     handlers = {"call": call, "recheck": recheck, "time": timed}
+    box: list[Any] = []  # the request travels in a box the handler empties: no frame keeps it during a call
     while True:
-        req = chan.recv()
-        if req is None or req.get("op") == "bye":
-            break
-        chan.send(handlers[req["op"]](req))
+        box.append(chan.recv())
+        op = box[0].get("op") if isinstance(box[0], dict) else None
+        if op not in handlers:
+            break  # end of the channel, "bye", or a request this child does not know
+        chan.send(handlers[op](box))
     _exit(0)  # no atexit hook of the candidate's runs: the verdict is the parent's anyway
 
 

@@ -29,7 +29,9 @@ and SOL-ExecBench's ``docs/``. Anything outside it is refused with a message (ex
   ``{"definition", "workload": {...}, ...}``.
 - ``axes`` gives every ``var`` axis.
 - Each input's ``type`` is one of:
-  - ``random``: fresh draws every trial. Floats use the trial's distribution; ints are drawn
+  - ``random``: fresh draws every trial. Floats use the trial's distribution
+    (:data:`~.formats.DISTRIBUTIONS`, structured ones included: zeros, all-zero rows, repeated
+    rows, powers of two, subnormals of the input's own dtype, fp8 included); ints are drawn
     uniformly from [0, 8); bools are fair coin flips.
   - ``scalar`` (with ``value``).
   - ``custom``: all inputs are then produced by ``custom_inputs_entrypoint``, with torch's RNG
@@ -326,9 +328,7 @@ def _random_scalar(dtype: torch.dtype, gen: torch.Generator) -> Any:
 def _random_tensor(shape: tuple[int, ...], dtype: torch.dtype, dist: str, gen: torch.Generator,
                    dev: torch.device) -> torch.Tensor:
     if dtype.is_floating_point:
-        if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
-            return draw(shape, dist, gen, torch.float32, dev).to(dtype)
-        return draw(shape, dist, gen, dtype, dev)
+        return draw(shape, dist, gen, dtype, dev)  # fp8: drawn in float32 and cast, its own subnormals
     g = on_device(gen, dev)
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=g, device=dev).bool()

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import os
 import itertools
 import re
 import sys
@@ -45,15 +46,19 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..core.errors import InvalidInputError
-from ..core.opspec import DISTRIBUTIONS as SPEC_DISTRIBUTIONS
+from ..core.opspec import DISTRIBUTIONS as SPEC_DISTRIBUTIONS, STRUCTURED
 
 Number = int | float
 Inputs = list[Any]
 Outputs = tuple[Any, ...]
-#: The float input distributions trials cycle through (drawn by :func:`warpsmith.core.opspec.draw`).
-# The spec's distributions, less those an arbitrary problem may not accept: "large" needs the op's
-# own scale, "specials" (NaN/Inf inputs) would make many references reject their inputs.
-DISTRIBUTIONS: tuple[str, ...] = tuple(d for d in SPEC_DISTRIBUTIONS if d not in ("large", "specials"))
+#: The float input distributions trials cycle through (drawn by :func:`warpsmith.core.opspec.draw`),
+#: each applied to every floating-point input tensor, integer and bool inputs left as drawn:
+#: the spec's random distributions, less those an arbitrary problem may not accept ("large" needs
+#: the op's own scale, "specials" (NaN/Inf inputs) would make many references reject their
+#: inputs), then the structured ones (:data:`~warpsmith.core.opspec.STRUCTURED`): exact zeros
+#: (``sparse``), all-zero rows (``padded``), repeated rows, powers of two and subnormals of the
+#: input's dtype. A trial per distribution by default, so each is drawn at least once per workload.
+DISTRIBUTIONS: tuple[str, ...] = tuple(d for d in SPEC_DISTRIBUTIONS if d not in ("large", "specials")) + STRUCTURED
 
 
 class CandidateError(Exception):
@@ -159,7 +164,9 @@ _counter = itertools.count()
 
 
 def unique_module_name(kind: str) -> str:
-    return f"_warpsmith_check_{kind}_{next(_counter)}"
+    """A fresh module name that says nothing of the harness (a candidate can read its own ``__name__``);
+    ``kind`` only documents the call site."""
+    return f"module_{next(_counter)}_{os.urandom(4).hex()}"
 
 
 @contextlib.contextmanager

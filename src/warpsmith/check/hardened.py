@@ -2,9 +2,10 @@
 
 **Two processes.** This process (the *parent*) loads the reference from the bytes of its files,
 hashed before anything else runs, draws every input, computes the reference, the fp64 oracle and
-the oracle on inputs rounded once (the contract's floor), judges, owns the exit code and writes the
-JSON. The candidate is imported only in a *child* (:mod:`.child`): a fresh interpreter started
-through a launcher (:mod:`.isolation`) in a new session, in an empty temporary working directory,
+the oracle on inputs each moved by one rounding (the probes of each element's scale), judges, owns
+the exit code and writes the JSON. The candidate is imported only in a *child* (:mod:`.child`): a
+fresh interpreter started through a launcher (:mod:`.isolation`, :mod:`.sandbox`) in a sandbox
+(namespaces, a read-only filesystem, no capabilities), in an empty temporary working directory,
 with limits on memory, CPU time and file size, and a deadline on every request (SIGKILL). Inputs
 and outputs cross as files; the child never holds a reference output or the oracle, and nothing it
 does to its own interpreter (``sys.exit``, ``atexit``, patches of torch, ``torch.library``
@@ -53,9 +54,11 @@ late writes are judged here, on bytes the child sent.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import random
 import shutil
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
@@ -64,9 +67,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ..core.contract import perturb
 from ..core.errors import InvalidInputError
-from .compare import bitwise_equal, dense, describe, judge, same_layout, snapshot, unwritten
+from .compare import bitwise_equal, dense, describe, judge, probe_oracle, same_layout, snapshot, unwritten
 from .formats import CheckProblem, Workload, fork_rng, load_problem, parse_overrides
 from .guards import PatchGuard
 from .isolation import ChildGone, spawn
@@ -74,6 +76,9 @@ from .report import CheckReport, Ledger
 
 _Tensor = torch.Tensor
 SETTLE_S = 0.05
+ENDURANCE_TAIL = 1.5  # the Pareto exponent of the number of endurance calls (heavier tail: smaller)
+ENDURANCE_MIN_S = 10.0  # the endurance phase may always take this long
+POOL = 16  # earlier calls kept for repeats
 CALL_TIMEOUT_S = 300.0
 _GIB = 1 << 30
 
@@ -152,14 +157,17 @@ class _Session:
         self.returned: list[list[Any]] = []  # the outputs of every call as they were at return
         self.covered: list[str] = []
         self.partial: tuple[str, int, int] | None = None  # a workload the budget cut short: (label, done, planned)
+        self.pool: list[_Call] = []  # earlier calls whose values the endurance phase may repeat
+        self.endurance_calls = (0, 0)  # (drawn, made)
+        self.warmups = self.endurance_draws = 0  # warm-up calls; endurance calls on new draws
+        self.judged: set[int] = set()  # the calls whose values were judged
 
     # ---- the trusted side ---------------------------------------------------------------------
     def reference(self, w: Workload, args: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
         try:
             ref = self.problem.run_reference([snapshot(a) for a in args])
             oracle = self.problem.run_oracle([snapshot(a) for a in args])
-            perturbed = self.problem.run_oracle(list(perturb(
-                {str(i): snapshot(a) for i, a in enumerate(args)}, _unit_roundoff(args)).values()))
+            perturbed = probe_oracle(self.problem.run_oracle, [snapshot(a) for a in args], _unit_roundoff(args))
         except InvalidInputError:
             raise
         except Exception as e:
@@ -224,24 +232,51 @@ class _Session:
         return reply
 
     def _log_tail(self) -> str:
+        """The last line of the child's output (read from the last 4 KiB only: the log may be huge)."""
         try:
-            text = Path(self.exchange, "child.log").read_text(errors="replace").strip().splitlines()
+            with open(os.path.join(self.exchange, "child.log"), "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+                text = f.read().decode(errors="replace").strip().splitlines()
         except OSError:
             return ""
         return f"; last output: {text[-1][:300]}" if text else ""
 
     def _save(self, name: str, obj: Any) -> str:
-        torch.save(obj, os.path.join(self.exchange, name))
+        """Written under a fresh random name (O_EXCL: never through a link), then renamed over ``name``: a
+        link the child planted in the exchange folder (to the reference, the report) is replaced, not followed."""
+        tmp = os.path.join(self.exchange, f".{os.urandom(8).hex()}")
+        with open(tmp, "xb") as f:
+            torch.save(obj, f)
+        try:
+            os.replace(tmp, os.path.join(self.exchange, name))
+        except OSError as e:
+            self._violation(f"the harness could not put {name!r} into the exchange folder: {e.strerror}")
         return name
 
+    def _violation(self, what: str) -> None:
+        """The child broke the harness's protocol (a forged, malformed or out-of-place reply): a rejection
+        with its own reason code, and nothing after it is believed."""
+        self.ledger.fail("protocol", what)
+        raise _Stop("protocol_violation")
+
     def _load(self, name: Any) -> Any:
-        path = os.path.join(self.exchange, str(name))
-        if os.path.dirname(os.path.abspath(path)) != os.path.abspath(self.exchange):
-            raise _Stop("crashed")
-        return torch.load(path, weights_only=True, map_location="cpu")  # no code runs while loading
+        """A file the child wrote into the exchange folder (a plain name, nothing else), loaded with no code run."""
+        if not isinstance(name, str) or not name or os.path.basename(name) != name or name in (".", ".."):
+            self._violation(f"a reply names the file {name!r}, not a file of the exchange folder")
+        path = os.path.join(self.exchange, name)
+        try:  # a regular file only, not through a link (a FIFO or a device would block or never end)
+            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    raise ValueError("not a regular file")
+                doc = torch.load(f, weights_only=True, map_location="cpu")  # no code runs while loading
+        except Exception as e:  # noqa: BLE001 - whatever the child wrote there
+            self._violation(f"the file {name!r} the reply names cannot be read as tensors: {type(e).__name__}: {e}")
+        self.ledger.ok("protocol")
+        return doc
 
     def start(self, setup: dict[str, Any], load_timeout_s: float) -> None:
-        self.child = spawn(self.exchange)
+        self.child = spawn(self.exchange, writable=[setup["workdir"]])
+        self.candidate_path = setup["candidate"]  # whose files the memory_safe proofs read kernels from
         reply = self._ask(setup, "loading the candidate", load_timeout_s)
         if not reply.get("ok") and reply.get("kind") == "invalid_input":
             raise InvalidInputError("CANDIDATE", "a loadable candidate", reply.get("error"))
@@ -260,29 +295,55 @@ class _Session:
 
     def _outcome(self, reply: dict[str, Any], raised: str, returned: str) -> None:
         """A reply that says the candidate raised is ``candidate_error`` (unless it also patched something,
-        which comes first); any reply is checked for patches."""
+        which comes first, or raised only because it asked for a CUDA side stream where there is no CUDA:
+        ``async_work``, the class of what it tried; :func:`.guards.side_stream_attempt`); any reply is
+        checked for patches."""
         if not reply.get("ok"):
             self._patches(reply, raised)
+            side = reply.get("side_stream")
+            if isinstance(side, str) and side:  # evidence against the candidate only: it cannot help it
+                self.ledger.fail("synchronous", f"{raised}: it asked for {side[:200]}, which cannot exist on this "
+                                 f"machine without CUDA ({str(reply.get('error'))[:300]}); whether work is left "
+                                 "on a side stream after a call is observed on a GPU only")
+                raise _Stop("async_work")
             self.ledger.fail("runs", str(reply.get("error")))
             raise _Stop("candidate_error")
         self._patches(reply, returned)
 
     def invoke(self, w: Workload, args: list[Any], ref: tuple[Any, ...], *, refill: bool = False,
-               plain: bool = False, settle_s: float | None = None,
-               same_as: int = -1) -> tuple[list[Any], dict[str, Any]]:
+               plain: bool = False) -> tuple[list[Any], dict[str, Any]]:
         self.calls += 1
         self.plain_calls += bool(plain)
         n = self.calls
         dests = self._destinations(w)
         name = self._save(f"in_{n}.pt", [a.cpu() if isinstance(a, _Tensor) else a for a in args])
         reply = self._ask({"op": "call", "id": n, "inputs": name, "refill": refill, "plain": plain,
-                           "destinations": dests, "sizes": _nbytes(ref), "same_as": same_as,
-                           "settle_s": self.settle_s if settle_s is None else settle_s}, f"call {n}")
+                           "destinations": dests, "sizes": _nbytes(ref)}, f"call {n}")
         self._outcome(reply, "during a call that raised", "after a call")
         self.ledger.ok("runs")
-        outs = list(self._load(reply["outputs"]))
-        self.returned.append(outs)
-        return outs, reply
+        self.collect_launches(reply)
+        loaded = self._load(reply.get("outputs"))
+        if not (isinstance(loaded, list) and len(loaded) == 2 and all(isinstance(x, list) for x in loaded)):
+            self._violation(f"call {n}: the reply's file does not hold [outputs, inputs after the call]")
+        outs, after = loaded
+        if not all(o is None or isinstance(o, _Tensor) for o in outs):
+            self._violation(f"call {n}: the reply's outputs are not tensors")
+        self.returned.append(list(outs))
+        self.judge_inputs(args, after, n)
+        return list(outs), reply
+
+    def judge_inputs(self, args: list[Any], after: list[Any], n: int) -> None:
+        """The inputs as the child holds them after the call, against this process's own copy of what it
+        sent: a candidate that rewrites the child's records of its inputs still has its writes seen here."""
+        sent = [a for a in args]
+        bad = []
+        if len(after) != len(sent):
+            self._violation(f"call {n}: {len(after)} inputs sent back after the call, {len(sent)} sent")
+        for j, (a, b) in enumerate(zip(sent, after)):
+            if isinstance(a, _Tensor) and (not isinstance(b, _Tensor) or not bitwise_equal(a.cpu(), b)):
+                bad.append(f"input {j} was modified by call {n} (its values, shape or dtype differ from the "
+                           "harness's own copy)")
+        self.ledger.record("inputs_unmodified", bad)
 
     # ---- per-call checks ----------------------------------------------------------------------
     def validate(self, outs: list[Any], kinds: list[str], ref: tuple[Any, ...]) -> None:
@@ -357,6 +418,7 @@ class _Session:
                 self.ledger.ok("not_constant")
 
     def values(self, call: _Call, outs: list[Any], where: str) -> None:
+        self.judged.add(self.calls)  # called right after the call it judges
         for i, (s, r, y, yp) in enumerate(zip(outs, call.ref, call.oracle, call.perturbed)):
             holes = unwritten(s, r.cpu())
             if holes:
@@ -381,11 +443,14 @@ class _Session:
         ref, oracle, perturbed = self.reference(w, args)
         self.signatures.setdefault(w.label, [describe(a) for a in args])
         plain = self.rng.random() < 0.25
-        outs, reply = self.invoke(w, args, ref, refill=refill, plain=plain,
-                                  settle_s=self.settle_s * (1 + self.rng.random()))
+        outs, reply = self.invoke(w, args, ref, refill=refill, plain=plain)
         self.validate(outs, list(reply.get("kinds") or []), ref)
         self.observations(reply)
         call = _Call(w, dist, args, ref, oracle, perturbed, outs, self.calls, self.deviation_of(w, args))
+        if len(self.pool) < POOL:
+            self.pool.append(call)
+        elif self.rng.random() < 0.5:
+            self.pool[self.rng.randrange(POOL)] = call
         if prev is not None:
             self.history(prev, call, refill)
         self.values(call, outs, f"{dist} inputs, workload {w.label}")
@@ -398,12 +463,13 @@ class _Session:
         differ: list[str] = []
         for k in range(n):
             outs, reply = self.invoke(first.workload, [snapshot(a) for a in first.inputs], first.ref,
-                                      plain=(k == plain_at), same_as=first.call_id)
+                                      plain=(k == plain_at))
             self.validate(outs, list(reply.get("kinds") or []), first.ref)
-            if reply.get("reuses_first") and not self.ledger.has_failed("fresh_buffers"):
+            reused = reply.get("reuses") if isinstance(reply.get("reuses"), list) else []
+            if first.call_id in reused and not self.ledger.has_failed("fresh_buffers"):
                 self.ledger.fail("not_memoized", "a repeat of the first trial's input values, in new tensors, "
-                                 f"returned the first trial's output object (output {reply['reuses_first'][0]}): a "
-                                 "cache keyed on values")
+                                 f"returned memory of the first trial's output (call {first.call_id}): a cache "
+                                 "keyed on values")
             else:
                 self.ledger.ok("not_memoized")
             self.values(first, outs, f"a repeat of the first trial's {first.dist} inputs, workload {first.workload.label}")
@@ -418,13 +484,55 @@ class _Session:
         else:
             self.ledger.ok("deterministic")
 
+    def endurance(self, gen: torch.Generator, budget_s: float | None, t0: float) -> None:
+        """More judged calls, as many as a heavy-tailed draw says, so that no count of calls bounds the
+        judged ones (a candidate right for its first N calls and garbage after is caught whenever the
+        draw passes N: always for N below 1.5 times the calls made so far, and with probability
+        ``(made / 2 / (N - made)) ** 1.5`` beyond). Each is a new draw on a covered workload or, as often,
+        a repeat in new tensors of an earlier call's values (judged again, and bitwise equal to that
+        call's output unless declared nondeterministic). The calls look like every other call to the
+        candidate. Limited in time to ``max(ENDURANCE_MIN_S, the time spent so far)`` and by ``budget_s``;
+        the report states how many were drawn and made."""
+        made = self.calls
+        extra = math.ceil(made / 2 * (1.0 - self.rng.random()) ** (-1 / ENDURANCE_TAIL))
+        started = time.perf_counter()
+        limit = max(ENDURANCE_MIN_S, started - t0)
+        done = 0
+        while done < extra:
+            now = time.perf_counter()
+            if now - started > limit or (budget_s is not None and now - t0 > budget_s):
+                break
+            done += 1
+            if self.rng.random() < 0.5 or not self.pool:
+                w = self.rng.choice([u for u in self.problem.workloads if u.label in self.covered] or
+                                    [self.problem.workloads[0]])
+                dist = self.problem.distributions[self.rng.randrange(len(self.problem.distributions))]
+                self.endurance_draws += 1
+                self.trial(w, dist, gen, None, refill=False)
+                continue
+            old = self.rng.choice(self.pool)
+            outs, reply = self.invoke(old.workload, [snapshot(a) for a in old.inputs], old.ref,
+                                      plain=self.rng.random() < 0.25)
+            self.validate(outs, list(reply.get("kinds") or []), old.ref)
+            self.observations(reply)
+            self.values(old, outs, f"call {self.calls}, a repeat of call {old.call_id}'s {old.dist} inputs")
+            if not self.nondeterministic:
+                self.ledger.record("deterministic", [f"call {self.calls} differs bitwise from call {old.call_id} on "
+                                                     f"the same input values (output {i})"
+                                                     for i, (a, b) in enumerate(zip(outs, old.outs))
+                                                     if not bitwise_equal(a, b)][:1])
+        self.endurance_calls = (extra, done)
+
     def recheck(self, when: str) -> None:
         """Every output of every call, re-read now, must be what it was at return (late writes)."""
         pause = self.rng.uniform(0.3, 0.6)
         time.sleep(pause)
         reply = self._ask({"op": "recheck", "id": self.calls}, f"re-reading the outputs {when}")
         self._patches(reply, when)
-        now, shared = self._load(reply["outputs"]), reply.get("shared") or []
+        now, shared = self._load(reply.get("outputs")), reply.get("shared") or []
+        if not isinstance(now, list) or len(now) != len(self.returned) or not all(isinstance(c, list) for c in now):
+            self._violation(f"re-reading the outputs {when}: the reply holds {type(now).__name__}, not the outputs "
+                            f"of the {len(self.returned)} calls")
         late, overwritten = [], []
         for c, (was, cur) in enumerate(zip(self.returned, now)):
             for i, (a, b) in enumerate(zip(was, cur)):
@@ -439,10 +547,9 @@ class _Session:
     def run(self, trials: int, gen: torch.Generator, workloads: list[Workload], budget_s: float | None,
             t0: float, progress: Callable[[str], None]) -> None:
         w0 = workloads[0]
-        for _ in range(self.rng.randint(1, 2)):  # warm-up: the reference first, on the same draw
-            args = self.draw(w0, self.problem.distributions[0], gen)
-            ref, _, _ = self.reference(w0, args)
-            self.invoke(w0, args, ref, plain=self.rng.random() < 0.5)
+        self.warmups = self.rng.randint(1, 2)
+        for _ in range(self.warmups):  # warm-up: judged like every other call
+            self.trial(w0, self.problem.distributions[0], gen, None, refill=False)
         first: _Call | None = None
         for n, w in enumerate(workloads):
             k_trials = trials + self.rng.randint(0, 2)
@@ -469,10 +576,38 @@ class _Session:
                 break
         if first is not None:
             self.repeat(first)
+            self.endurance(gen, budget_s, t0)
             self.recheck("after the calls")
         if self.ledger.seen["not_constant"] == 0:
             self.ledger.skip("not_constant", "no two trials on new tensors whose reference outputs differ "
                                              "(needs at least 3 trials per workload)")
+        self.prove_launches()
+
+    # ---- memory_safe: the observed Triton launches, proved (launches.py) ------------------------------
+    def collect_launches(self, reply: dict[str, Any]) -> None:
+        """Keep the launches a call's reply reports (evidence for a rejection only: the child is the candidate's)."""
+        from .launches import merge
+
+        if not hasattr(self, "launch_records"):
+            self.launch_records: dict[str, dict[str, Any]] = {}
+        merge(self.launch_records, reply.get("launches"))
+
+    def prove_launches(self, budget_s: float | None = None) -> None:
+        """Prove every distinct launch observed, once, in a separate process with a time limit: ``memory_safe``
+        fails on a proved out-of-bounds access or race, passes when all are proved, else is skipped."""
+        from .launches import PROOF_BUDGET_S, prove
+
+        records = list(getattr(self, "launch_records", {}).values())
+        status, message, proved = prove(records, getattr(self, "candidate_path", ""),
+                                        overrides=self.problem.overrides,
+                                        kernelbench=self.problem.format == "kernelbench",
+                                        budget_s=budget_s or PROOF_BUDGET_S)
+        if status == "failed":
+            self.ledger.fail("memory_safe", message)
+        elif status == "skipped":
+            self.ledger.skip("memory_safe", message)
+        for _ in range(max(proved, 1 if status == "passed" else 0)):
+            self.ledger.ok("memory_safe")
 
     def timed(self, gen: torch.Generator) -> dict[str, Any]:
         """Time the candidate in the child (step 6) and judge what the timed calls returned."""
@@ -485,7 +620,10 @@ class _Session:
         reply = self._ask({"op": "time", "id": self.calls, "inputs": name, "destinations": dests},
                           "timing the candidate", 4 * self.timeout_s)
         self._outcome(reply, "while timing", "after timing")
-        last, rerun = self._load(reply["outputs"])
+        loaded = self._load(reply.get("outputs"))
+        if not (isinstance(loaded, list) and len(loaded) == 2 and all(isinstance(x, list) for x in loaded)):
+            self._violation("timing: the reply's file does not hold [last timed outputs, re-run outputs]")
+        last, rerun = loaded
         judged = sets[int((reply.get("timing") or {}).get("judged_set", 0)) % len(sets)]
         ref, oracle, perturbed = self.reference(w, judged)
         call = _Call(w, "timed", judged, ref, oracle, perturbed, last, declared=self.deviation_of(w, judged))
@@ -500,6 +638,28 @@ class _Session:
         doc.update(ref_t)
         doc["speedup"] = ref_t["reference_ms"] / max(float(doc.get("candidate_ms", 0.0)), 1e-9)
         return doc
+
+
+def _interpreter_distributions(problem: CheckProblem, probe: Sequence[Any], dev: torch.device) -> None:
+    """Under Triton's CPU interpreter, bfloat16 subnormals are decoded wrongly on load (1e-39 reads as
+    4.4e-39, 9.2e-41 as 0; checked with Triton 3.9): every correct bfloat16 Triton kernel would fail the
+    ``subnormal`` draws there. Those draws are left out on a CPU when an input is bfloat16, and the report
+    says so (``problem.skipped_distributions``); on a GPU they run."""
+    if dev.type == "cuda" or "subnormal" not in problem.distributions:
+        return
+    if any(isinstance(a, _Tensor) and a.dtype == torch.bfloat16 for a in probe):
+        problem.distributions = tuple(d for d in problem.distributions if d != "subnormal")
+        problem.info["skipped_distributions"] = {
+            "subnormal": "bfloat16 input under Triton's CPU interpreter, which decodes bfloat16 subnormals "
+                         "wrongly on load; judged on a GPU only"}
+
+
+def _isolation_of(child: Any) -> dict[str, Any]:
+    """What the candidate's process was kept from (see :mod:`.isolation`); not isolated when unknown."""
+    doc = getattr(child, "isolation", None)
+    if isinstance(doc, dict) and "isolated" in doc:
+        return dict(doc)
+    return {"isolated": False, "missing": ["the candidate's process did not report its isolation"]}
 
 
 def _select(problem: CheckProblem, chosen: Sequence[str] | None) -> list[Workload]:
@@ -575,8 +735,8 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
     hashes = {p: hashlib.sha256(b).hexdigest() for p, b in originals.items()}
     host_guard = PatchGuard()  # the reference is trusted, but a library call leaves no global state changed
     tell = progress or (lambda _msg: None)
-    exchange = tempfile.mkdtemp(prefix="warpsmith_check_")
-    workdir = tempfile.mkdtemp(prefix="warpsmith_check_cwd_")
+    exchange = tempfile.mkdtemp()  # neutral names: the child sees these paths
+    workdir = tempfile.mkdtemp()
     rng = random.Random(int.from_bytes(os.urandom(8), "little"))  # the protocol's shape: not from --seed
     ledger, session, stopped = Ledger(), None, None
     timing_doc: dict[str, Any] = {"kind": "not measured", "reason": "no GPU" if dev.type != "cuda" else "rejected"}
@@ -589,6 +749,7 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
         session = _Session(problem, ledger, dev, settle_s, call_timeout_s, rng, exchange, declared)
         gen = torch.Generator().manual_seed(seed + 0x5EED)
         probe = problem.draw_inputs(chosen[0], torch.Generator().manual_seed(seed), problem.distributions[0], dev)
+        _interpreter_distributions(problem, probe, dev)
         session.reference_is_deterministic(chosen[0], probe)
         session.reference(chosen[0], probe)
         torch.save(problem.child_context, os.path.join(exchange, "context.pt"))
@@ -596,7 +757,7 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
                  "interpret": dev.type != "cuda", "device": str(dev), "name": problem.name,
                  "format": problem.format, "reference": str(ref_path), "candidate": str(Path(candidate).resolve()),
                  "output_names": list(problem.output_names), "seed": seed, "overrides": problem.overrides,
-                 "eval_mode": eval_mode}
+                 "eval_mode": eval_mode, "settle_s": settle_s}
         try:
             session.start(setup, call_timeout_s + 60.0)
             session.run(per_workload, gen, chosen, budget_s, t0, tell)
@@ -604,6 +765,12 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
                 timing_doc = session.timed(gen)
         except _Stop as stop:
             stopped = str(stop)
+        except InvalidInputError:
+            raise
+        except Exception as e:  # noqa: BLE001 - anything else is a reply the harness could not use
+            ledger.fail("protocol", f"the harness could not use what the candidate's process sent: "
+                        f"{type(e).__name__}: {e}")
+            stopped = "protocol_violation"
     finally:
         if session is not None and session.child is not None:
             session.child.close()
@@ -613,6 +780,15 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
         changed = [p for p, h in hashes.items() if not p.exists() or hashlib.sha256(p.read_bytes()).hexdigest() != h]
         for p in changed:  # the user's file is put back as it was
             p.write_bytes(originals[p])
+    if stopped is None and session is not None:  # the verdict's completeness: every call made was judged
+        unjudged = [n for n in range(1, session.calls + 1) if n not in session.judged]
+        if session.calls == 0 or unjudged:
+            ledger.fail("complete", f"{len(unjudged)} of {session.calls} candidate calls were not judged"
+                        if session.calls else "no candidate call was made")
+        else:
+            ledger.ok("complete")
+    elif not ledger.failed:
+        ledger.fail("complete", f"the protocol stopped ({stopped}) before its end")
     if changed:
         ledger.fail("reference_intact", "the reference's file(s) changed during the run and were restored: "
                     + ", ".join(p.name for p in changed))
@@ -633,5 +809,9 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
                        timing=timing_doc, elapsed_s=time.perf_counter() - t0, calls=session.calls,
                        complete=stopped is None, coverage=coverage,
                        protocol={"calls": session.calls, "plain_calls": session.plain_calls, "trials": session.trials,
-                                 "call_timeout_s": call_timeout_s, "isolated": True,
+                                 "call_timeout_s": call_timeout_s,
+                                 "warmup_calls": session.warmups,
+                                 "endurance": {"drawn": session.endurance_calls[0], "made": session.endurance_calls[1],
+                                               "new_draws": session.endurance_draws},
+                                 "isolation": _isolation_of(session.child),
                                  "declared": declared.to_json() if declared is not None else None})

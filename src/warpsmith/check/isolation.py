@@ -1,15 +1,33 @@
 """The parent's side of the candidate's process: spawn it, talk to it with a deadline, kill it.
 
-``spawn`` starts a small **launcher** (``python -c``, no torch) in a new session; the launcher starts
-the child (:mod:`.child`) and reports the child's exit status on its own stdout. The child's parent
-is therefore the launcher, not the harness: a candidate that kills ``os.getppid()`` kills the
-launcher, and the harness sees it. Every process of the session carries a random token in its
-environment; at the end (and on any failure) the whole process group is SIGKILLed and any process
-still carrying the token (one that left the group with ``setsid``) is found in ``/proc`` and killed
-too, before the parent writes anything. Launcher and child also ask Linux to SIGKILL them when their
-parent ends (``PR_SET_PDEATHSIG``), so a harness that is itself killed (a time limit around
-``warpsmith check`` or ``solve``) leaves no orphan computing (Linux ties this to the thread that
-started the launcher: ``check`` runs it from the calling thread, which outlives the check).
+``spawn`` starts the **launcher** (:mod:`.sandbox`, run as a plain script: no torch) in a new
+session. The launcher puts the candidate's process (the *child*, :mod:`.child`) in a sandbox of its
+own: new user, pid, mount, IPC and network namespaces, a read-only filesystem but for the exchange
+and work folders, a fresh ``/proc`` that shows only the sandbox's processes, a ``/dev`` with no disk,
+no capabilities, no new privileges, no Unix sockets. The child cannot name the harness's process
+(no ``ptrace``, no ``/proc/PID/mem``, no signal), cannot write the report or the reference, and
+every process it starts lives in the pid namespace, which the kernel empties when it ends.
+
+The launcher's first line on its stdout says what the sandbox achieved; it becomes
+:attr:`Child.isolation`, ``{"isolated": bool, "how": "...", "missing": ["..."]}``. Where the
+machine does not allow it (no unprivileged user namespaces, a container's masked ``/proc``), the
+child still runs, with what could be done (no capabilities, no new privileges, the launcher as
+subreaper killing every descendant it gets back) and ``isolated`` is false, with the reasons: the
+report and the exit status say so, never silently weaker. :data:`ISOLATE` (``False``) forces that
+fallback (tests).
+
+Killing (:meth:`Child.kill`): SIGTERM to the launcher, which SIGKILLs the sandbox's init (its own
+child, so no recycled pid is ever hit) and exits only when every process of the namespace has been
+reaped; SIGKILL to the launcher's process group only if it does not exit in time. When ``kill``
+returns, nothing of the candidate runs (with isolation). The launcher and every process under it
+also die with their parent (``PR_SET_PDEATHSIG``), so a harness that is itself killed leaves no orphan
+computing (Linux ties this to the thread that started the launcher: ``check`` runs it from the
+calling thread, which outlives the check).
+
+The child's environment has no ``WARPSMITH_*`` variable (a candidate cannot tell the harness from
+its environment); its ``TMPDIR``, ``HOME``, ``XDG_CACHE_HOME``, ``TRITON_CACHE_DIR`` and
+``TORCHINDUCTOR_CACHE_DIR`` point into the exchange folder, the only place besides its working
+directory it can write (``PYTHONUSERBASE`` keeps the user's site-packages where they were).
 
 A request that gets no reply within its deadline is a ``timeout`` (SIGKILL, not SIGTERM, so a
 candidate that ignores SIGTERM is still stopped). A reply channel that closes is ``exited`` (the
@@ -21,36 +39,22 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import select
 import signal
+import site
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-TOKEN_VAR = "WARPSMITH_CHECK_SESSION"
+from . import sandbox
 
-_LAUNCHER = """
-import ctypes, os, signal, subprocess, sys
-def die_with_parent():  # Linux: SIGKILL when the parent ends, even by SIGKILL (no orphan keeps computing)
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (AttributeError, OSError):
-        pass
-die_with_parent()
-if os.getppid() != int(sys.argv[4]):
-    sys.exit(1)  # the harness ended before the line above took effect
-fds = (int(sys.argv[1]), int(sys.argv[2]))
-log = open(os.path.join(sys.argv[3], "child.log"), "wb")
-p = subprocess.Popen([sys.executable, "-m", "warpsmith.check.child", *sys.argv[1:4]], pass_fds=fds,
-                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
-for fd in fds:
-    os.close(fd)
-sys.stdout.write(str(p.wait()) + "\\n")
-sys.stdout.flush()
-"""
+ISOLATE = True  # False: run the child without the sandbox (reported as not isolated); for tests
+HELLO_TIMEOUT_S = 60.0  # the launcher's first line (what the sandbox achieved)
+KILL_TIMEOUT_S = 20.0  # the launcher's own end after a kill (the namespace emptied)
+CHILD_COMMAND = (sys.executable, "-m", "warpsmith.check.child")
+_SANDBOX = os.path.abspath(sandbox.__file__)
 
 
 class ChildGone(Exception):
@@ -66,8 +70,10 @@ class Child:
     launcher: subprocess.Popen
     ctrl_w: int
     reply_r: int
-    token: str
+    isolation: dict[str, Any] = field(default_factory=lambda: {"isolated": False, "how": "",
+                                                               "missing": ["not started"]})
     buf: bytes = b""
+    out: bytes = b""  # what the launcher wrote on its stdout and was not parsed yet
 
     def send(self, doc: dict[str, Any]) -> None:
         data = (json.dumps(doc) + "\n").encode()
@@ -92,7 +98,7 @@ class Child:
                 raise self._gone(f"during {what}")
             self.buf += chunk
         line, self.buf = self.buf.split(b"\n", 1)
-        try:  # the launcher only ends after the child: ended now, it was killed (by the candidate)
+        try:  # the launcher only ends after the child: ended now, it was killed
             self.launcher.wait(timeout=0.02)
         except subprocess.TimeoutExpired:
             pass
@@ -124,43 +130,81 @@ class Child:
             name = signal.Signals(-status).name if -status in signal.valid_signals() else str(-status)
             hint = {"SIGKILL": " (out of memory, or killed)", "SIGABRT": " (abort: e.g. heap corruption)",
                     "SIGSEGV": " (invalid memory access)", "SIGXCPU": " (CPU time limit)",
-                    "SIGXFSZ": " (file size limit)"}.get(name, "")
+                    "SIGXFSZ": " (file size limit)", "SIGSYS": " (a forbidden system call)"}.get(name, "")
             return ChildGone("crashed", f"the candidate's process was killed by {name}{hint} {when}")
         return ChildGone("exited", f"the candidate's process exited with status {status} {when}")
+
+    def _read_out(self, timeout_s: float) -> bool:
+        """Read the launcher's stdout for up to ``timeout_s``; False at its end (EOF)."""
+        fd = self.launcher.stdout.fileno() if self.launcher.stdout is not None else -1
+        if fd < 0:
+            return False
+        ready, _, _ = select.select([fd], [], [], max(timeout_s, 0.0))
+        if not ready:
+            return True
+        chunk = os.read(fd, 1 << 16)
+        self.out += chunk
+        return bool(chunk)
+
+    def _hello(self, timeout_s: float) -> None:
+        """The launcher's first line: what the sandbox achieved (not isolated if it says nothing)."""
+        deadline = time.monotonic() + timeout_s
+        open_ = True
+        while b"\n" not in self.out and open_ and time.monotonic() < deadline:
+            open_ = self._read_out(deadline - time.monotonic())
+        line, sep, self.out = self.out.partition(b"\n")
+        try:
+            doc = json.loads(line)["isolation"] if sep else None
+        except (ValueError, KeyError, TypeError):
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("isolated"), bool):
+            missing = [str(m) for m in doc.get("missing") or []]
+            self.isolation = {"isolated": doc["isolated"] and not missing, "how": str(doc.get("how", "")),
+                              "missing": missing}
+        else:
+            self.isolation = {"isolated": False, "how": "", "missing": [
+                "the launcher did not report the sandbox " + ("in time" if open_ else "(it ended)")]}
 
     def _status(self) -> int | None:
         """The child's exit status as the launcher reported it (None: the launcher was killed first)."""
         try:
-            out, _ = self.launcher.communicate(timeout=5)
+            self.launcher.wait(timeout=5)
         except subprocess.TimeoutExpired:
             return None
-        text = (out or b"").decode(errors="replace").strip().splitlines()
+        while self._read_out(0.5):
+            pass
+        text = self.out.decode(errors="replace").strip().splitlines()
         try:
             return int(text[-1]) if text else None
         except ValueError:
             return None
 
     def kill(self) -> None:
-        """SIGKILL the session's process group and every process that still carries the token."""
-        try:
-            os.killpg(self.launcher.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for pid in _carrying(self.token):
+        """End the candidate's processes, all of them, and return once they are gone (see the module docstring)."""
+        if self.launcher.poll() is None:
             try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+                self.launcher.send_signal(signal.SIGTERM)  # the launcher SIGKILLs the sandbox and reaps it all
+            except ProcessLookupError:
                 pass
-        try:
-            self.launcher.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
-            pass
+            try:
+                self.launcher.wait(timeout=KILL_TIMEOUT_S)
+            except subprocess.TimeoutExpired:  # pragma: no cover - a launcher that cannot end
+                try:
+                    os.killpg(self.launcher.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                self.launcher.wait(timeout=5)
+                self.isolation = dict(self.isolation, isolated=False, missing=[
+                    *self.isolation.get("missing", []), "the launcher did not confirm the end of the candidate's "
+                                                        "processes"])
         for fd in (self.ctrl_w, self.reply_r):
             try:
                 os.close(fd)
             except OSError:
                 pass
         self.ctrl_w = self.reply_r = -1
+        if self.launcher.stdout is not None:
+            self.launcher.stdout.close()
 
     def close(self, timeout_s: float = 5.0) -> None:
         if self.ctrl_w >= 0:
@@ -175,38 +219,52 @@ class Child:
         self.kill()
 
 
-def _carrying(token: str) -> list[int]:
-    needle = f"{TOKEN_VAR}={token}".encode()
-    found = []
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle in f.read().split(b"\0"):
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
-
-
-def spawn(exchange: str, env_extra: dict[str, str] | None = None) -> Child:
-    """Start the launcher and the child; the child waits for its setup message."""
-    ctrl_r, ctrl_w = os.pipe()
-    reply_r, reply_w = os.pipe()
-    token = secrets.token_hex(16)
-    env = {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
-    env[TOKEN_VAR] = token
+def child_env(exchange: str) -> dict[str, str]:
+    """The child's environment: the harness's, without ``WARPSMITH_*``, with writable places in ``exchange``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARPSMITH_")}
     src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds warpsmith/
     env["PYTHONPATH"] = os.pathsep.join([src] + [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep)
                                                  if p])
-    tmp = os.path.join(exchange, "tmp")  # the child's temporary files go where the parent removes them
-    os.makedirs(tmp, exist_ok=True)
-    env["TMPDIR"] = tmp
+    env.setdefault("PYTHONUSERBASE", site.getuserbase())  # HOME moves: the user's site-packages do not
+    places = {"TMPDIR": "tmp", "HOME": "home", "XDG_CACHE_HOME": "cache", "TRITON_CACHE_DIR": "cache/triton",
+              "TORCHINDUCTOR_CACHE_DIR": "cache/inductor"}
+    for var, rel in places.items():
+        path = os.path.join(exchange, rel)
+        os.makedirs(path, exist_ok=True)
+        env[var] = path
+    env["TMP"] = env["TEMP"] = env["TMPDIR"]
+    return env
+
+
+def spawn(exchange: str, env_extra: dict[str, str] | None = None, *, writable: tuple[str, ...] | list[str] = (),
+          command: tuple[str, ...] | list[str] | None = None, isolate: bool | None = None) -> Child:
+    """Start the launcher and the child; the child waits for its setup message.
+
+    ``writable``: folders the child may write besides ``exchange`` (its working directory).
+    ``command``: the child's command line (default :data:`CHILD_COMMAND`), to which the control and
+    reply descriptors and ``exchange`` are appended. ``isolate``: default :data:`ISOLATE`.
+    """
+    exchange = os.path.realpath(exchange)
+    env = child_env(exchange)
     env.update(env_extra or {})
-    launcher = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(ctrl_r), str(reply_w), exchange, str(os.getpid())],
-                                pass_fds=(ctrl_r, reply_w), env=env, stdout=subprocess.PIPE,
-                                start_new_session=True, cwd=exchange)
+    protect = sorted(os.path.join(exchange, n) for n in os.listdir(exchange)
+                     if os.path.isfile(os.path.join(exchange, n)) and not os.path.islink(os.path.join(exchange, n)))
+    ctrl_r, ctrl_w = os.pipe()
+    reply_r, reply_w = os.pipe()
+    spec = {"ctrl": ctrl_r, "reply": reply_w, "exchange": exchange, "harness": os.getpid(),
+            "isolate": ISOLATE if isolate is None else bool(isolate),
+            "writable": [exchange] + [os.path.realpath(p) for p in writable],
+            "protect": sorted(set(protect) | {os.path.join(exchange, "child.log")}),
+            "command": list(command or CHILD_COMMAND), "mount_setattr": sandbox.USE_MOUNT_SETATTR}
+    launcher = subprocess.Popen([sys.executable, "-I", _SANDBOX], pass_fds=(ctrl_r, reply_w), env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, cwd=exchange)
     os.close(ctrl_r)
     os.close(reply_w)
-    return Child(launcher, ctrl_w, reply_r, token)
+    try:  # on stdin, not in the command line the sandbox's processes can read (it names the harness's pid)
+        launcher.stdin.write(json.dumps(spec).encode())
+        launcher.stdin.close()
+    except OSError:
+        pass
+    child = Child(launcher, ctrl_w, reply_r)
+    child._hello(HELLO_TIMEOUT_S)
+    return child

@@ -7,9 +7,11 @@
   on float64 inputs under :class:`~.formats.Float64Oracle`, which keeps the reference in
   float64.
 - **Inputs.** Each draw calls the reference module's ``get_inputs()`` with a fresh seed. Under
-  the ``native`` distribution its tensors are used as they are. Under ``normal``, ``uniform``,
-  ``outliers`` and ``tiny``, every floating-point tensor is replaced by a draw of the same
-  shape and dtype from that distribution. Other arguments are kept as they are.
+  the ``native`` distribution its tensors are used as they are. Under every other distribution
+  (:data:`~.formats.DISTRIBUTIONS`: ``normal``, ``uniform``, ``outliers``, ``tiny``, ``sparse``,
+  ``padded``, ``repeated``, ``pow2``, ``subnormal``), every floating-point tensor is replaced by a
+  draw of the same shape and dtype from that distribution (rows along its last dimension). Integer
+  and bool tensors (indices, masks) and other arguments are kept as they are.
 - **Calls.** Calls run under ``torch.no_grad()``, as KernelBench's own evaluation does.
 - **``--set``.** It rewrites top-level size constants in the source of both modules. A name
   the reference does not assign at top level to an int or float is refused (exit 2).

@@ -19,6 +19,8 @@ CHECKS: tuple[tuple[str, str, str], ...] = (
     ("no_crash", "crashed", "the candidate's process is not killed by a signal (abort, segfault, out of memory, "
                             "resource limits) and its launcher is not killed"),
     ("in_time", "timeout", "loading and every call return within the deadline (SIGKILL otherwise)"),
+    ("protocol", "protocol_violation", "every reply of the candidate's process is one the harness asked for, in "
+                                        "its form (no forged, malformed or out-of-place replies or files)"),
     ("no_patching", "monkey_patch",
      "torch, triton, time, builtins, threading and the harness are unchanged after loading and after every call"),
     ("runs", "candidate_error", "the candidate imports, constructs and runs without raising"),
@@ -42,11 +44,15 @@ CHECKS: tuple[tuple[str, str, str], ...] = (
                                       "previous call's outputs alone"),
     ("fully_written", "unwritten_output", "no output element keeps the NaN poison where the reference has a "
                                           "number"),
-    ("error_contract", "wrong_result", "fp64-oracle error within 4x the reference's own error in the same dtype "
-                                       "(at least the op's sensitivity to its inputs) plus two ulps; "
-                                       "NaN/Inf where the reference has them; integers exact"),
+    ("memory_safe", "unsafe_kernel", "every Triton launch the harness observed is proved in bounds and race-free "
+                                     "(the symbolic prover on the observed grid, shapes and strides)"),
+    ("error_contract", "wrong_result", "every element's fp64-oracle error within 4x the larger of the reference's "
+                                       "own error and the element's scale, plus two ulps of the element (and the "
+                                       "largest error within the tensor-wide bound); NaN/Inf where the reference has "
+                                       "them; integers exact"),
     ("deterministic", "nondeterministic", "two calls on identical inputs are bitwise equal (unless the candidate "
                                           "declares itself nondeterministic)"),
+    ("complete", "incomplete", "the protocol ran to its end and every candidate call it made was judged"),
 )
 CODES: dict[str, str] = {name: code for name, code, _ in CHECKS}
 
@@ -155,8 +161,22 @@ class CheckReport:
 
     @property
     def accepted(self) -> bool:
-        """No check failed and the protocol ran to its end."""
-        return self.complete and not any(c.status == "failed" for c in self.checks)
+        """THE verdict, the only place it is decided: the protocol ran to its end, every call it made was
+        judged (``complete`` passed), and no check failed. The CLI's exit status and the words it prints
+        come from this property alone (:meth:`exit_status`)."""
+        return (self.complete and not any(c.status == "failed" for c in self.checks)
+                and any(c.name == "complete" and c.status == "passed" for c in self.checks))
+
+    @property
+    def isolated(self) -> bool:
+        """Whether the candidate ran with no power over this process, the report or the reference."""
+        return bool((self.protocol.get("isolation") or {}).get("isolated"))
+
+    def exit_status(self) -> int:
+        """0 accepted (isolated), 1 rejected, 3 accepted but the machine did not allow the isolation."""
+        if not self.accepted:
+            return 1
+        return 0 if self.isolated else 3
 
     @property
     def verdict(self) -> str:
@@ -164,7 +184,12 @@ class CheckReport:
 
     @property
     def first_failure(self) -> CheckResult | None:
-        return next((c for c in self.checks if c.status == "failed"), None)
+        """The highest-priority failed check; a rejection with no failed check (which the harness never
+        makes) still gets one: ``complete``."""
+        f = next((c for c in self.checks if c.status == "failed"), None)
+        if f is None and not self.accepted:
+            return CheckResult("complete", CODES["complete"], "failed", "the protocol did not run to its end")
+        return f
 
     @property
     def reason(self) -> str | None:
@@ -189,7 +214,7 @@ class CheckReport:
         f = self.first_failure
         return {
             "verdict": self.verdict, "reason": f.code if f else None, "message": f.message if f else None,
-            "complete": self.complete,
+            "complete": self.complete, "isolated": self.isolated, "exit_status": self.exit_status(),
             "reference": self.reference, "candidate": self.candidate, "format": self.format, "device": self.device,
             "seed": self.seed, "trials": self.trials, "calls": self.calls, "problem": self.problem,
             "checks": [c.to_json() for c in self.checks], "timing": self.timing,

@@ -76,7 +76,7 @@ def load_candidate(path: Path, problem: CheckProblem, *, device: torch.device) -
     for v in declared:
         if v is not None and not isinstance(v, bool):
             raise InvalidInputError("nondeterministic declaration", "true or false", v)
-    folder = Path(tempfile.mkdtemp(prefix="warpsmith_check_"))
+    folder = Path(tempfile.mkdtemp())  # a neutral name: the candidate sees it
     try:
         files = set()
         for src in sources:

@@ -1,6 +1,8 @@
 """``warpsmith check REFERENCE CANDIDATE``: run the hardened harness on any implementation.
 
-Exit codes: 0 accepted; 1 rejected (the report names the reason code); 2 unusable input
+Exit codes: 0 accepted; 1 rejected (the report names the reason code; a run that did not reach its end
+is a rejection too); 3 accepted, but the machine did not allow the candidate's isolation (the report's
+``protocol.isolation`` says what was missing: see :mod:`warpsmith.check.isolation`); 2 unusable input
 (unreadable or malformed files, unsupported format features, unknown ``--set`` names, or a
 reference that raises on its own inputs or differs from itself: ``reference_error``,
 ``reference_nondeterministic``). The ``--json`` report is removed when the run starts and written
@@ -9,7 +11,9 @@ last, by this process, after the candidate's processes are dead.
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -75,20 +79,33 @@ def check(reference: Path, candidate: Path, json_out: Path | None, trials: int |
     out = Console(file=sys.stdout, highlight=False, width=max(Console().width, 140))
     out.print(_table(report))
     f = report.first_failure
-    verdict = "[green]accepted[/]" if f is None else f"[red]rejected[/] ({f.code}: {f.message})"
+    if report.accepted:
+        verdict = "[green]accepted[/]"
+        if not report.isolated:
+            missing = "; ".join((report.protocol.get("isolation") or {}).get("missing") or []) or "unknown"
+            verdict += f" [yellow]without isolation ({missing}): exit status 3[/]"
+    else:
+        verdict = f"[red]rejected[/] ({f.code}: {f.message})" if f else "[red]rejected[/]"
     out.print(f"verdict: {verdict}")
     out.print(report.coverage_line)
     out.print(report.timing_line())
     out.print(f"{report.calls} candidate calls, {report.elapsed_s:.1f} s")
     if json_out is not None:
         _write(json_out, report.to_json())
-    if f is not None:
-        raise click.exceptions.Exit(1)
+    status = report.exit_status()  # the one place the verdict is decided (CheckReport.accepted)
+    if status:
+        raise click.exceptions.Exit(status)
 
 
 def _write(path: Path, doc: dict) -> None:
-    """Atomically: a reader never sees half a report."""
+    """Atomically, through a new file of an unpredictable name (created exclusively, never through a link
+    planted in advance): a reader never sees half a report."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(doc, indent=2) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

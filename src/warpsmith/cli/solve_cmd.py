@@ -92,13 +92,23 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
     if p.search is not None:
         click.echo(p.search.lines()[0])
     _echo_proofs(res.proofs)
-    for a in res.attempts:
+    _echo_attempts(res.attempts, "candidate", with_partition=True)
+    _finish(res, p.fallbacks)
+
+
+def _echo_attempts(attempts, what: str, with_partition: bool = False) -> None:
+    """The candidates verified and rejected before the one kept (stderr)."""
+    for a in attempts:
         how = " with rewrites" if a.get("rewrites") else ""
-        click.echo(f"  candidate rank {a['choice']}{how} ({a['partition']}) rejected: {a['reason']}: {a['message']}",
-                   err=True)
+        where = f" ({a['partition']})" if with_partition else ""
+        click.echo(f"  {what} rank {a['choice']}{how}{where} rejected: {a['reason']}: {a['message']}", err=True)
+
+
+def _finish(res, fallbacks) -> None:
+    """The verdict line and the exit status of a solve (one place for both problem formats)."""
     if res.status == "refused":
-        click.echo(f"refused (--strict): {len(p.fallbacks)} op(s) have no lowering or codegen: "
-                   + ", ".join(str(n.target) for n in p.fallbacks), err=True)
+        click.echo(f"refused (--strict): {len(fallbacks)} op(s) have no lowering or codegen: "
+                   + ", ".join(str(n.target) for n in fallbacks), err=True)
         raise click.exceptions.Exit(1)
     if res.status == "rejected":
         click.echo(f"verdict: rejected ({res.verdict['reason']}: {res.verdict['message']}); nothing written", err=True)
@@ -143,20 +153,9 @@ def _solve_definition(problem: Path, out: Path | None, json_out: Path | None, ex
         for n in p.fallbacks:
             click.echo(f"    fallback {n.name}: {n.target} {n.line}".rstrip())
         _echo_proofs(s.proofs, "    ")
-    for a in res.attempts:
-        how = " with rewrites" if a.get("rewrites") else ""
-        click.echo(f"  solution candidate rank {a['choice']}{how} rejected: {a['reason']}: {a['message']}", err=True)
+    _echo_attempts(res.attempts, "solution candidate")
     skipped = [w for w in total if w not in compiled]
     if skipped:
         click.echo(f"not compiled (run raises ValueError on their signatures unless one above matches): "
                    f"{', '.join(skipped)}")
-    if res.status == "refused":
-        click.echo(f"refused (--strict): {len(res.fallbacks)} op(s) have no lowering or codegen: "
-                   + ", ".join(str(n.target) for n in res.fallbacks), err=True)
-        raise click.exceptions.Exit(1)
-    if res.status == "rejected":
-        click.echo(f"verdict: rejected ({res.verdict['reason']}: {res.verdict['message']}); nothing written", err=True)
-        raise click.exceptions.Exit(1)
-    click.echo(f"verdict: accepted ({res.verdict.get('coverage', '')})")
-    if res.written:
-        click.echo(f"wrote {res.written}")
+    _finish(res, res.fallbacks)

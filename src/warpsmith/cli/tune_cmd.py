@@ -34,8 +34,40 @@ def _config_text(cfg: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+TIE_REL = 1e-9  # times closer than this (relative) are a tie
+
+
+def _tie_groups(board, rows: int) -> list[tuple[int, int]]:
+    """(first index, count) of each run of equal times on ``board`` that starts among the first
+    ``rows`` entries and has two or more members (counted over the whole board)."""
+    groups, i = [], 0
+    while i < min(rows, len(board)):
+        j = i + 1
+        while j < len(board) and abs(board[j].ms - board[i].ms) <= TIE_REL * abs(board[i].ms):
+            j += 1
+        if j - i > 1:
+            groups.append((i, j - i))
+        i = j
+    return groups
+
+
+def _tie_notes(result, rows: int = 10) -> list[str]:
+    """One line per tie among the leaderboard's shown rows: the cost model (or the timer) cannot
+    separate those configs, so their order is the search's, not a ranking."""
+    what = "the cost model cannot separate them" if result.timing_kind == "predicted" else \
+        "the measurements cannot separate them"
+    notes = []
+    for first, count in _tie_groups(result.leaderboard, rows):
+        ranks = f"#{first + 1}-#{first + count}"
+        us = result.leaderboard[first].ms * 1e3
+        notes.append(f"note: {count} configs ({ranks}) tie at {us:.4g} µs ({result.timing_kind}): {what}; "
+                     "they are listed, and verified, in the order the search found them")
+    return notes
+
+
 def _leaderboard(result, rows: int = 10) -> Table:
     kind = result.timing_kind
+    tied = {i: first for first, count in _tie_groups(result.leaderboard, rows) for i in range(first, first + count)}
     table = Table(title=f"{result.problem.describe()} on {result.target.name} ({kind})")
     table.add_column("#", justify="right")
     table.add_column("variant")
@@ -51,8 +83,32 @@ def _leaderboard(result, rows: int = 10) -> Table:
             status = f"[red]rejected: {rejected[key]}[/]"
         else:
             status = "-"
-        table.add_row(str(i), s.variant, _config_text(s.config), f"{s.ms:.4g}", status)
+        rank = f"={tied[i - 1] + 1}" if i - 1 in tied else str(i)  # "=1": tied for first
+        table.add_row(rank, s.variant, _config_text(s.config), f"{s.ms:.4g}", status)
     return table
+
+
+class _StageLog:
+    """Stage lines on stderr, one per line: above the progress bar on a terminal, plain lines
+    otherwise (a pipe, a log file, CI), where the bar does not render; the search's progress is then
+    reported every quarter of the budget."""
+
+    def __init__(self, console: Console, bar: Progress) -> None:
+        self.console, self.bar, self.live = console, bar, console.is_terminal
+        self.next_report = 0
+
+    def __call__(self, line: str) -> None:
+        if self.live:
+            self.bar.console.print(line, markup=False, highlight=False)
+        else:
+            click.echo(line, err=True)
+
+    def search(self, done: int, total: int, best) -> None:
+        if self.live or done >= total or done < self.next_report:
+            return
+        self.next_report = done + max(1, -(-total // 4))
+        self(f"search: {done}/{total} candidates evaluated"
+             + (f", best so far {best.ms:.4g} ms ({best.variant})" if best else ""))
 
 
 @click.command("tune")
@@ -106,28 +162,36 @@ def tune(op: str, shape: str, dtype: str, target: str | None, budget: int, time_
     store = TuningDB(db_path)
     err = Console(file=sys.stderr, highlight=False)
     with Progress(TextColumn("[bold]tuning[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[best]}"), TimeElapsedColumn(), console=err, transient=True) as bar:
+                  TextColumn("{task.fields[best]}"), TimeElapsedColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as bar:
         task = bar.add_task(problem.describe(), total=budget, best="")
+        log = _StageLog(err, bar)
 
         def progress(done: int, total: int, best) -> None:
             bar.update(task, completed=done, best=f"best {best.ms:.4f} ms ({best.variant})" if best else "")
+            log.search(done, total, best)
 
         try:
             with quiet_interpreter():
                 result = run_tune(problem, target=target, budget=budget, time_budget_s=time_budget, strategy=strategy,
                                   seed=seed, finalists=finalists, db=store, progress=progress, prove=prove,
-                                  compiler_facts=compiler_facts)
+                                  compiler_facts=compiler_facts, log=log)
             failure = None
         except VerificationError as exc:
             result, failure = exc.result, exc
     out = Console(file=sys.stdout, highlight=False, width=max(Console().width, 160))
     out.print(_leaderboard(result))
+    for note in _tie_notes(result):
+        out.print(note, markup=False)
     doc = result.to_json()
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(doc, indent=2) + "\n")
+    where = f"{store.path} (--db or WARPSMITH_DB to change)"
     if failure is not None:
         click.echo(f"rejected: {failure}", err=True)
+        if result.rejected:
+            click.echo(f"the rejected finalists are recorded (never dispatched) in {where}", err=True)
         raise click.exceptions.Exit(1)
     w = result.winner
     line = f"winner: {w.variant} {_config_text(w.config)} — {w.ms:.4g} ms {result.timing_kind} on {result.target.name}"
@@ -136,5 +200,5 @@ def tune(op: str, shape: str, dtype: str, target: str | None, budget: int, time_
     out.print(line)
     checks = ", ".join(f"{c.name}={c.status}" for c in result.certificate.checks)
     out.print(f"verified: {checks}")
-    out.print(f"recorded as #{result.record_id} in {store.path} ({result.evaluations} evaluations, "
-              f"{result.elapsed_s:.1f} s)")
+    out.print(f"recorded as #{result.record_id} in {where}; {result.evaluations} evaluations, "
+              f"{result.elapsed_s:.1f} s", markup=False)

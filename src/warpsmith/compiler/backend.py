@@ -24,8 +24,10 @@ the compiled callable.
 from __future__ import annotations
 
 import importlib.util
+import re
 import tempfile
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -85,11 +87,41 @@ class Backend:
         return compile_graph
 
 
+class EagerFallbackWarning(UserWarning):
+    """A graph given to the warpsmith backend runs as the original ATen graph (eagerly)."""
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_eager(report: GraphReport) -> None:
+    """Warn, once per kind of reason and process, that a graph falls back to eager: without it only
+    the reports (``Compiled.explain()``, ``BACKEND.reports``) or ``torch._dynamo.explain()`` show it."""
+    key = re.split(r"[\d(]", ":".join(report.reason.split(":")[:2]))[0].strip()  # "rejected: max error"
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    warnings.warn(f"warpsmith: a {report.kind} graph runs eagerly (original ATen graph), not warpsmith's "
+                  f"kernels: {report.reason}. Later graphs falling back for this reason are not warned "
+                  f"about; see the backend's reports (warpsmith.compile(...).explain()).",
+                  EagerFallbackWarning, stacklevel=2)
+
+
 def compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind: str = "inference",
                          partitioner: Callable[..., Any] = partition, verify: bool = True,
                          draws: int = 2) -> tuple[Callable[..., Any], GraphReport]:
     """One ATen graph -> (the callable to run, its report). The callable is the original graph
-    (boxed like it) unless a verified program was built."""
+    (boxed like it) unless a verified program was built; then an :class:`EagerFallbackWarning` says
+    so (once per kind of reason)."""
+    fn, report = _compile_graph_module(gm, example_inputs, kind, partitioner, verify, draws)
+    if report.status != "compiled":
+        _warn_eager(report)
+    return fn, report
+
+
+def _compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind: str,
+                          partitioner: Callable[..., Any], verify: bool,
+                          draws: int) -> tuple[Callable[..., Any], GraphReport]:
     report = GraphReport(kind)
     eager = _boxed(gm)
     try:

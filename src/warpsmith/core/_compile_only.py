@@ -11,8 +11,12 @@ re-check of the module globals a kernel read), and nothing is executed. Launch o
 therefore garbage; launchers that read device results on the host are not usable in this mode.
 
 :func:`recording` collects what was launched (the Triton function, the compiled kernel and
-the grid) for the resource report (``warpsmith.measure.static``). It also works on a real GPU,
+the grid) for the resource report (``warpsmith.targets.compiler.static``). It also works on a real GPU,
 where the compiled kernels come from ordinary launches.
+
+This module belongs to :mod:`warpsmith.targets.compiler` (everything the compiler tells us about a
+kernel), which re-exports it; it sits in core because :mod:`._triton` must install it while it imports
+Triton, and core imports nothing above it.
 """
 from __future__ import annotations
 

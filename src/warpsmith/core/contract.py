@@ -30,6 +30,12 @@ exactly) would reject a standard algorithm (``exp(x - logsumexp(x))``, the form 
 backward recomputes, whose error grows with ``|logsumexp|``) by any factor. The floor is measured,
 not assumed, so it stays small where the op is well conditioned: tf32 (operands rounded at
 2^-11) is still hundreds of times over it for fp32.
+
+The check harness judges foreign kernels, with no per-op error scale, element by element instead
+(:func:`warpsmith.check.compare.judge`): :func:`perturb_each` moves every input element by one
+rounding of *itself*, and :func:`element_scale` turns the oracle's change into each element's own
+scale, so that an allowance does not grow with the largest input and a small element keeps a
+small one.
 """
 from __future__ import annotations
 
@@ -91,6 +97,108 @@ def perturb(inputs64: Mapping[str, Any], u: float, seed: int = 0) -> dict[str, A
         else:
             out[k] = v
     return out
+
+
+def perturb_each(inputs64: Mapping[str, Any], u: float, seed: int = 0) -> dict[str, Any]:
+    """``inputs64`` with every element of every floating tensor moved by ``±m u |x|`` relative to
+    itself, ``m`` uniform in ``[1/2, 3/2]`` and the sign random (a fixed seed: reproducible); other
+    values are returned as they are. One rounding of each element, never much less (the magnitude
+    is bounded away from 0, so a change driven by one element cannot vanish by chance). Zeros stay
+    zero and signs are kept: padding, sparsity and the inputs' structure survive. The oracle on
+    these, against the oracle on ``inputs64``, is each element's sensitivity (:func:`element_scale`);
+    unlike :func:`perturb`, an element's move does not grow with the largest element of its
+    tensor."""
+    gen = torch.Generator().manual_seed(seed)
+    out: dict[str, Any] = {}
+    for k, v in inputs64.items():
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            v64 = v.to(torch.float64)
+            m = torch.rand(v.shape, generator=gen, dtype=torch.float64) + 0.5
+            sign = torch.where(torch.rand(v.shape, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+            step = (sign * m).to(v.device) * (u * v64.abs())
+            out[k] = v64 + step.where(torch.isfinite(step), torch.zeros_like(step))
+        else:
+            out[k] = v
+    return out
+
+
+# the element scale's floors (:func:`element_scale`)
+ROUNDINGS = 4  # roundings of a value as large as the element, in the arithmetic's precision
+ROW_MIN = 8  # the shortest last dimension whose slices count as rows
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as rows along its last dimension (one row when that is shorter than :data:`ROW_MIN`)."""
+    if t.dim() >= 1 and t.shape[-1] >= ROW_MIN:
+        return t.reshape(-1, t.shape[-1])
+    return t.reshape(1, -1)
+
+
+def _per_row(v: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Per-row values of :func:`_rows` broadcast back to ``like``'s shape."""
+    if like.dim() >= 1 and like.shape[-1] >= ROW_MIN:
+        return v.reshape(*like.shape[:-1], 1)
+    return v.reshape([1] * like.dim())
+
+
+def element_scale(ref64: torch.Tensor, probes64: torch.Tensor | None, u: float, step: float,
+                  mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Each element's own error scale: how far a standard computation of that element may be from
+    the oracle ``ref64`` for rounding its inputs and intermediates once, at unit roundoff ``u`` (that
+    of the arithmetic), measured rather than assumed. Per element ``i`` of a row ``R`` (the slice
+    along the last dimension; the whole tensor when that is shorter than :data:`ROW_MIN`):
+
+        w_i = max(s_i, median_R s, median_R(s / |y|) |y_i|, n u |y_i|, n u median_R |y|, step),
+        n = max(ROUNDINGS, sqrt(L))
+
+    - ``s_i``: the change of the oracle at ``i`` when every input element moves by one rounding of
+      itself (:func:`perturb_each`), the root mean square over the probes ``probes64`` (the oracle on
+      each perturbed draw, stacked on a new first dimension; None: no probes, ``s = 0``). The
+      sensitivity of this element, not of the tensor: an input 100x larger elsewhere does not raise
+      it.
+    - ``median_R s``: the typical sensitivity of the row. Where ``y_i`` cancels to nearly 0 (a dot
+      product, ``x w + b``), the intermediates still have the row's typical size and so do their
+      rounding errors; one probe's value at one element may also be small by chance.
+    - ``median_R(s / |y|) |y_i|``: the row's typical *relative* sensitivity, applied to the
+      element. An error common to the row in relative terms (softmax as ``exp(x - logsumexp(x))``
+      rounds ``logsumexp``, which moves every element of the row by the same factor, the largest
+      one included, whose own sensitivity is nearly 0) stays within the row's conditioning.
+    - ``n u |y_i|``: a few roundings of a value as large as the element itself,
+      or, along a row of length ``L``, the random walk of one such rounding per step: an element
+      accumulated along its row (a scan, a running sum) rounds a partial result as large as itself at
+      every step, which no perturbation of the inputs shows (the probes move inputs, not partial
+      results), and torch's CPU reference may accumulate in float64 and show none of it either.
+      Measured: a float32 cumsum over 5000 elements computed in chunks is off by 1.4e-4 at an element
+      of 42.7, 0.8 of ``sqrt(L) u |y_i|``; an operand rounded to 13 bits is off by about 1e-4 of the
+      element, hundreds of times ``sqrt(L) u |y_i|`` for a row of 48.
+    - ``n u median_R |y|``: the same steps for values as large as the row's typical element: where
+      ``y_i`` cancels (``x w + b`` with ``x w`` near ``-b``; a running sum that came back near 0),
+      the terms and partial results were that large, and a parameter of the model (a bias) is not
+      among the perturbed inputs.
+    - ``step``: the output dtype's smallest subnormal (its resolution near 0).
+
+    Medians, not maxima: one large element of a row does not lend its allowance to the small ones.
+    ``mask`` selects the elements taking part (where the oracle and the reference are finite)."""
+    y = ref64.to(torch.float64)
+    if y.numel() == 0:
+        return torch.zeros_like(y)
+    keep = torch.isfinite(y) if mask is None else (mask & torch.isfinite(y))
+    a = y.abs().where(keep, torch.zeros_like(y))
+    if probes64 is None:
+        s = torch.zeros_like(y)
+    else:
+        d = (probes64.to(y.device, torch.float64) - y).abs()
+        d = d.where(torch.isfinite(d), torch.zeros_like(d))  # a probe that overflowed says nothing
+        s = d.pow(2).mean(0).sqrt().where(keep, torch.zeros_like(y))
+    nan = torch.full_like(y, float("nan"))
+    typical = _per_row(torch.nanmedian(_rows(s.where(keep, nan)), dim=-1).values.nan_to_num(0.0), y)
+    rel = (s / a).where(keep & (a > 0), nan)
+    kappa = _per_row(torch.nanmedian(_rows(rel), dim=-1).values.nan_to_num(0.0), y)
+    size = _per_row(torch.nanmedian(_rows(a.where(keep, nan)), dim=-1).values.nan_to_num(0.0), y)
+    steps = max(float(ROUNDINGS), float(_rows(y).shape[-1]) ** 0.5)
+    w = torch.maximum(torch.maximum(s, torch.maximum(typical, steps * u * size).expand_as(s)),
+                      torch.maximum(kappa * a, steps * u * a))
+    return w.clamp_min(step).where(keep, torch.zeros_like(y))
 
 
 def sensitivity_of(ref64: torch.Tensor, perturbed64: torch.Tensor | None) -> float:

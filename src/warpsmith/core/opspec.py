@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import abc
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -13,6 +14,13 @@ from .contract import ErrorContract, perturb
 from .dtypes import dtype_name, parse_dtype
 
 DISTRIBUTIONS = ("normal", "uniform", "outliers", "tiny", "large", "specials")
+# Structured inputs real models feed, which no distribution above produces: exact zeros (ReLU
+# activations, pruned weights), all-zero rows (padding), repeated rows (repeated tokens, broadcast
+# rows), powers of two (exactly representable values, many ties) and subnormals of the dtype.
+# :func:`draw` makes them; the check harness cycles through them
+# (:data:`warpsmith.check.formats.DISTRIBUTIONS`). The library verifier does not: its trials are
+# DISTRIBUTIONS, each op's make_inputs giving its inputs their own structure.
+STRUCTURED = ("sparse", "padded", "repeated", "pow2", "subnormal")
 # inputs the identity test draws (not part of the error-contract distributions)
 INTEGERS = "integers"
 
@@ -259,13 +267,17 @@ def draw(shape: tuple[int, ...], dist: str, gen: torch.Generator, dtype: torch.d
     ``normal``, ``uniform`` in [-1, 1), ``outliers`` (1% of entries 100x larger), ``tiny``
     (1e-3 scale, into the subnormals of half precision), ``large`` (normal times ``scale``, which
     the op chooses so outputs approach the dtype's limit), ``specials`` (normal with one NaN, one
-    +Inf and one -Inf per tensor), ``integers`` (in [-2, 2]). Values are generated on
-    ``device``; the device generator is seeded from ``gen``, so results depend only on ``gen``.
+    +Inf and one -Inf per tensor), ``integers`` (in [-2, 2]), and the structured ones
+    (:data:`STRUCTURED`, see :func:`structured`). Values are generated on ``device``; the device
+    generator is seeded from ``gen``, so results depend only on ``gen``. ``dtype`` may be an fp8
+    type (values are drawn in float32 and cast; the subnormals are fp8's own).
     """
-    if dist not in DISTRIBUTIONS + (INTEGERS,):
-        raise UnknownNameError("input distribution", dist, DISTRIBUTIONS + (INTEGERS,))
+    if dist not in DISTRIBUTIONS + STRUCTURED + (INTEGERS,):
+        raise UnknownNameError("input distribution", dist, DISTRIBUTIONS + STRUCTURED + (INTEGERS,))
     device = torch.device(device)
     kw = dict(generator=on_device(gen, device), device=device)
+    if dist in STRUCTURED:
+        return structured(tuple(shape), dist, kw, dtype)
     if dist == INTEGERS:
         return torch.randint(-2, 3, shape, **kw).to(dtype)
     if dist == "uniform":
@@ -283,3 +295,78 @@ def draw(shape: tuple[int, ...], dist: str, gen: torch.Generator, dtype: torch.d
         flat[where] = torch.tensor([float("nan"), float("inf"), float("-inf")], device=device)[: where.numel()]
         x = flat.reshape(shape)
     return x.to(dtype)
+
+
+def rows_of(shape: tuple[int, ...]) -> tuple[int, int]:
+    """How the structured distributions see a tensor: ``(rows, length)``. A row is a slice along the
+    last dimension (a token's hidden vector, a matrix row); a tensor with fewer than two such rows (a
+    vector, a scalar, ``[1, N]``) has its elements as rows."""
+    numel = 1
+    for s in shape:
+        numel *= s
+    if len(shape) >= 2 and shape[-1] > 0 and numel // shape[-1] >= 2:
+        return numel // shape[-1], shape[-1]
+    return numel, 1
+
+
+def subnormals(n: int, dtype: torch.dtype, kw: dict[str, Any]) -> torch.Tensor:
+    """``n`` random nonzero subnormals of ``dtype`` (float64 values, exact in ``dtype``): a random sign
+    times ``k`` steps of the smallest subnormal, ``k`` log-uniform in [1, 2^m) (``m`` mantissa bits),
+    so that both the largest subnormals and those with few significant bits occur."""
+    fi = torch.finfo(dtype)
+    m = round(-math.log2(fi.eps))  # explicit mantissa bits
+    step = fi.tiny * fi.eps  # the smallest subnormal
+    k = torch.floor(torch.exp2(torch.rand(n, dtype=torch.float64, **kw) * m)).clamp(1, 2.0**m - 1)
+    sign = torch.where(torch.rand(n, **kw) < 0.5, -1.0, 1.0).to(torch.float64)
+    return sign * k * step
+
+
+def structured(shape: tuple[int, ...], dist: str, kw: dict[str, Any], dtype: torch.dtype) -> torch.Tensor:
+    """One of :data:`STRUCTURED`, cast to ``dtype`` (``kw``: the generator and device). Rows as
+    :func:`rows_of` defines them; "at least" and "never" below hold whenever the tensor has the
+    elements or rows for it.
+
+    - ``sparse``: normal values, each exactly zero with probability 1/2 (at least one zero and one
+      nonzero).
+    - ``padded``: normal rows, the last quarter of the rows (at least one) and, from four rows on,
+      the first row too all zero: padding at either end of a batch; never every row.
+    - ``repeated``: every row a copy of one of ``ceil(rows / 4)`` distinct normal rows, chosen at
+      random (so rows repeat).
+    - ``pow2``: ``±2^k``, ``k`` a random integer in [-4, 4]: exact in every float dtype, many ties.
+    - ``subnormal``: normal values, a quarter of the elements replaced by subnormals of ``dtype`` and
+      a quarter of the rows (at least one, never all) entirely subnormal (:func:`subnormals`).
+    """
+    rows, n = rows_of(shape)
+    numel = rows * n
+    dev = kw["device"]
+    if dist == "pow2":
+        k = torch.randint(-4, 5, (numel,), **kw).to(torch.float32)
+        sign = torch.where(torch.rand(numel, **kw) < 0.5, -1.0, 1.0)
+        return (sign * torch.exp2(k)).reshape(shape).to(dtype)
+    if dist == "repeated":
+        distinct = max(1, -(-rows // 4))
+        base = torch.randn(distinct, n, **kw)
+        pick = torch.randint(0, distinct, (rows,), **kw)
+        return base[pick].reshape(shape).to(dtype)
+    x = torch.randn(rows, n, **kw)
+    if dist == "sparse":
+        zero = torch.rand(rows, n, **kw) < 0.5
+        if numel >= 2:
+            at = torch.randperm(numel, **kw)[:2]
+            zero.view(-1)[at[0]], zero.view(-1)[at[1]] = True, False
+        return x.masked_fill(zero, 0.0).reshape(shape).to(dtype)
+    if dist == "padded":
+        if rows >= 2:
+            x[rows - max(1, rows // 4):] = 0.0
+            if rows >= 4:
+                x[0] = 0.0
+        return x.reshape(shape).to(dtype)
+    # subnormal
+    y = x.to(torch.float64)
+    some = torch.rand(rows, n, **kw) < 0.25
+    whole = torch.zeros(rows, dtype=torch.bool, device=dev)
+    if rows >= 2:
+        whole[torch.randperm(rows, **kw)[: max(1, rows // 4)]] = True
+    where = some | whole[:, None]
+    y[where] = subnormals(int(where.sum()), dtype, kw)
+    return y.reshape(shape).to(dtype)

@@ -21,12 +21,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from ..core._compile_only import recording
 from ..core.opspec import OpSpec, Problem
 from ..core.variant import Variant
 from ..cost.cost import predict_ms
 from ..targets import ConfigFacts, Target
-from .static import kernel_facts
+from ..targets.compiler import kernel_facts, recording
 from .timing import time_gpu
 
 _ROTATE_BYTES = 1 << 30  # rotate input sets while they fit in this much memory
@@ -62,7 +61,7 @@ class Evaluator:
     measured: bool
     seed: int = 0
     compile_workers: int = 8
-    # predicted scoring: the compiler's facts per config (warpsmith.compiled_facts.CompilerFacts), or None
+    # predicted scoring: the compiler's facts per config (warpsmith.targets.compiler.CompilerFacts), or None
     facts: Callable[[Variant, Problem, Mapping[str, Any]], ConfigFacts | None] | None = None
     _inputs: list[dict[str, torch.Tensor]] = field(default_factory=list, init=False)
 

@@ -40,12 +40,12 @@ from .rope.op import rope, rope_hf  # noqa: E402
 from .softmax.op import log_softmax, softmax  # noqa: E402
 from .cross_entropy.op import cross_entropy, fused_linear_cross_entropy  # noqa: E402
 from .attention.op import attention, merge_attention_states, scaled_dot_product_attention  # noqa: E402
-from .attention.decode_op import attention_decode, mla_decode  # noqa: E402
-from .lowprec.int4_op import int4_matmul  # noqa: E402
+from .attention.decode.op import attention_decode, mla_decode  # noqa: E402
+from .lowprec.int4.op import int4_matmul  # noqa: E402
 from .pool.op import adaptive_avg_pool, avg_pool, max_pool  # noqa: E402
-from .norm.channel_op import batch_norm, group_norm, instance_norm  # noqa: E402
-from .lowprec.scaled_op import scaled_matmul  # noqa: E402
-from .lowprec.quant_op import dequantize, quantize, quantize_static, stochastic_round  # noqa: E402
+from .norm.channel.op import batch_norm, group_norm, instance_norm  # noqa: E402
+from .lowprec.scaled.op import scaled_matmul  # noqa: E402
+from .lowprec.quant.op import dequantize, quantize, quantize_static, stochastic_round  # noqa: E402
 from .conv.op import conv_transpose, convolution  # noqa: E402
 from .conv.fold import fold_batch_norm  # noqa: E402
 from .conv.op import conv  # noqa: E402  (the function replaces the package as an attribute)

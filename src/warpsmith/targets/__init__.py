@@ -1,5 +1,5 @@
-"""Hardware models and device detection."""
-from .compiled import ConfigFacts, KernelFacts
+"""Hardware models, device detection, and what the compiler tells us about a kernel (:mod:`.compiler`)."""
+from .compiler.facts import ConfigFacts, KernelFacts
 from .detect import Device, current_device, fingerprint, measures, versions
 from .models import TARGETS, Target, get_target
 

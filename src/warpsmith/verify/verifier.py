@@ -14,7 +14,7 @@
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -158,11 +158,14 @@ def _prove_into(cert: Certificate, variant: Variant, problem: Problem, config: M
 
 def verify_candidate(spec: OpSpec, problem: Problem, variant: Variant, config: Mapping[str, Any], target: Target,
                      *, device: str | torch.device = "cpu", seed: int = 0, trials: int = 1,
-                     prove: bool = False) -> Certificate:
+                     prove: bool = False, progress: Callable[[str], None] | None = None) -> Certificate:
     """Run every check on one config; the certificate says which passed (it stops at the first failure).
 
     With ``prove``, the symbolic obligations of the config's exact kernels are discharged first.
+    ``progress`` is told each stage as it starts (a short phrase: ``proving the kernels
+    symbolically``, ``testing ...``).
     """
+    say = progress or (lambda _: None)
     gen = torch.Generator().manual_seed(seed + 0x5EED)
     cert = Certificate(
         op=spec.name, variant=variant.name,
@@ -176,13 +179,16 @@ def verify_candidate(spec: OpSpec, problem: Problem, variant: Variant, config: M
         cert.checks.append(Check(name, status, detail))
         return not status.startswith("failed")
 
-    if prove and not _prove_into(cert, variant, problem, config):
-        return cert
+    if prove:
+        say("proving the kernels symbolically (memory safety, races, coverage)")
+        if not _prove_into(cert, variant, problem, config):
+            return cert
     failed = variant.failed_guards(problem, config)
     if not add("guards_hold", f"failed({failed[0].knob} needs {failed[0].text})" if failed else "proved",
                "guard predicates evaluated exactly on this shape"):
         return cert
 
+    say(f"testing: error contract on {len(DISTRIBUTIONS) * trials} input draw(s), determinism, odd shapes")
     runs, done = 0, []
     for dist in DISTRIBUTIONS:
         for _ in range(trials):

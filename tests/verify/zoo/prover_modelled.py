@@ -119,7 +119,7 @@ def cumsum_kernel(x_ptr, y_ptr, M, N, B: tl.constexpr, BUG: tl.constexpr):
 
 @triton.jit
 def xor_kernel(x_ptr, y_ptr, M, N, B: tl.constexpr, BUG: tl.constexpr):
-    """A swizzle with ^ (not modelled: unknown, named)."""
+    """A swizzle with ^ (an opaque operator: proved from its sound facts, or bounded with `^` named)."""
     i = tl.program_id(0) * B + tl.arange(0, B)
     j = i ^ (1 + BUG)
     tl.store(y_ptr + j, tl.load(x_ptr + j, mask=j < M * N), mask=j < M * N)

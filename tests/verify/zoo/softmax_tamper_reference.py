@@ -1,5 +1,6 @@
 """Cheat: rewrites the reference file beside it (so that a later run against it passes), and
-returns a wrong answer. Expected: tampered_reference (the file is restored)."""
+returns a wrong answer. Expected without the sandbox: tampered_reference (the file is restored); in
+the sandbox the write fails (read-only filesystem) and the import raises: candidate_error."""
 from pathlib import Path
 
 import torch

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from ...verify.symbolic import KernelContract, Tensor, cdiv, sizes
 from . import kernel as K_
-from .variant import MAX_BLOCK_H, MAX_BLOCK_M
+from .limits import MAX_BLOCK_H, MAX_BLOCK_M
 
 M, H, P = sizes("M H PROGRAMS")
 s_dy, s_g, s_u = sizes("stride_dym stride_gm stride_um")

@@ -25,13 +25,12 @@ from ..shared import kernel as common
 from ..shared.launch import allocate, emulated, launch_target
 from ...core.variant import Config, Variant, is_pow2, next_pow2, persistent_programs
 from . import kernel as K
+from .limits import MAX_BLOCK_H, MAX_BLOCK_M
 
 OPS = ("swiglu", "swiglu_backward", "geglu", "geglu_backward")
 WARPS = (1, 2, 4, 8, 16)
 PROGRAMS_PER_SM = (0, 1, 2, 4, 8)  # 0: not persistent
 MAX_ELEMS_PER_THREAD = 32  # fp32 elements of one operand a thread holds (forward 3, backward 5 live)
-MAX_BLOCK_H = 4096
-MAX_BLOCK_M = 64
 MAX_GRID_Y = 65535  # CUDA's limit on grid axis 1 (the column tiles of the 2-D grid)
 COL_LIMIT = 2**31  # column offsets are int32 (row offsets are int64)
 

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from ...verify.symbolic import KernelContract, Tensor, cdiv, sizes
 from . import kernel as K_
-from .variant import INDEX_LIMIT, MAX_BLOCK, head_blocks, window_args
+from .limits import INDEX_LIMIT, MAX_BLOCK, head_blocks, window_args
 
 B, H, G, Sq, Sk, Tq, Tk, D, DV = sizes("B H G Sq Sk Tq Tk D DV")
 WL, WH, AB = sizes("WL WH AB")  # win_lo + 1, win_hi + 1, align_br + 1

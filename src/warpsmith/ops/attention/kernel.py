@@ -57,6 +57,43 @@ def seq_span(cu_ptr, b, S, VARLEN: tl.constexpr):
 
 
 @triton.jit
+def head_base(ptr, b, h, stride_b, stride_h, start, stride_s, VARLEN: tl.constexpr):
+    """``ptr`` at sequence b, head h (int64), and at the sequence's first token ``start`` when packed."""
+    base = ptr + b.to(tl.int64) * stride_b + h.to(tl.int64) * stride_h
+    if VARLEN:
+        base += start.to(tl.int64) * stride_s
+    return base
+
+
+@triton.jit
+def key_window(m0, off, len_k, win_lo, win_hi, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               HAS_LO: tl.constexpr, HAS_HI: tl.constexpr):
+    """(lo, hi): the keys a block of BLOCK_M queries from m0 may see, lo a multiple of BLOCK_N
+    (key j is visible to query i iff i + off - win_lo <= j <= i + off + win_hi)."""
+    lo = 0
+    hi = len_k
+    if HAS_LO:
+        lo = (tl.maximum(m0 + off - win_lo, 0) // BLOCK_N) * BLOCK_N
+    if HAS_HI:
+        hi = tl.minimum(m0 + BLOCK_M + off + win_hi, len_k)
+    return lo, hi
+
+
+@triton.jit
+def query_window(n0, off, len_q, win_lo, win_hi, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 HAS_LO: tl.constexpr, HAS_HI: tl.constexpr):
+    """The transpose of :func:`key_window`: (lo, hi), the queries that may see a block of BLOCK_N keys
+    from n0, lo a multiple of BLOCK_M."""
+    lo = 0
+    hi = len_q
+    if HAS_HI:  # query i sees key j only if i >= j - off - win_hi
+        lo = (tl.maximum(n0 - off - win_hi, 0) // BLOCK_M) * BLOCK_M
+    if HAS_LO:  # ... and i <= j - off + win_lo
+        hi = tl.minimum(n0 + BLOCK_N - off + win_lo, len_q)
+    return lo, hi
+
+
+@triton.jit
 def scores(qk, sm_scale, softcap, SOFTCAP: tl.constexpr):
     """Base-2 scores from fp32 ``q . k``: ``scale qk log2 e`` or, soft-capped, ``c tanh(scale qk / c) log2 e``;
     also returns tanh (for the backward's ``1 - tanh^2``; without softcap an unused placeholder)."""
@@ -141,18 +178,12 @@ def attention_fwd_kernel(
     if m0 >= len_q:
         return
     kh = kv_head(h, G)
-    q_base = q_ptr + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
-    k_base = k_ptr + b.to(tl.int64) * stride_kb + kh.to(tl.int64) * stride_kh
-    v_base = v_ptr + b.to(tl.int64) * stride_vb + kh.to(tl.int64) * stride_vh
-    o_base = o_ptr + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
-    l_base = lse_ptr + b.to(tl.int64) * stride_lb + h.to(tl.int64) * stride_lh
-    bias_base = bias_ptr + b.to(tl.int64) * stride_bb + h.to(tl.int64) * stride_bh
-    if VARLEN:
-        q_base += start_q.to(tl.int64) * stride_qs
-        o_base += start_q.to(tl.int64) * stride_os
-        l_base += start_q.to(tl.int64)
-        k_base += start_k.to(tl.int64) * stride_ks
-        v_base += start_k.to(tl.int64) * stride_vs
+    q_base = head_base(q_ptr, b, h, stride_qb, stride_qh, start_q, stride_qs, VARLEN)
+    k_base = head_base(k_ptr, b, kh, stride_kb, stride_kh, start_k, stride_ks, VARLEN)
+    v_base = head_base(v_ptr, b, kh, stride_vb, stride_vh, start_k, stride_vs, VARLEN)
+    o_base = head_base(o_ptr, b, h, stride_ob, stride_oh, start_q, stride_os, VARLEN)
+    l_base = head_base(lse_ptr, b, h, stride_lb, stride_lh, start_q, 1, VARLEN)
+    bias_base = head_base(bias_ptr, b, h, stride_bb, stride_bh, 0, 0, False)
 
     offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
@@ -162,12 +193,7 @@ def attention_fwd_kernel(
                 mask=(offs_m[:, None] < len_q) & (offs_d[None, :] < D), other=0.0)
 
     off = align_br * (len_k - len_q)
-    lo = 0
-    hi = len_k
-    if HAS_LO:
-        lo = (tl.maximum(m0 + off - win_lo, 0) // BLOCK_N) * BLOCK_N
-    if HAS_HI:
-        hi = tl.minimum(m0 + BLOCK_M + off + win_hi, len_k)
+    lo, hi = key_window(m0, off, len_k, win_lo, win_hi, BLOCK_M, BLOCK_N, HAS_LO, HAS_HI)
 
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
@@ -213,13 +239,9 @@ def attention_bwd_preprocess_kernel(
     m0 = pid_m * BLOCK_M
     if m0 >= len_q:
         return
-    o_base = o_ptr + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
-    do_base = do_ptr + b.to(tl.int64) * stride_dob + h.to(tl.int64) * stride_doh
-    l_base = delta_ptr + b.to(tl.int64) * stride_lb + h.to(tl.int64) * stride_lh
-    if VARLEN:
-        o_base += start_q.to(tl.int64) * stride_os
-        do_base += start_q.to(tl.int64) * stride_dos
-        l_base += start_q.to(tl.int64)
+    o_base = head_base(o_ptr, b, h, stride_ob, stride_oh, start_q, stride_os, VARLEN)
+    do_base = head_base(do_ptr, b, h, stride_dob, stride_doh, start_q, stride_dos, VARLEN)
+    l_base = head_base(delta_ptr, b, h, stride_lb, stride_lh, start_q, 1, VARLEN)
     offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_dv = tl.arange(0, BLOCK_DV)
     mask = (offs_m[:, None] < len_q) & (offs_dv[None, :] < DV)
@@ -254,23 +276,10 @@ def attention_bwd_dkdv_kernel(
     n0 = pid_n * BLOCK_N
     if n0 >= len_k:
         return
-    k_base = k_ptr + b.to(tl.int64) * stride_kb + kh.to(tl.int64) * stride_kh
-    v_base = v_ptr + b.to(tl.int64) * stride_vb + kh.to(tl.int64) * stride_vh
-    dk_base = dk_ptr + b.to(tl.int64) * stride_dkb + kh.to(tl.int64) * stride_dkh
-    dv_base = dv_ptr + b.to(tl.int64) * stride_dvb + kh.to(tl.int64) * stride_dvh
-    q_seq = q_ptr + b.to(tl.int64) * stride_qb
-    do_seq = do_ptr + b.to(tl.int64) * stride_dob
-    lse_seq = lse_ptr + b.to(tl.int64) * stride_lb
-    delta_seq = delta_ptr + b.to(tl.int64) * stride_lb
-    if VARLEN:
-        k_base += start_k.to(tl.int64) * stride_ks
-        v_base += start_k.to(tl.int64) * stride_vs
-        dk_base += start_k.to(tl.int64) * stride_dks
-        dv_base += start_k.to(tl.int64) * stride_dvs
-        q_seq += start_q.to(tl.int64) * stride_qs
-        do_seq += start_q.to(tl.int64) * stride_dos
-        lse_seq += start_q.to(tl.int64)
-        delta_seq += start_q.to(tl.int64)
+    k_base = head_base(k_ptr, b, kh, stride_kb, stride_kh, start_k, stride_ks, VARLEN)
+    v_base = head_base(v_ptr, b, kh, stride_vb, stride_vh, start_k, stride_vs, VARLEN)
+    dk_base = head_base(dk_ptr, b, kh, stride_dkb, stride_dkh, start_k, stride_dks, VARLEN)
+    dv_base = head_base(dv_ptr, b, kh, stride_dvb, stride_dvh, start_k, stride_dvs, VARLEN)
 
     offs_n = n0 + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
@@ -285,19 +294,14 @@ def attention_bwd_dkdv_kernel(
     dv = tl.zeros((BLOCK_N, BLOCK_DV), dtype=tl.float32)
 
     off = align_br * (len_k - len_q)
-    lo = 0
-    hi = len_q
-    if HAS_HI:  # query i sees key j only if i >= j - off - win_hi
-        lo = (tl.maximum(n0 - off - win_hi, 0) // BLOCK_M) * BLOCK_M
-    if HAS_LO:  # ... and i <= j - off + win_lo
-        hi = tl.minimum(n0 + BLOCK_N - off + win_lo, len_q)
+    lo, hi = query_window(n0, off, len_q, win_lo, win_hi, BLOCK_M, BLOCK_N, HAS_LO, HAS_HI)
     for g in range(0, G):
         h = kh * G + g
-        q_base = q_seq + h.to(tl.int64) * stride_qh
-        do_base = do_seq + h.to(tl.int64) * stride_doh
-        lse_base = lse_seq + h.to(tl.int64) * stride_lh
-        delta_base = delta_seq + h.to(tl.int64) * stride_lh
-        bias_base = bias_ptr + b.to(tl.int64) * stride_bb + h.to(tl.int64) * stride_bh
+        q_base = head_base(q_ptr, b, h, stride_qb, stride_qh, start_q, stride_qs, VARLEN)
+        do_base = head_base(do_ptr, b, h, stride_dob, stride_doh, start_q, stride_dos, VARLEN)
+        lse_base = head_base(lse_ptr, b, h, stride_lb, stride_lh, start_q, 1, VARLEN)
+        delta_base = head_base(delta_ptr, b, h, stride_lb, stride_lh, start_q, 1, VARLEN)
+        bias_base = head_base(bias_ptr, b, h, stride_bb, stride_bh, 0, 0, False)
         for start_m in range(lo, hi, BLOCK_M):
             offs_m = start_m + offs_mb
             m_ok = offs_m < len_q
@@ -351,22 +355,14 @@ def attention_bwd_dq_kernel(
     if m0 >= len_q:
         return
     kh = kv_head(h, G)
-    q_base = q_ptr + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
-    do_base = do_ptr + b.to(tl.int64) * stride_dob + h.to(tl.int64) * stride_doh
-    dq_base = dq_ptr + b.to(tl.int64) * stride_dqb + h.to(tl.int64) * stride_dqh
-    lse_base = lse_ptr + b.to(tl.int64) * stride_lb + h.to(tl.int64) * stride_lh
-    delta_base = delta_ptr + b.to(tl.int64) * stride_lb + h.to(tl.int64) * stride_lh
-    bias_base = bias_ptr + b.to(tl.int64) * stride_bb + h.to(tl.int64) * stride_bh
-    k_base = k_ptr + b.to(tl.int64) * stride_kb + kh.to(tl.int64) * stride_kh
-    v_base = v_ptr + b.to(tl.int64) * stride_vb + kh.to(tl.int64) * stride_vh
-    if VARLEN:
-        q_base += start_q.to(tl.int64) * stride_qs
-        do_base += start_q.to(tl.int64) * stride_dos
-        dq_base += start_q.to(tl.int64) * stride_dqs
-        lse_base += start_q.to(tl.int64)
-        delta_base += start_q.to(tl.int64)
-        k_base += start_k.to(tl.int64) * stride_ks
-        v_base += start_k.to(tl.int64) * stride_vs
+    q_base = head_base(q_ptr, b, h, stride_qb, stride_qh, start_q, stride_qs, VARLEN)
+    do_base = head_base(do_ptr, b, h, stride_dob, stride_doh, start_q, stride_dos, VARLEN)
+    dq_base = head_base(dq_ptr, b, h, stride_dqb, stride_dqh, start_q, stride_dqs, VARLEN)
+    lse_base = head_base(lse_ptr, b, h, stride_lb, stride_lh, start_q, 1, VARLEN)
+    delta_base = head_base(delta_ptr, b, h, stride_lb, stride_lh, start_q, 1, VARLEN)
+    bias_base = head_base(bias_ptr, b, h, stride_bb, stride_bh, 0, 0, False)
+    k_base = head_base(k_ptr, b, kh, stride_kb, stride_kh, start_k, stride_ks, VARLEN)
+    v_base = head_base(v_ptr, b, kh, stride_vb, stride_vh, start_k, stride_vs, VARLEN)
 
     offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
@@ -383,12 +379,7 @@ def attention_bwd_dq_kernel(
     dq = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
 
     off = align_br * (len_k - len_q)
-    lo = 0
-    hi = len_k
-    if HAS_LO:
-        lo = (tl.maximum(m0 + off - win_lo, 0) // BLOCK_N) * BLOCK_N
-    if HAS_HI:
-        hi = tl.minimum(m0 + BLOCK_M + off + win_hi, len_k)
+    lo, hi = key_window(m0, off, len_k, win_lo, win_hi, BLOCK_M, BLOCK_N, HAS_LO, HAS_HI)
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + offs_nb
         n_ok = offs_n < len_k

@@ -57,9 +57,18 @@ def _inputs(q, k, v, cu_q, cu_k, bias) -> dict:
 def attention_op(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
                  bias: Optional[Tensor], causal: bool, align: str, window_left: int, window_right: int, scale: float,
                  softcap: float) -> tuple[Tensor, Tensor]:
+    if _empty(q, k, cu_seqlens_q):  # no query, or no key to see: nothing to launch (as torch's SDPA)
+        return (q.new_zeros(q.shape[:-1] + (v.shape[-1],)),
+                torch.full(q.shape[:-1], float("-inf"), dtype=torch.float32, device=q.device))
     attrs = _attrs(causal, align, window_left, window_right, scale, softcap, cu_seqlens_q is not None, bias is not None)
     p = problem_of("attention", q, k, v, cu_seqlens_q, attrs)
     return launch(p, VARIANTS, _inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, bias))
+
+
+def _empty(q: Tensor, k: Tensor, cu_q: Optional[Tensor]) -> bool:
+    """An unpacked call with an empty batch, no query or no key: out is 0 (empty, or every query sees no
+    key: out = 0, lse = -inf), its gradients 0; no kernel runs."""
+    return cu_q is None and (q.numel() == 0 or k.numel() == 0)
 
 
 @attention_op.register_fake
@@ -74,6 +83,8 @@ def attention_backward_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
                           cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], bias: Optional[Tensor],
                           causal: bool, align: str, window_left: int, window_right: int, scale: float,
                           softcap: float) -> tuple[Tensor, Tensor, Tensor]:
+    if _empty(q, k, cu_seqlens_q):  # out did not depend on q, k or v
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     attrs = _attrs(causal, align, window_left, window_right, scale, softcap, cu_seqlens_q is not None, bias is not None)
     p = problem_of("attention_backward", q, k, v, cu_seqlens_q, attrs)
     inputs = {**_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, bias), "out": out, "lse": lse.contiguous(),
@@ -185,8 +196,8 @@ def _validate(q, k, v, cu_q, cu_k, bias) -> tuple[Tensor, Tensor, Tensor, Option
     for n, dim in (("q", q.shape[-1]), ("v", v.shape[-1])):
         if not 1 <= dim <= MAX_HEAD_DIM:
             raise InvalidInputError(f"head dim of {n}", f"1..{MAX_HEAD_DIM}", dim)
-    if q.numel() == 0 or k.numel() == 0:
-        raise InvalidInputError("q, k", "non-empty tensors", f"{tuple(q.shape)}, {tuple(k.shape)}")
+    if packed and (q.numel() == 0 or k.numel() == 0):  # unpacked: an empty batch or sequence is fine (as torch)
+        raise InvalidInputError("q, k", "non-empty packed tensors", f"{tuple(q.shape)}, {tuple(k.shape)}")
     q, k, v = (t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous() for t in (q, k, v))
     if bias is not None:
         want = (q.shape[0], hq, q.shape[2], k.shape[2])
@@ -232,7 +243,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
     Returns:
         out: like q with head dim Dv, in q's dtype (contiguous); and lse if ``return_lse``.
         A query that sees no key gets out = 0 and lse = -inf (as torch's SDPA with a fully
-        masked row). NaN: a NaN (or +inf) score makes its row NaN; see the family's spec.
+        masked row). NaN: a NaN (or +inf) score makes its row NaN; see the family's spec. An empty
+        batch (B = 0) or sequence (Sq or Sk = 0, unpacked) gives the empty (or all-zero) result and
+        zero gradients without launching a kernel, as torch.
 
     Raises:
         InvalidInputError: bad shapes, dtypes, devices, head counts, cu_seqlens, window or causal.
@@ -262,7 +275,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     (..., Hq, L, E) inputs with one leading batch dimension or none; ``is_causal`` is top-left aligned
     (torch's); ``attn_mask`` boolean (True: take part) or additive, broadcastable to (B, Hq, L, S);
     ``enable_gqa`` allows Hq a multiple of the key/value heads (else they must be equal, as torch
-    requires). A fully masked row gives 0, as torch >= 2.5. Dropout is not supported.
+    requires). A fully masked row gives 0, as torch >= 2.5; an empty batch or sequence an empty (or zero)
+    output, no kernel launched. Dropout is not supported.
 
     Raises:
         InvalidInputError: ``dropout_p != 0``, ``attn_mask`` together with ``is_causal``, a mask that

@@ -38,10 +38,9 @@ from ...targets import Target
 from ..shared import kernel as common
 from ..shared.launch import allocate, emulated
 from . import kernel as K
+from .limits import INDEX_LIMIT, MAX_BLOCK, head_blocks, window_args
 from .spec import ATTENTION, ATTENTION_BACKWARD, MERGE_ATTENTION_STATES, diagonal, softmax_scale
 
-INDEX_LIMIT = 2**31  # offsets within one sequence are int32
-MAX_BLOCK = 128
 GRID_AXIS_LIMIT = 65535
 WARPS = (2, 4, 8)
 _REG_OVERHEAD = 48
@@ -53,25 +52,6 @@ class FlashKnobs(Knobs):
     BLOCK_N: int
     num_warps: int
     num_stages: int
-
-
-def head_blocks(p: Problem) -> tuple[int, int]:
-    """BLOCK_D and BLOCK_DV: the head dims padded to powers of two, at least 16 (tl.dot's minimum)."""
-    d = ATTENTION.dims(p)
-    return max(16, next_pow2(d["D"])), max(16, next_pow2(d["Dv"]))
-
-
-def window_args(attrs: Mapping[str, Any], sq: int, sk: int) -> dict[str, int]:
-    """The kernels' window arguments: HAS_LO/HAS_HI and win_lo/win_hi clamped to ``sq + sk`` (no
-    effect beyond: every key is within that distance of every diagonal), so ``i + off + win`` never
-    leaves int32."""
-    cap = sq + sk
-    wl, wr = int(attrs.get("window_left", -1)), int(attrs.get("window_right", -1))
-    causal = bool(attrs.get("causal"))
-    has_hi = causal or wr >= 0
-    win_hi = 0 if causal else min(wr, cap) if wr >= 0 else 0
-    return {"HAS_LO": wl >= 0, "HAS_HI": has_hi, "win_lo": min(wl, cap) if wl >= 0 else 0, "win_hi": win_hi,
-            "align_br": int(attrs.get("align", "bottom_right") == "bottom_right")}
 
 
 def _strides4(t: torch.Tensor, varlen: bool) -> tuple[int, int, int]:

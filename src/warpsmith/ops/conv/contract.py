@@ -11,8 +11,8 @@ safety needs none), strides, dilations and padding (>= 0, declared one above its
 ``pad_d_plus_1``) within the spec's ranges; operands read in place with *any* strides >= 1 (NCDHW,
 channels-last, views: the launcher copies out a broadcast dimension of stride 0 and gives a size-1
 dimension stride 1, ``variant.readable``); the output (and the weight gradient) in a layout whose
-strides nest (``variant.OUTPUT_ORDERS``: NCDHW or channels-last, padded or not; the launcher writes
-a temporary otherwise); and the kernels' 32-bit preconditions, ``variant.fwd_limits`` /
+strides nest (``limits.OUTPUT_ORDERS``: NCDHW or channels-last, padded or not; the launcher writes
+a temporary otherwise); and the kernels' 32-bit preconditions, ``limits.fwd_limits`` /
 ``wgrad_limits``: one definition that the launchers check on their integers and that this domain
 states over symbols (pixels, channels and every within-sample offset any lane computes, masked or
 not, below 2^31; the batch offset is int64).
@@ -37,7 +37,7 @@ from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, si
 from . import depthwise_kernel as DK_
 from . import kernel as K_
 from .depthwise import depthwise_limits
-from .variant import OUTPUT_ORDERS, WGRAD_REDUCE_BLOCK, fwd_limits, phase_constants, wgrad_limits
+from .limits import OUTPUT_ORDERS, WGRAD_REDUCE_BLOCK, fwd_limits, phase_constants, wgrad_limits
 
 BATCH, G, CG, KG, D, H, W, OD, OH, OW, KD, KH, KW = sizes("BATCH G CG KG D H W OD OH OW KD KH KW")
 STRIDE = tuple(sizes("stride_d stride_h stride_w"))
@@ -247,7 +247,7 @@ def _phase_writer_witness(c: Mapping[str, Any], layout: str) -> Witness:
 def phased(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
     """``conv_transpose_phase_kernel``, output in ``layout``: the forward's domain (``fwd_limits``, any
     strides, a nesting output) and the launcher's phase constants, ``1 <= gcd <= stride`` and
-    ``0 <= inv < stride`` per axis (``variant.phase_constants``; memory safety needs nothing more:
+    ``0 <= inv < stride`` per axis (``limits.phase_constants``; memory safety needs nothing more:
     every gathered coordinate is masked)."""
     args = {
         "x_ptr": Tensor((BATCH, G * CG, D, H, W), SX), "w_ptr": Tensor((G, KG, CG, KD, KH, KW), SW),

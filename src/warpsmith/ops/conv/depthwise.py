@@ -35,9 +35,9 @@ from ..shared import kernel as common
 from ..shared.launch import emulated
 from . import depthwise_kernel as DK
 from . import kernel as K
+from .limits import INDEX_LIMIT, MAX_BLOCK, _gather_span, _geometry_limits, _pixel_span
 from .spec import CONV, geometry
-from .variant import (INDEX_LIMIT, MAX_BLOCK, _check, _gather_span, _geometry_limits, _pixel_span, as_3d,
-                      memory_format_like, nesting_strides, readable, sample_span)
+from .variant import _check, as_3d, memory_format_like, nesting_strides, readable, sample_span
 
 ORDERS = ("pixels", "channels")
 WARPS = (1, 2, 4, 8)

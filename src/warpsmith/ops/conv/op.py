@@ -53,6 +53,8 @@ def problem_of(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], r
 def conv_op(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], residual: Optional[torch.Tensor],
             stride: list[int], pad: list[int], pad_end: list[int], dilation: list[int], output_padding: list[int],
             groups: int, transposed: bool, activation: str, scale: float) -> torch.Tensor:
+    if x.shape[0] == 0:  # an empty batch (as torch accepts): the empty output, no launch
+        return _empty_output(x, w, stride, pad, pad_end, dilation, output_padding, groups, transposed)
     p = problem_of(x, w, bias, residual, stride, pad, pad_end, dilation, output_padding, groups, transposed,
                    activation, scale)
     inputs = {"x": x, "w": w}
@@ -69,18 +71,26 @@ def output_size(size: int, k: int, stride: int, pad: int, pad_end: int, dil: int
     return (size + pad + pad_end - dil * (k - 1) - 1) // stride + 1
 
 
-@conv_op.register_fake
-def _(x, w, bias, residual, stride, pad, pad_end, dilation, output_padding, groups, transposed, activation, scale):
+def _empty_output(x, w, stride, pad, pad_end, dilation, output_padding, groups, transposed) -> torch.Tensor:
+    """An uninitialized output of the conv's shape, in x's memory format (the fake kernel's; also the
+    whole result of an empty batch)."""
     cout = w.shape[1] * groups if transposed else w.shape[0]
     spatial = tuple(output_size(x.shape[2 + i], w.shape[2 + i], stride[i], pad[i], pad_end[i], dilation[i],
                                 output_padding[i], transposed) for i in range(x.dim() - 2))
     return memory_format_like(x, (x.shape[0], cout) + spatial, x.dtype)
 
 
+@conv_op.register_fake
+def _(x, w, bias, residual, stride, pad, pad_end, dilation, output_padding, groups, transposed, activation, scale):
+    return _empty_output(x, w, stride, pad, pad_end, dilation, output_padding, groups, transposed)
+
+
 @torch.library.custom_op("warpsmith::conv_weight_grad", mutates_args=())
 def conv_weight_grad_op(a: torch.Tensor, b: torch.Tensor, weight_shape: list[int], stride: list[int],
                         pad: list[int], dilation: list[int], groups: int) -> torch.Tensor:
     """``dw[g, k, c, t] = sum_{n, o} a[n, g KG + k, o] b[n, g CG + c, o s - p + t d]``, shape ``weight_shape``."""
+    if a.shape[0] == 0:  # an empty batch: no term in the sum, no launch
+        return torch.zeros(weight_shape, dtype=a.dtype, device=a.device)
     nd = a.dim() - 2
     full = (lambda v, fill: (fill,) * (3 - nd) + tuple(v))
     p = weight_grad_problem(b, a, weight_shape, stride, pad, dilation, groups)
@@ -187,8 +197,9 @@ def _validate(x, w, bias, residual, groups: int, transposed: bool, activation: s
         raise InvalidInputError("channels", want, f"x {tuple(x.shape)}, w {tuple(w.shape)}")
     if activation not in ACTIVATIONS:
         raise InvalidInputError("activation", "None or one of " + ", ".join(ACTIVATIONS[1:]), activation)
-    if min(x.shape) < 1 or min(w.shape) < 1:
-        raise InvalidInputError("sizes", "every dimension >= 1", f"x {tuple(x.shape)}, w {tuple(w.shape)}")
+    if min(x.shape[1:]) < 1 or min(w.shape) < 1:  # N = 0, an empty batch, is fine (as torch): an empty output
+        raise InvalidInputError("sizes", "every dimension >= 1 (the batch may be 0)",
+                                f"x {tuple(x.shape)}, w {tuple(w.shape)}")
     check_device("x", x)
     return x.dim() - 2
 
@@ -217,7 +228,8 @@ def conv(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor] = None, 
         scale: multiplies the convolution before bias and residual.
 
     Returns:
-        (N, C_out, spatial...) in x's dtype and memory format.
+        (N, C_out, spatial...) in x's dtype and memory format (N = 0: an empty output, and zero weight
+        and bias gradients, with no kernel launched, as torch).
 
     Raises:
         InvalidInputError: wrong types, ranks, sizes, dtypes, devices or geometry (nothing is computed).

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, sizes
 from . import kernel as K_
-from .variant import INDEX_LIMIT, MAX_BLOCK_V, REDUCE_BLOCK
+from .limits import INDEX_LIMIT, MAX_BLOCK_V, REDUCE_BLOCK
 
 M, V = sizes("M V")
 sxm, sxv, st, sl, ss, sdx = sizes("stride_xm stride_xv stride_t stride_l stride_s stride_dxm")

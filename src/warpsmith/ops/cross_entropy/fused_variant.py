@@ -67,7 +67,8 @@ from ...targets import Target
 from ..shared import kernel as common
 from ...core.variant import Config, Variant, scratch
 from . import kernel as K
-from .variant import MAX_BLOCK_V, WARPS, block_invalid, default_warps, emulate, grad_scale, np2, reduce_rows
+from .limits import MAX_BLOCK_V
+from .variant import WARPS, block_invalid, default_warps, emulate, grad_scale, np2, reduce_rows
 
 CHUNK_FLOOR_BYTES = 32 * 2**20  # a chunk buffer may always take this much memory
 LOGITS_FRACTION = 8  # a chunk buffer may take 1/LOGITS_FRACTION of the unfused path's logits

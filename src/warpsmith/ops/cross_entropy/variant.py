@@ -29,12 +29,10 @@ from ..shared import kernel as common
 from ..shared.launch import emulated
 from ...core.variant import Config, Variant, scratch
 from . import kernel as K
+from .limits import INDEX_LIMIT, MAX_BLOCK_V, REDUCE_BLOCK
 
 MAX_ELEMS_PER_THREAD = 64  # fp32 values of a block one thread holds before registers spill
-REDUCE_BLOCK = 1024
 WARPS = (1, 2, 4, 8, 16)
-INDEX_LIMIT = 2**31  # offsets within a row are int32 (row offsets are int64); contract.py
-MAX_BLOCK_V = 16384
 
 
 def np2(n: int) -> int:

@@ -26,7 +26,7 @@ import z3
 
 from ...verify.symbolic import KernelContract, Split, Tensor, Witness, Writer, cdiv, sizes
 from . import kernel as K_
-from .variant import INDEX_LIMIT, MAX_BLOCK
+from .limits import INDEX_LIMIT, MAX_BLOCK
 
 M, N, K, B = sizes("M N K B")
 sab, sam, sak, sbb, sbk, sbn, sbias = sizes("stride_ab stride_am stride_ak stride_bb stride_bk stride_bn stride_bias")

@@ -28,6 +28,7 @@ from ...core.errors import InvalidInputError
 from ...core.variant import Config, Guard, Variant, scratch
 from ...cost.gemm_model import pipelined_fraction
 from . import kernel as K
+from .limits import INDEX_LIMIT, MAX_BLOCK
 
 _EVEN_K = Guard("EVEN_K", "K % BLOCK_K == 0", lambda p, c: p.shape["K"] % c["BLOCK_K"] == 0,
                 lambda shape, c: {**shape, "K": -(-shape["K"] // c["BLOCK_K"]) * c["BLOCK_K"]})
@@ -35,11 +36,6 @@ _EVEN_K = Guard("EVEN_K", "K % BLOCK_K == 0", lambda p, c: p.shape["K"] % c["BLO
 # loop's extra state: fitted so the estimate bounds ptxas's counts from `warpsmith gpucheck` (sm_90)
 _REG_OVERHEAD = 56
 _PERSISTENT_REGS = 40
-# The kernels index within one batch entry in int32 (Triton wraps on overflow). Every element offset a
-# program computes, including the overshoot of a last partial tile (< MAX_BLOCK rows or columns),
-# must stay below INDEX_LIMIT; kernel/contract.py states the same as a precondition of the proofs.
-INDEX_LIMIT = 2**31
-MAX_BLOCK = 256
 
 
 def index_span(rows: int, cols: int, stride_r: int, stride_c: int) -> int:

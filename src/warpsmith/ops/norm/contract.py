@@ -159,7 +159,7 @@ def reduce(consts: list[dict]) -> KernelContract:
 
 def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[KernelContract]:
     """The contracts that cover exactly the kernels and constexprs ``config`` launches."""
-    from .variant import REDUCE_BLOCK_N, REDUCE_BLOCK_P
+    from .limits import REDUCE_BLOCK_N, REDUCE_BLOCK_P
 
     meta = {k: v for k, v in variant._meta(problem, config).items() if k != "num_warps"}
     meta["EMULATE"] = False  # what the GPU compiles; the interpreter's bf16 rounding shim aside

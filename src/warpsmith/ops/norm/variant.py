@@ -37,6 +37,7 @@ from ...core.dtypes import param_dtype as dtype_param
 from ..shared.launch import emulated, launch_target
 from ...core.variant import Config, Variant, next_pow2, persistent_programs, scratch
 from . import kernel as K
+from .limits import REDUCE_BLOCK_N, REDUCE_BLOCK_P, REDUCE_WARPS
 
 # addresses, masks, loop state; a persistent grid's row loop holds more. Fitted so the estimates bound
 # ptxas's counts from `warpsmith gpucheck` (sm_90) near the per-thread limit
@@ -44,8 +45,6 @@ REG_OVERHEAD = 44
 PERSISTENT_REGS = 24
 WARPS = (1, 2, 4, 8, 16, 32)
 MAX_THREADS = 1024
-REDUCE_BLOCK_P, REDUCE_BLOCK_N, REDUCE_WARPS = 32, 64, 4
-
 
 
 def _check_2d(name: str, t: torch.Tensor, M: int, N: int, dtype: torch.dtype | None, output: bool = False) -> None:

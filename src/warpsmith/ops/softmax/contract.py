@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, sizes
 from . import kernel as K_
-from .variant import INDEX_LIMIT
+from .limits import INDEX_LIMIT
 
 M, N, P = sizes("M N PROGRAMS")
 sxm, sxn, sdym, sdyn = sizes("stride_xm stride_xn stride_dym stride_dyn")

@@ -32,6 +32,7 @@ from ..shared import kernel as common
 from ..shared.launch import allocate, emulated, launch_target
 from ...core.variant import Config, Variant, is_pow2, next_pow2, persistent_programs
 from . import kernel as K
+from .limits import INDEX_LIMIT
 
 OPS = ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward")
 MAX_ELEMS_PER_THREAD = 64  # fp32 row elements a thread holds in the single-pass kernels
@@ -40,7 +41,6 @@ WARPS = (1, 2, 4, 8, 16, 32)
 PROGRAMS_PER_SM = (0, 1, 2, 4, 8)  # 0: not persistent
 MAX_ROWS = 128
 MAX_CHUNK = 16384
-INDEX_LIMIT = 2**31  # offsets within a row are int32 (row offsets are int64)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,22 @@ _BIN = {
 }
 
 
+def _shift_amount(s: Any) -> Any:
+    """A shift amount as numpy takes it: one outside [0, 63] is undefined in Triton (LLVM's poison) and only
+    ever seen in lanes a mask drops; it is clipped so that evaluating those lanes does not fail."""
+    return np.clip(np.asarray(s, dtype=np.int64), 0, 63)
+
+
+#: the exact values of lang.opaque's operators (int64 two's complement, as Triton's integers)
+_OPAQUE = {
+    "ws_op_and": lambda x, y: np.bitwise_and(np.int64(0) + x, np.int64(0) + y),
+    "ws_op_or": lambda x, y: np.bitwise_or(np.int64(0) + x, np.int64(0) + y),
+    "ws_op_xor": lambda x, y: np.bitwise_xor(np.int64(0) + x, np.int64(0) + y),
+    "ws_op_lshift": lambda x, s: np.left_shift(np.int64(0) + x, _shift_amount(s)),
+    "ws_op_rshift": lambda x, s: np.right_shift(np.int64(0) + x, _shift_amount(s)),
+}
+
+
 def evaluate(expr: Any, env: Mapping[str, Any], shape: tuple[int, ...]) -> np.ndarray:
     """Value of ``expr`` for every lane of a block of ``shape``; ``env`` maps other symbol names to ints."""
     lanes = {str(lane(d)): np.arange(n, dtype=np.int64).reshape([-1 if i == d else 1 for i in range(len(shape))])
@@ -71,6 +87,8 @@ def evaluate(expr: Any, env: Mapping[str, Any], shape: tuple[int, ...]) -> np.nd
                 r = np.logical_not(args[0])
             elif kind == z3.Z3_OP_TO_REAL or kind == z3.Z3_OP_TO_INT:
                 r = args[0]
+            elif kind == z3.Z3_OP_UNINTERPRETED and e.decl().name() in _OPAQUE:
+                r = _OPAQUE[e.decl().name()](*args)
             else:
                 raise SymbolicError(f"cannot evaluate {e.decl()} in a bounded check")
         memo[k] = r

@@ -100,10 +100,48 @@ def _const(e: Any) -> int | None:
     return e.as_long() if z3.is_int_value(e) else None
 
 
+#: integer operators the solver does not reason about exactly: each is an uninterpreted function
+#: ``ws_op_<kind>(x, y)`` (z3 knows only the sound facts of :func:`opaque_facts`) that the bounded
+#: checks evaluate exactly (evaluate.py), and every obligation touching one is never ``failed`` on a
+#: solver model alone (an uninterpreted function's model need not be the operator)
+OPAQUE = {"and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>"}
+OPAQUE_PREFIX = "ws_op_"
+
+
+def opaque(kind: str, x: Any, y: Any) -> Any:
+    """``x <op> y`` as the uninterpreted application ``ws_op_<kind>(x, y)`` (one function per operator)."""
+    f = z3.Function(f"{OPAQUE_PREFIX}{kind}", z3.IntSort(), z3.IntSort(), z3.IntSort())
+    return f(_to_int(x), _to_int(y))
+
+
+def opaque_facts(app: Any) -> list[Any]:
+    """What is true of one ``ws_op_<kind>(x, y)`` application in two's complement, whatever the operands:
+    enough to prove ``0 <= offs & (N - 1) <= offs`` and the like, never a fact the operator could break."""
+    kind = app.decl().name()[len(OPAQUE_PREFIX):]
+    x, y, r = app.arg(0), app.arg(1), app
+    if kind == "and":  # clearing bits: below each non-negative operand, and below both when both are negative
+        return [z3.Implies(x >= 0, z3.And(r >= 0, r <= x)), z3.Implies(y >= 0, z3.And(r >= 0, r <= y)),
+                z3.Implies(z3.And(x < 0, y < 0), z3.And(r < 0, r <= x, r <= y))]
+    if kind == "or":  # setting bits
+        return [z3.Implies(z3.And(x >= 0, y >= 0), z3.And(r >= x, r >= y, r <= x + y)),
+                z3.Implies(z3.Or(x < 0, y < 0), r < 0), z3.Implies(z3.And(x < 0, y < 0), z3.And(r >= x, r >= y))]
+    if kind == "xor":
+        return [z3.Implies(z3.And(x >= 0, y >= 0), z3.And(r >= 0, r <= x + y)),
+                z3.Implies(z3.Xor(x < 0, y < 0), r < 0), z3.Implies(z3.And(x < 0, y < 0), r >= 0)]
+    ok = z3.And(y >= 0, y < 63)
+    if kind == "rshift":  # arithmetic shift: toward zero's side of x, keeping its sign
+        return [z3.Implies(z3.And(ok, x >= 0), z3.And(r >= 0, r <= x)),
+                z3.Implies(z3.And(ok, x < 0), z3.And(r < 0, r >= x))]
+    if kind == "lshift":
+        return [z3.Implies(z3.And(ok, x >= 0), r >= x), z3.Implies(z3.And(ok, x < 0), r <= x)]
+    return []
+
+
 def _bitwise(a: SymTensor, b: SymTensor, kind: str, shape: tuple) -> SymTensor:
-    """Integer ``&`` with a constant low-bit mask (``x & (2**k - 1)`` is ``x mod 2**k`` in two's
-    complement, ``x & -2**k`` is ``x - x mod 2**k``); any other integer ``&``, ``|``, ``^`` is refused."""
-    sym = {"and": "&", "or": "|", "xor": "^"}[kind]
+    """Integer ``&`` with a constant low-bit mask is exact (``x & (2**k - 1)`` is ``x mod 2**k`` in two's
+    complement, ``x & -2**k`` is ``x - x mod 2**k``); any other integer ``&``, ``|``, ``^`` (a runtime mask
+    such as ``offs & (N - 1)``, a swizzle) is :func:`opaque`: proved only from its sound facts, evaluated
+    exactly on the bounded shapes."""
     if kind == "and":
         for x, y in ((a, b), (b, a)):
             c = _const(y.expr) if not _is_bool(y.expr) else None
@@ -112,18 +150,23 @@ def _bitwise(a: SymTensor, b: SymTensor, kind: str, shape: tuple) -> SymTensor:
                     return SymTensor(x.expr % (c + 1), shape, None, a.int64 or b.int64, data=a.data or b.data)
                 if c < 0 and (-c) & (-c - 1) == 0:
                     return SymTensor(x.expr - x.expr % (-c), shape, None, a.int64 or b.int64, data=a.data or b.data)
-    raise SymbolicError(f"integer `{sym}` is not modelled (only `x & (2**k - 1)` and `x & -2**k` are)")
+    return SymTensor(opaque(kind, a.expr, b.expr), shape, None, a.int64 or b.int64, data=a.data or b.data)
 
 
 def _shift_op(a: SymTensor, b: SymTensor, kind: str, shape: tuple) -> SymTensor:
     """``x >> c`` is ``floor(x / 2**c)`` (arithmetic shift), ``x << c`` is ``x * 2**c`` (checked for int32); a
-    loaded value of no declared range shifted by a runtime amount is data (any value, as the load was)."""
+    loaded value of no declared range shifted by a runtime amount is data (any value, as the load was); a
+    shift by a runtime amount is :func:`opaque` (evaluated exactly on the bounded shapes)."""
     c = _const(b.expr)
     if c is None and a.data and not _is_bool(a.expr):
         return DATA  # a loaded value of no declared range (unpacking packed data): nothing to track
-    if c is None or c < 0 or _is_bool(a.expr):
-        raise SymbolicError(f"integer `{'<<' if kind == 'lshift' else '>>'}` by a runtime amount is not modelled")
-    expr = a.expr / (2 ** c) if kind == "rshift" else a.expr * (2 ** c)
+    if (c is not None and c < 0) or _is_bool(a.expr):
+        raise SymbolicError(f"integer `{'<<' if kind == 'lshift' else '>>'}` by a negative amount or of a boolean "
+                            "is not modelled")
+    if c is None:
+        expr = opaque(kind, a.expr, b.expr)
+    else:
+        expr = a.expr / (2 ** c) if kind == "rshift" else a.expr * (2 ** c)
     out = SymTensor(expr, shape, None, a.int64, data=a.data)
     if kind == "lshift" and not out.int64 and _ACTIVE:
         _ACTIVE[-1].int32_result(out)
@@ -218,6 +261,14 @@ def _install_ops() -> None:
             return False
         raise SymbolicError("control flow on a runtime value is not modelled")
 
+    def index(self):
+        """A Python integer where one is needed (``range`` bounds of a concrete trace, ``int(x)``): only a
+        value that is a constant here."""
+        e = z3.simplify(_to_int(self.expr))
+        if z3.is_int_value(e):
+            return e.as_long()
+        raise SymbolicError("a runtime value where Python needs an integer (a loop bound, a shape) is not modelled")
+
     def absolute(self):
         if _is_bool(self.expr):
             return self
@@ -233,6 +284,8 @@ def _install_ops() -> None:
     SymTensor.__getitem__ = getitem
     SymTensor.to = to
     SymTensor.__bool__ = __bool__
+    SymTensor.__index__ = index
+    SymTensor.__int__ = index
     SymTensor.__hash__ = object.__hash__
     SymTensor.dtype = property(lambda self: _PtrType(self.elem) if self.is_ptr else None)
 

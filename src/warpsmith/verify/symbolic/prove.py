@@ -30,6 +30,18 @@ Statuses: ``proved`` (z3 found no counterexample in the whole domain), ``failed`
 concrete counterexample (sizes, program ids, lanes, address), ``bounded(N shapes)`` (no proof
 was reached in time; checked exhaustively for N named shapes — never reported as proved), or
 ``unknown`` with the reason.
+
+**Where no proof is reached, the bounded shapes always run.** The shapes are the contract's
+``bounded_shapes`` that its domain admits; where it names none, small ones are drawn
+(:meth:`Prover.shapes`: every size in {1, 2, 3} where that is few, then larger ones, then models
+z3 finds). An operator z3 does not reason about exactly (``offs & (N - 1)`` with a runtime ``N``,
+``|``, ``^``, a shift by a runtime amount: ``lang.opaque``) is traced as an uninterpreted function
+with its sound facts: a proof through it holds, a solver model through it is no counterexample, so
+such an obligation is settled on the bounded shapes, where numpy evaluates the operator exactly
+(``failed`` with the shape, or ``bounded``). A kernel the symbolic tracer cannot follow at all
+(control flow on a runtime value, ``while``, ``break``) is run on each bounded shape with every
+size and program id a number (concrete.py): ``failed`` with the shape or ``bounded`` again, and
+``unknown`` only when that run is impossible too, with both reasons named.
 """
 from __future__ import annotations
 
@@ -45,12 +57,14 @@ from . import memo, termwise, witness
 from .budget import budgeted
 from .contract import KernelContract, Tensor
 from .evaluate import evaluate, instances
-from .lang import SymbolicError
+from .lang import OPAQUE_PREFIX, SymbolicError, opaque_facts
 from .prove_support import Decoder, apps, construct, contiguous_stride, free, gathered, plain
 from .tracer import Access, Trace, Tracer
-from .values import lane
+from .values import DATA, lane
 
 RETRY = 8  # budget multiple of the one second chance an undecided solve gets before named shapes
+AUTO_SHAPES = 16  # shapes drawn for a contract that names none its domain admits
+LADDER = (1, 2, 3, 4, 5, 7, 8, 16, 17, 33)  # the sizes drawn shapes are made of, smallest first
 OBLIGATIONS = ("in_bounds", "race_free", "cross_program_raw", "coverage", "split_coverage", "int32_no_overflow")
 
 
@@ -108,12 +122,31 @@ class _Instance:
         return c + [self.sub(self.access.mask)]
 
 
+def _exact(*accesses: Any) -> bool:
+    """Whether a solver model of these accesses is a counterexample (no havocked value, no opaque operator)."""
+    return not any(a.havoc or getattr(a, "opaque", False) for a in accesses)
+
+
 class Prover:
-    def __init__(self, contract: KernelContract, consts: Mapping[str, Any], timeout_ms: int = 3_000) -> None:
+    """The obligations of one constexpr combination of a contract.
+
+    ``only``: the obligations to check (default: all); ``program_races``: a race is two *programs*
+    storing to one address (two lanes of one program storing there is not reported), as for a launch
+    judged by ``warpsmith check``."""
+
+    def __init__(self, contract: KernelContract, consts: Mapping[str, Any], timeout_ms: int = 3_000,
+                 only: Any = None, program_races: bool = False) -> None:
         self.c, self.consts, self.timeout_ms = contract, dict(consts), timeout_ms
         self.grid = tuple(contract.grid_for(consts))
         self.tensors = contract.tensors()
         self.assume = contract.assumptions(consts)
+        self.only = set(only) if only is not None else None
+        self.program_races = program_races
+        self._shape_cache: list | None = None
+        self.opaque = False  # the trace uses an opaque operator (lang.opaque): its facts join every solve
+
+    def wants(self, name: str) -> bool:
+        return self.only is None or name in self.only
 
     # ---- tracing ------------------------------------------------------------------------------
     def trace(self) -> Trace:
@@ -125,12 +158,7 @@ class Prover:
         lang._ACTIVE.append(tracer)
         from .values import SymTensor
 
-        kwargs: dict[str, Any] = {}
-        for name, v in self.c.args.items():
-            if isinstance(v, Tensor):
-                kwargs[name] = SymTensor(z3.IntVal(0), (), base=name)
-            else:
-                kwargs[name] = SymTensor(v if isinstance(v, z3.ExprRef) else z3.IntVal(int(v)))
+        kwargs = self.arguments(lambda v: v)
         kwargs.update(self.consts)
         try:
             fn(**kwargs)
@@ -138,7 +166,29 @@ class Prover:
             lang._ACTIVE.pop()
         for axis in range(len(self.grid)):  # every grid axis is a program coordinate, used or not
             tracer.pid(axis)
-        return tracer.trace
+        tr = tracer.trace
+        self.opaque = any(x.opaque for x in (*tr.accesses, *tr.int32_ops)) or any(
+            n.startswith(OPAQUE_PREFIX) for fact, _ in tr.loop_facts for n in _app_names(fact))
+        return tr
+
+    def arguments(self, size: Any) -> dict[str, Any]:
+        """The kernel's runtime arguments as the tracer takes them: pointers, integers (``size`` maps a
+        contract expression to what is passed: itself, or its value on a concrete shape), float
+        scalars as data, ``None`` as itself (an optional pointer left out)."""
+        from .values import SymTensor
+
+        kwargs: dict[str, Any] = {}
+        for name, v in self.c.args.items():
+            if isinstance(v, Tensor):
+                kwargs[name] = SymTensor(z3.IntVal(0), (), base=name)
+            elif v is None:
+                kwargs[name] = None
+            elif isinstance(v, float):
+                kwargs[name] = DATA
+            else:
+                v = size(v)
+                kwargs[name] = SymTensor(v if isinstance(v, z3.ExprRef) else z3.IntVal(int(v)))
+        return kwargs
 
     # ---- solving -------------------------------------------------------------------------------
     def _solve(self, facts: list[Any], extra_assume: list[Any] = (), timeout_ms: int | None = None,
@@ -162,7 +212,9 @@ class Prover:
         return "unknown", reason
 
     def _value_preconditions(self, facts: list[Any]) -> list[Any]:
-        out = []
+        """Declared value ranges of the gather tables read, and the sound facts of every opaque operator."""
+        out = ([f for app in apps(facts, OPAQUE_PREFIX, prefix=True) if _closed(app) for f in opaque_facts(app)]
+               if self.opaque else [])
         for name, t in self.tensors.items():
             if t.values is None:
                 continue
@@ -229,19 +281,65 @@ class Prover:
                 idx[d], rest = (rest // strides[d], rest % strides[d]) if rest >= 0 else (-((-rest) // strides[d]), 0)
         return idx
 
+    def shapes(self) -> list[dict[str, int]]:
+        """The bounded shapes: the contract's that its domain admits, else drawn ones (the module docstring)."""
+        if self._shape_cache is None:
+            declared = [dict(sh) for sh in self.c.bounded_shapes if self._admits(sh)]
+            self._shape_cache = declared or self._drawn_shapes()
+        return self._shape_cache
+
+    def shape_kind(self) -> str:
+        """``named`` (the contract's bounded shapes) or ``drawn`` (:meth:`_drawn_shapes`)."""
+        return "named" if any(self._admits(sh) for sh in self.c.bounded_shapes) else "drawn"
+
+    def _drawn_shapes(self) -> list[dict[str, int]]:
+        """Small shapes in the domain for a contract that names none: every size in {1, 2, 3} (when
+        there are at most 81 such shapes), then each rung of ``LADDER`` for all sizes and for one size at
+        a time, then models z3 finds with every size at most 256; up to ``AUTO_SHAPES``."""
+        syms = [str(s) for s in self.c.size_symbols()]
+        if not syms:
+            return [{}]  # every size is a number: the one shape there is
+        cands: list[tuple[int, ...]] = []
+        if 3 ** len(syms) <= 81:
+            cands += sorted(itertools.product((1, 2, 3), repeat=len(syms)), key=lambda c: (max(c), sum(c), c))
+        for v in LADDER:
+            cands.append((v,) * len(syms))
+            cands += [tuple(v if j == i else 1 for j in range(len(syms))) for i in range(len(syms))]
+        out: list[dict[str, int]] = []
+        for c in dict.fromkeys(cands):
+            shape = dict(zip(syms, c))
+            if self._admits(shape):
+                out.append(shape)
+                if len(out) >= AUTO_SHAPES:
+                    return out
+        symbols = self.c.size_symbols()
+        s = budgeted(z3.Solver(), 1000)
+        s.add(*self.assume, *[x <= 256 for x in symbols])
+        for sh in out:
+            s.add(z3.Or(*[x != sh[str(x)] for x in symbols]))
+        while len(out) < AUTO_SHAPES and s.check() == z3.sat:
+            m = s.model()
+            sh = {str(x): m.eval(x, model_completion=True).as_long() for x in symbols}
+            out.append(sh)
+            s.add(z3.Or(*[x != sh[str(x)] for x in symbols]))
+        return out
+
     def _bounded(self, check) -> tuple[str, str, dict | None]:
-        """Run ``check(sizes)`` on each named shape: (status, detail, counterexample)."""
-        shapes = [sh for sh in self.c.bounded_shapes if self._admits(sh)]
+        """Run ``check(sizes)`` on each bounded shape (:meth:`shapes`): (status, detail, counterexample)."""
+        shapes = self.shapes()
         if not shapes:
-            return "unknown", "no proof reached and no declared bounded shape satisfies the assumptions", None
+            return ("unknown", "no proof reached, and no shape satisfies the assumptions with every size at most 256",
+                    None)
         for shape in shapes:
             try:
                 cex = check(dict(shape))
             except (SymbolicError, KeyError) as exc:
                 return "unknown", f"bounded check impossible: {type(exc).__name__}: {exc}", None
             if cex is not None:
-                return "failed", f"counterexample at named shape {shape}", cex
-        return f"bounded({len(shapes)} shapes)", "checked exhaustively on " + "; ".join(map(str, shapes)), None
+                return "failed", f"counterexample at {self.shape_kind()} shape {shape}", cex
+        drawn = "" if self.shape_kind() == "named" else " (drawn: the contract names none)"
+        return (f"bounded({len(shapes)} shapes)", f"checked exhaustively on{drawn} " + "; ".join(map(str, shapes)),
+                None)
 
     # ---- obligations -----------------------------------------------------------------------------
     def in_bounds(self, tr: Trace, a: Access, i: int) -> Obligation:
@@ -278,19 +376,50 @@ class Prover:
             cex["source"] = f"{a.file}:{a.where.rsplit(':', 1)[-1]}"
             return cex
 
-        if status == "sat" and not a.havoc:
+        if status == "sat" and _exact(a):
             m = self._minimize(inst.constraints(self.grid) + [bad], m)
             return Obligation("in_bounds", subject, "failed", "mask true, address outside the tensor", access_cex(m),
                               time.perf_counter() - t0)
 
         def concrete(shape):
+            if a.opaque and not a.havoc:  # an opaque operator: every instance, evaluated exactly
+                return self._in_bounds_enumerated(tr, a, shape)
             fixed = [s == shape[str(s)] for s in self.c.size_symbols() if str(s) in shape]
             st, mm = self._solve(inst.constraints(self.grid) + [bad], fixed)
+            if st == "unknown" and not a.havoc:  # not decided at these sizes: every instance, evaluated
+                return self._in_bounds_enumerated(tr, a, shape)
             return access_cex(mm) if st == "sat" else None  # the same fields as a quantified counterexample
 
         st, detail, cex = self._bounded(concrete)
-        why = "depends on a havocked loop value" if a.havoc else f"solver: {m}"
+        why = ("depends on a havocked loop value" if a.havoc else
+               f"an operator the solver does not model exactly ({_opaque_ops(a)})" if a.opaque else f"solver: {m}")
         return Obligation("in_bounds", subject, st, f"{detail} (no proof: {why})", cex, time.perf_counter() - t0)
+
+    def _in_bounds_enumerated(self, tr: Trace, a: Access, shape: Mapping[str, int]) -> dict | None:
+        """Every instance of ``a`` on one concrete shape, evaluated with numpy: the first lane whose mask is
+        true and whose address lies outside the tensor, as a counterexample (None: there is none)."""
+        env, grid = self._concrete(shape)
+        t = self.tensors[a.base]
+        span = int(evaluate(t.span(), env, ()))
+        strides = [int(evaluate(st, env, ())) for st in t.strides]
+        lines = getattr(a, "loop_lines", [])
+        for e in instances(a, env, grid, tr.pids):
+            mask = np.broadcast_to(evaluate(a.mask, e, a.shape), a.shape)
+            offs = np.broadcast_to(evaluate(a.offset, e, a.shape), a.shape)
+            bad = mask & ((offs < 0) | (offs > span))
+            if not bad.any():
+                continue
+            at = tuple(int(i) for i in np.argwhere(bad)[0]) if a.shape else ()
+            off = int(offs[at]) if a.shape else int(offs)
+            cex: dict[str, Any] = dict(shape)
+            cex.update({f"pid{ax}": e[str(p)] for ax, p in tr.pids.items()})
+            cex.update({f"lane{d}": i for d, i in enumerate(at)})
+            for k, (tv, _) in enumerate(a.loops):
+                cex[f"iteration (loop at line {lines[k] if k < len(lines) else '?'})"] = e[str(tv)]
+            cex.update({"offset": off, "span": span, "element": _decompose(strides, off),
+                        "source": f"{a.file}:{a.where.rsplit(':', 1)[-1]}"})
+            return cex
+        return None
 
     def _by_witness(self, name: str, tr: Trace, base: str) -> tuple[Obligation | None, str]:
         """``race_free`` or ``coverage`` of ``base`` from its declared writer witness: the obligation when
@@ -314,6 +443,8 @@ class Prover:
             except witness.WitnessError as exc:
                 return None, f"witness not used: it does not fit the kernel: {exc}"
             memo.put(key, res)
+        if res.status == "failed" and not _exact(*stores):  # a model through an opaque operator: no race shown
+            return None, "the witness's race model goes through an operator the solver does not model exactly"
         if res.status in ("proved", "failed"):
             return Obligation(name, base, res.status, res.detail, res.counterexample, time.perf_counter() - t0), ""
         return None, f"{res.detail} [{time.perf_counter() - t0:.1f} s on the witness]"
@@ -329,13 +460,13 @@ class Prover:
         for (i, a), (j, b) in itertools.combinations_with_replacement(stores, 2):
             x, y = _Instance(a, tr.pids, "x"), _Instance(b, tr.pids, "y")
             pid_differ = z3.Or(*[x.pids[k] != y.pids[k] for k in x.pids]) if x.pids else z3.BoolVal(False)
-            if i == j:
+            if i == j and not self.program_races:
                 distinct = z3.Or(pid_differ, *[u != v for u, v in zip(x.lanes, y.lanes)])
             else:
                 distinct = pid_differ
             facts = x.constraints(self.grid) + y.constraints(self.grid) + [x.sub(a.offset) == y.sub(b.offset), distinct]
             status, m = self._solve(facts, timeout_ms=min(self.timeout_ms, 2500))
-            if status == "sat" and not (a.havoc or b.havoc):
+            if status == "sat" and _exact(a, b):
                 m = self._minimize(facts, m)
                 cex = self._cex(m, {**self._instance_terms(x, "first."), **self._instance_terms(y, "second."),
                                     "address": x.sub(a.offset), **gathered(x.sub(a.offset))})
@@ -345,7 +476,8 @@ class Prover:
                                   time.perf_counter() - t0)
             if status != "unsat":
                 st, detail, cex = self._bounded(lambda shape: self._race_enumerated(tr, [a, b], shape))
-                return Obligation("race_free", base, st, f"{detail} (no proof: {m})", cex, time.perf_counter() - t0)
+                return Obligation("race_free", base, st, f"{detail} (no proof: {_why(m, a, b)})", cex,
+                                  time.perf_counter() - t0)
         return Obligation("race_free", base, "proved", seconds=time.perf_counter() - t0)
 
     def cross_program_raw(self, tr: Trace, loads: list[tuple[int, Access]], stores: list[tuple[int, Access]],
@@ -358,7 +490,7 @@ class Prover:
             pid_differ = z3.Or(*[x.pids[k] != y.pids[k] for k in x.pids]) if x.pids else z3.BoolVal(False)
             facts = x.constraints(self.grid) + y.constraints(self.grid) + [x.sub(a.offset) == y.sub(b.offset), pid_differ]
             status, m = self._solve(facts, timeout_ms=min(self.timeout_ms, 2500))
-            if status == "sat" and not (a.havoc or b.havoc):
+            if status == "sat" and _exact(a, b):
                 m = self._minimize(facts, m)
                 cex = self._cex(m, {**self._instance_terms(x, "load."), **self._instance_terms(y, "store."),
                                     "address": x.sub(a.offset)})
@@ -369,7 +501,7 @@ class Prover:
                                   time.perf_counter() - t0)
             if status != "unsat":
                 st, detail, cex = self._bounded(lambda shape: self._raw_enumerated(tr, a, b, shape))
-                return Obligation("cross_program_raw", base, st, f"{detail} (no proof: {m})", cex,
+                return Obligation("cross_program_raw", base, st, f"{detail} (no proof: {_why(m, a, b)})", cex,
                                   time.perf_counter() - t0)
         return Obligation("cross_program_raw", base, "proved", seconds=time.perf_counter() - t0)
 
@@ -418,7 +550,7 @@ class Prover:
         by_prog = np.unique(t[:, :2], axis=0)  # distinct (offset, program)
         off, counts = np.unique(by_prog[:, 0], return_counts=True)
         clash = off[counts > 1]
-        if not len(clash):
+        if not len(clash) and not self.program_races:
             same, counts = np.unique(t[:, :3], axis=0, return_counts=True)  # same program and statement
             clash = same[counts > 1][:, 0]
         if not len(clash):
@@ -453,7 +585,7 @@ class Prover:
         status, m = self._solve(facts, timeout_ms=min(self.timeout_ms, 1000))
         if status == "unsat":
             return Obligation("coverage", base, "proved", seconds=time.perf_counter() - t0)
-        if status == "sat" and not any(a.havoc for a in stores):
+        if status == "sat" and _exact(*stores):
             m = self._minimize(facts, m, rounds=4)
             cex = self._cex(m, {f"index{r}": i for r, i in enumerate(idx)})
             cex["element"] = [cex[f"index{r}"] for r in range(len(idx))]
@@ -478,7 +610,8 @@ class Prover:
             return {**shape, "index": index, "element": index}
 
         st, detail, cex = self._bounded(concrete)
-        return Obligation("coverage", base, st, f"{detail} (no quantified proof: {m})", cex, time.perf_counter() - t0)
+        return Obligation("coverage", base, st, f"{detail} (no quantified proof: {_why(m, *stores)})", cex,
+                          time.perf_counter() - t0)
 
     def int32_no_overflow(self, tr: Trace) -> Obligation:
         t0 = time.perf_counter()
@@ -511,6 +644,8 @@ class Prover:
                     unproved.append(op)
             if status == "sat" and op.data:
                 maybe_data.append(op)
+            elif status == "sat" and op.opaque:  # a model through an opaque operator: evaluated on the shapes
+                unproved.append(op)
             elif status == "sat":
                 m = self._minimize(wraps, m)
                 cex = self._cex(m, {"value": e, **self._instance_terms(inst, "")})
@@ -624,9 +759,16 @@ class Prover:
         rep = ProofReport(self.c.name, self.consts)
         try:
             tr = self.trace()
-        except Exception as exc:  # anything the tracer cannot model is unknown, never a crash
-            rep.obligations.append(Obligation("trace", self.c.name, "unknown",
-                                              f"the tracer could not model the kernel: {construct(exc)}"))
+        except Exception as exc:  # what the tracer cannot model: the bounded shapes, run concretely (concrete.py)
+            why = construct(exc)
+            status, _ = self._solve([])
+            if status == "unsat":
+                rep.obligations.append(Obligation("domain", self.c.name, "failed",
+                                                  "the contract's domain and guards admit no sizes at all"))
+                return rep
+            from .concrete import run_concretely
+
+            rep.obligations += run_concretely(self, why)
             return rep
         status, _ = self._solve([])
         if status == "unsat":  # an empty domain would make every obligation vacuously true
@@ -635,27 +777,31 @@ class Prover:
             return rep
         add = rep.obligations.append
         for i, a in enumerate(tr.accesses):
-            add(self._safe("in_bounds", f"{a.kind} #{i} of {a.base} at {a.where}", self.in_bounds, tr, a, i))
+            if self.wants("in_bounds"):
+                add(self._safe("in_bounds", f"{a.kind} #{i} of {a.base} at {a.where}", self.in_bounds, tr, a, i))
         for base, spec in self.tensors.items():
             stores = [(i, a) for i, a in enumerate(tr.accesses) if a.base == base and a.kind == "store"]
             if stores:
-                add(self._safe("race_free", base, self.race_free, tr, stores, base))
+                if self.wants("race_free"):
+                    add(self._safe("race_free", base, self.race_free, tr, stores, base))
                 loads = [(i, a) for i, a in enumerate(tr.accesses) if a.base == base and a.kind == "load"]
-                if loads:
+                if loads and self.wants("cross_program_raw"):
                     add(self._safe("cross_program_raw", base, self.cross_program_raw, tr, loads, stores, base))
-            if spec.output:
+            if spec.output and self.wants("coverage"):
                 writes = [a for a in tr.accesses if a.base == base and a.kind in ("store", "atomic")]
                 add(self._safe("coverage", base, self.coverage, tr, writes, base) if writes else
                     Obligation("coverage", base, "failed", "the kernel never writes this output"))
-        add(self._safe("int32_no_overflow", "int32 results", self.int32_no_overflow, tr))
-        if self.c.split is not None:
+        if self.wants("int32_no_overflow"):
+            add(self._safe("int32_no_overflow", "int32 results", self.int32_no_overflow, tr))
+        if self.c.split is not None and self.wants("split_coverage"):
             add(self._safe("split_coverage", self.c.split.tensor, self.split_coverage, tr))
         sizes = {str(s) for s in self.c.size_symbols()}
-        for fact, text in tr.loop_facts:
+        for fact, text in tr.loop_facts if self.wants("loop_step") else ():
             status, m = self._solve([z3.Not(fact)])
             if status == "unsat":
                 add(Obligation("loop_step", text, "proved"))
-            elif status == "sat" and {str(s) for s in free(fact)} <= sizes:
+            elif status == "sat" and {str(s) for s in free(fact)} <= sizes and not any(
+                    n.startswith(OPAQUE_PREFIX) for n in _app_names(fact)):  # a model through `&` shows nothing
                 add(Obligation("loop_step", text, "failed", "the loop step is zero for these sizes", self._cex(m, {})))
             else:
                 add(Obligation("loop_step", text, "unknown", f"a symbolic loop step may be zero ({status})"))
@@ -665,6 +811,52 @@ class Prover:
 def prove(contract: KernelContract, timeout_ms: int = 3_000) -> list[ProofReport]:
     """Prove every constexpr combination of ``contract``."""
     return [Prover(contract, consts, timeout_ms).run() for consts in contract.constexprs]
+
+
+def _closed(e: Any) -> bool:
+    """Whether ``e`` has no variable bound by an enclosing quantifier (a fact about it can stand alone)."""
+    seen, todo = set(), [e]
+    while todo:
+        x = todo.pop()
+        if z3.is_var(x):
+            return False
+        if x.get_id() not in seen:
+            seen.add(x.get_id())
+            todo.extend(x.children())
+    return True
+
+
+def _decompose(strides: list[int], offset: int) -> list[int]:
+    """The index an element offset decomposes to (largest stride first); may lie outside the shape."""
+    idx, rest = [0] * len(strides), offset
+    for d in sorted(range(len(strides)), key=lambda d: -strides[d]):
+        if strides[d] > 0:
+            idx[d], rest = (rest // strides[d], rest % strides[d]) if rest >= 0 else (-((-rest) // strides[d]), 0)
+    return idx
+
+
+def _app_names(e: Any) -> set[str]:
+    return {x.decl().name() for x in apps([e], "", prefix=True)}
+
+
+def _why(m: Any, *accesses: Any) -> Any:
+    """Why a solve settled nothing: the operator or havocked value a model went through, else the solver's answer."""
+    if not isinstance(m, z3.ModelRef):
+        return m
+    ops = sorted({op for a in accesses if getattr(a, "opaque", False) for op in _opaque_ops(a).split(", ")})
+    if ops:
+        return f"a model through an operator the solver does not model exactly ({', '.join(ops)})"
+    if any(a.havoc for a in accesses):
+        return "a model through a havocked loop value"
+    return m
+
+
+def _opaque_ops(a: Any) -> str:
+    from .lang import OPAQUE
+
+    names = sorted({n[len(OPAQUE_PREFIX):] for e in (a.offset, a.mask)
+                    for n in (x.decl().name() for x in apps([e], OPAQUE_PREFIX, prefix=True))})
+    return ", ".join(f"integer `{OPAQUE[n]}`" for n in names) or "?"
 
 
 def _noted(o: Obligation, note: str) -> Obligation:

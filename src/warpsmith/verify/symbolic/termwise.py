@@ -209,6 +209,7 @@ def _unsat(prover: Any, problem: list[Any], budget_ms: int) -> bool:
 
 
 def _names(es: list[Any]) -> set[str]:
+    """The uninterpreted constants (sizes, program ids, lanes, iterations) of some expressions."""
     out, seen, todo = set(), set(), list(es)
     while todo:
         e = todo.pop()

@@ -33,7 +33,7 @@ from typing import Any, Mapping
 import z3
 
 from .budget import budgeted
-from .lang import BlockPtr, SymbolicError, as_sym, fake_triton, make_tl
+from .lang import OPAQUE_PREFIX, BlockPtr, SymbolicError, as_sym, fake_triton, make_tl
 from .values import DATA, SymTensor, lane
 
 UNDEF = object()
@@ -54,6 +54,7 @@ class Access:
     file: str = "?"  # the kernel's source file (``where``'s line is a line of it)
     loop_lines: list = field(default_factory=list)  # source line of each loop in ``loops``
     data: bool = False  # the address or mask depends on loaded values of no declared range
+    opaque: bool = False  # the address, mask or loop range uses an operator z3 sees as uninterpreted (lang.opaque)
 
 
 @dataclass
@@ -67,6 +68,7 @@ class Int32Op:
     file: str = "?"
     loop_lines: list = field(default_factory=list)
     data: bool = False  # computed from loaded values of no declared range (maybe float data, not an index)
+    opaque: bool = False  # uses an operator z3 sees as uninterpreted (lang.opaque)
 
 
 @dataclass
@@ -156,6 +158,7 @@ class Loop:
         if z3.is_int_value(step_s):
             within = z3.And(idx >= lo, idx < hi) if step_s.as_long() > 0 else z3.And(idx <= lo, idx > hi)
         self.range_cond = z3.And(self.t >= 0, self.t < self.trip, within)
+        self.opaque = _opaque(self.range_cond)  # a bound through an opaque operator (lang.opaque)
         self.phase = 0
         self.placeholders: dict[str, Any] = {}
         self.closed: dict[str, Any] = {}
@@ -288,8 +291,11 @@ class Tracer:
     """Runs one kernel symbolically; ``trace`` collects its accesses."""
 
     def __init__(self, kernel_name: str, grid: tuple[Any, ...], value_ranges: Mapping[str, tuple] | None = None,
-                 assume: list[Any] = ()) -> None:
+                 assume: list[Any] = (), concrete: bool = False) -> None:
         self.trace = Trace(kernel_name)
+        # concrete mode (concrete.py): sizes are numbers, program ids are ``concrete_pids`` (set per program)
+        # and the kernel runs as plain Python, every loop iteration traced: no loop rewriting, no havoc
+        self.concrete, self.concrete_pids = concrete, ()
         self.assume = list(assume)
         self.value_ranges = dict(value_ranges or {})
         self.grid_exprs = grid
@@ -381,10 +387,14 @@ class Tracer:
         return None
 
     def range_not_rewritten(self, *a, **k):
+        if self.concrete:  # a concrete trace runs the loop: its bounds are numbers here
+            return range(*(int(x) for x in a))
         raise SymbolicError("tl.range used outside a for statement")
 
     # -- called by the symbolic tl ----------------------------------------------------------------
     def pid(self, axis: int) -> Any:
+        if self.concrete:
+            return z3.IntVal(self.concrete_pids[axis] if axis < len(self.concrete_pids) else 0)
         if axis not in self.trace.pids:
             self.trace.pids[axis] = z3.Int(f"pid{axis}")
         return self.trace.pids[axis]
@@ -401,7 +411,8 @@ class Tracer:
                                                 [(lp.t, lp.trip) for lp in self.loops], where,
                                                 z3.And(*self.path) if self.path else z3.BoolVal(True),
                                                 file=_file(frame), loop_lines=[lp.line for lp in self.loops],
-                                                data=value.data))
+                                                data=value.data, opaque=any(lp.opaque for lp in self.loops)
+                                                or any(_opaque(e) for e in (value.expr, *self.path))))
 
     def access(self, kind: str, ptr: Any, mask: Any) -> Any:
         ptr = as_sym(ptr)
@@ -420,11 +431,14 @@ class Tracer:
         frame = _kernel_frame()
         where = _where(frame)
         if all(lp.phase == 2 for lp in self.loops):
-            havoc = any(s.startswith("havoc_") for s in _names(ptr.expr) | _names(m_expr))
+            names = _names(ptr.expr) | _names(m_expr)
+            havoc = any(s.startswith("havoc_") for s in names)
             self.trace.accesses.append(Access(kind, ptr.base, ptr.expr, m_expr, shape,
                                               [lp.range_cond for lp in self.loops], [(lp.t, lp.trip) for lp in self.loops],
                                               havoc, where, _file(frame), [lp.line for lp in self.loops],
-                                              ptr.data or (m is not None and m.data)))
+                                              ptr.data or (m is not None and m.data),
+                                              any(n.startswith(OPAQUE_PREFIX) for n in names)
+                                              or any(lp.opaque for lp in self.loops)))  # a loop bound through `&`
         if kind == "load" and ptr.base in self.value_ranges:  # a gather table: values obey a declared precondition
             f = z3.Function(f"value_{ptr.base}", z3.IntSort(), z3.IntSort())
             return SymTensor(f(ptr.expr), shape)
@@ -445,7 +459,9 @@ class Tracer:
         ast.increment_lineno(tree, first - 1)  # frames report the kernel file's own line numbers
         fdef = tree.body[0]
         fdef.decorator_list = []
-        tree = ast.fix_missing_locations(_LoopRewriter().visit(tree))
+        if not self.concrete:  # a concrete trace runs loops and early exits as the Python they are
+            tree = _LoopRewriter().visit(tree)
+        tree = ast.fix_missing_locations(tree)
         ns = dict(fn.__globals__)
         for k, v in list(ns.items()):
             if type(v).__name__ in ("JITFunction", "InterpretedFunction") or hasattr(v, "fn") and hasattr(v, "arg_names"):
@@ -520,6 +536,10 @@ def _where(frame: Any) -> str:
 
 def _file(frame: Any) -> str:
     return frame.f_code.co_filename if frame is not None else "?"
+
+
+def _opaque(expr: Any) -> bool:
+    return any(n.startswith(OPAQUE_PREFIX) for n in _names(expr))
 
 
 def _names(expr: Any) -> set[str]:

@@ -33,6 +33,7 @@ import z3
 from .budget import budgeted
 from .contract import Tensor, Witness, Writer
 from .rewrite import Rewriter
+from .termwise import _names  # the uninterpreted constants of some expressions (one definition)
 from .tracer import Access, Trace
 from .values import lane
 
@@ -267,18 +268,6 @@ def _names_cached(prover: Any, e: Any) -> frozenset[str]:
     return hit[1]
 
 
-def _names(es: list[Any]) -> set[str]:
-    """The uninterpreted constants (sizes, program ids, lanes, iterations) of some expressions."""
-    out, seen, todo = set(), set(), list(es)
-    while todo:
-        e = todo.pop()
-        if e.get_id() in seen:
-            continue
-        seen.add(e.get_id())
-        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out.add(e.decl().name())
-        todo.extend(e.children())
-    return out
 
 
 @dataclass
