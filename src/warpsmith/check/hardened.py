@@ -21,7 +21,7 @@ candidate's fault. ``eval_mode=True`` (``--eval``) puts both models in eval mode
 **The protocol** (its counts drawn at random here, from the OS's entropy, not from ``--seed``):
 
 1. Load the candidate in the child (``no_patching`` after the load; ``runs``).
-2. One or two warm-up calls on their own draws.
+2. One or two warm-up calls on their own draws, judged like every other call.
 3. For each selected workload, ``--trials`` plus 0 to 2 extra trials, cycling through the
    distributions. Trial 1 writes its draw into trial 0's input tensors *without* bumping their
    version counters (the memoization probe defeats a cache keyed on ``(data_ptr, _version)``).
@@ -31,25 +31,30 @@ candidate's fault. ``eval_mode=True`` (``--eval``) puts both models in eval mode
    around the call (threads, late writes within a short pause, aliasing, input integrity, reuse of
    the previous output), history (a constant or memoized result), poison left, the error contract.
 4. Two or three repeats of the first trial's values in new tensors (``deterministic``: every
-   output, every repeat), one of them plain.
+   output, every repeat), one of them plain; then the endurance phase (:meth:`_Session.endurance`):
+   a heavy-tailed number of further judged calls, so that no count of calls bounds the judged ones.
 5. After a pause of a random length, every output of every call is re-read from the child and
    must be bitwise what it was at return (a thread that zeroes outputs later; ``synchronous``).
 6. On a GPU, if accepted so far: the candidate is timed in the child with timer functions bound
    before it was imported; the last timed output and a synchronized re-run are judged against the
    reference and compared with each other; the re-read of step 5 is repeated; the reference is
    timed here.
-7. The child is killed (its whole session); the reference's files are hashed again and restored
-   if they changed (``reference_intact``); only then is the report made.
+7. The child is killed (its whole sandbox: the harness waits until every process in it has been
+   reaped); the reference's files are hashed again and restored if they changed
+   (``reference_intact``); only then is the report made. The verdict is
+   :attr:`~.report.CheckReport.accepted`: the protocol ran to its end, every call was judged
+   (``complete``), nothing failed.
 
 **Coverage.** ``workloads`` selects workloads (indices or labels) and ``budget_s`` stops starting
 new ones; ``progress`` is told about each workload. The report states what was covered.
 
-**Limits.** The child is an ordinary process of the same user: a candidate can still write files
-anywhere that user can (up to the file size limit), or find and signal the parent through
-``/proc``; the parent writes its report last, after every process of the session is dead, and
-restores the reference. What the child reports about the call (threads, aliasing, inputs) can be
-hidden by a candidate that subverts the child's own code; values, determinism, memoization and
-late writes are judged here, on bytes the child sent.
+**Limits.** With the sandbox (:mod:`.sandbox`) the child cannot write outside its folders, name
+this process or outlive the check; without it (the machine refuses namespaces: the report's
+``protocol.isolation`` says why, exit status 3) it is an ordinary process of the same user, and the
+parent still writes its report last, after every process it knows of is dead, and restores the
+reference. What the child reports about the call (threads, aliasing, pointer reuse) can be hidden
+by a candidate that subverts the child's own code; values, determinism, memoization, input
+integrity (the inputs sent back against this process's copies) and late writes are judged here.
 """
 from __future__ import annotations
 
