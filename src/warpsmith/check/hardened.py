@@ -166,6 +166,8 @@ class _Session:
         self.endurance_calls = (0, 0)  # (drawn, made)
         self.warmups = self.endurance_draws = 0  # warm-up calls; endurance calls on new draws
         self.judged: set[int] = set()  # the calls whose values were judged
+        self.candidate_path = ""  # whose files the memory_safe proofs read kernels from (set by start)
+        self.launch_records: dict[str, dict[str, Any]] = {}  # the distinct Triton launches observed
 
     # ---- the trusted side ---------------------------------------------------------------------
     def reference(self, w: Workload, args: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
@@ -279,6 +281,13 @@ class _Session:
         self.ledger.ok("protocol")
         return doc
 
+    def _load_pair(self, reply: dict[str, Any], what: str) -> tuple[list[Any], list[Any]]:
+        """The two lists of the file a reply names (``what`` is the violation when it holds anything else)."""
+        loaded = self._load(reply.get("outputs"))
+        if not (isinstance(loaded, list) and len(loaded) == 2 and all(isinstance(x, list) for x in loaded)):
+            self._violation(what)
+        return loaded[0], loaded[1]
+
     def start(self, setup: dict[str, Any], load_timeout_s: float) -> None:
         self.child = spawn(self.exchange, writable=[setup["workdir"]])
         self.candidate_path = setup["candidate"]  # whose files the memory_safe proofs read kernels from
@@ -327,10 +336,7 @@ class _Session:
         self._outcome(reply, "during a call that raised", "after a call")
         self.ledger.ok("runs")
         self.collect_launches(reply)
-        loaded = self._load(reply.get("outputs"))
-        if not (isinstance(loaded, list) and len(loaded) == 2 and all(isinstance(x, list) for x in loaded)):
-            self._violation(f"call {n}: the reply's file does not hold [outputs, inputs after the call]")
-        outs, after = loaded
+        outs, after = self._load_pair(reply, f"call {n}: the reply's file does not hold [outputs, inputs after the call]")
         if not all(o is None or isinstance(o, _Tensor) for o in outs):
             self._violation(f"call {n}: the reply's outputs are not tensors")
         self.returned.append(list(outs))
@@ -340,11 +346,10 @@ class _Session:
     def judge_inputs(self, args: list[Any], after: list[Any], n: int) -> None:
         """The inputs as the child holds them after the call, against this process's own copy of what it
         sent: a candidate that rewrites the child's records of its inputs still has its writes seen here."""
-        sent = [a for a in args]
         bad = []
-        if len(after) != len(sent):
-            self._violation(f"call {n}: {len(after)} inputs sent back after the call, {len(sent)} sent")
-        for j, (a, b) in enumerate(zip(sent, after)):
+        if len(after) != len(args):
+            self._violation(f"call {n}: {len(after)} inputs sent back after the call, {len(args)} sent")
+        for j, (a, b) in enumerate(zip(args, after)):
             if isinstance(a, _Tensor) and (not isinstance(b, _Tensor) or not bitwise_equal(a.cpu(), b)):
                 bad.append(f"input {j} was modified by call {n} (its values, shape or dtype differ from the "
                            "harness's own copy)")
@@ -593,8 +598,6 @@ class _Session:
         """Keep the launches a call's reply reports (evidence for a rejection only: the child is the candidate's)."""
         from .launches import merge
 
-        if not hasattr(self, "launch_records"):
-            self.launch_records: dict[str, dict[str, Any]] = {}
         merge(self.launch_records, reply.get("launches"))
 
     def prove_launches(self, budget_s: float | None = None) -> None:
@@ -602,8 +605,8 @@ class _Session:
         fails on a proved out-of-bounds access or race, passes when all are proved, else is skipped."""
         from .launches import PROOF_BUDGET_S, prove
 
-        records = list(getattr(self, "launch_records", {}).values())
-        status, message, proved = prove(records, getattr(self, "candidate_path", ""),
+        records = list(self.launch_records.values())
+        status, message, proved = prove(records, self.candidate_path,
                                         overrides=self.problem.overrides,
                                         kernelbench=self.problem.format == "kernelbench",
                                         budget_s=budget_s or PROOF_BUDGET_S)
@@ -625,10 +628,7 @@ class _Session:
         reply = self._ask({"op": "time", "id": self.calls, "inputs": name, "destinations": dests},
                           "timing the candidate", 4 * self.timeout_s)
         self._outcome(reply, "while timing", "after timing")
-        loaded = self._load(reply.get("outputs"))
-        if not (isinstance(loaded, list) and len(loaded) == 2 and all(isinstance(x, list) for x in loaded)):
-            self._violation("timing: the reply's file does not hold [last timed outputs, re-run outputs]")
-        last, rerun = loaded
+        last, rerun = self._load_pair(reply, "timing: the reply's file does not hold [last timed outputs, re-run outputs]")
         judged = sets[int((reply.get("timing") or {}).get("judged_set", 0)) % len(sets)]
         ref, oracle, perturbed = self.reference(w, judged)
         call = _Call(w, "timed", judged, ref, oracle, perturbed, last, declared=self.deviation_of(w, judged))
