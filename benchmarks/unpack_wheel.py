@@ -5,8 +5,10 @@ A wheel is a zip: for a pure-Python one (``Root-Is-Purelib: true``, e.g. Liger-K
 py3-none-any wheel) ``pip install --no-deps --target DEST`` amounts to extracting it, which is
 all this does, so it also works where the image has no pip. The ``<name>.data/purelib`` and
 ``platlib`` folders go to DEST's root; scripts, headers and data files are left out (nothing
-here needs them). No entry may leave DEST (absolute paths or ``..`` are refused), and a wheel
-that is not pure Python is refused (it would need a platform-specific build).
+here needs them). No entry may leave DEST (absolute paths or ``..`` are refused). A wheel that is
+not pure Python is unpacked only when its tags say it runs here without a build: any Python 3
+(``py3-none``, e.g. z3-solver's, which carries its own ``libz3.so``) on a ``manylinux`` platform of
+this machine's architecture; any other is refused.
 
 Usage::
 
@@ -15,6 +17,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import platform
 import sys
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -48,11 +51,23 @@ def _destination(name: str) -> PurePosixPath | None:
     return path
 
 
+def _runs_here(wheel: Path) -> bool:
+    """A platform wheel that needs no build here: tags py3-none-manylinux*_<this machine's arch>."""
+    parts = wheel.name[:-len(".whl")].split("-")
+    if len(parts) < 5:
+        return False
+    python, abi, platforms = parts[-3], parts[-2], parts[-1].split(".")
+    arch = platform.machine()
+    return (sys.platform == "linux" and "py3" in python.split(".") and abi == "none"
+            and any(p.startswith("manylinux") and p.endswith("_" + arch) for p in platforms))
+
+
 def unpack(wheel: Path, dest: Path) -> list[str]:
     """Extract ``wheel`` into ``dest``; returns the top-level names it put there (packages, dist-info)."""
     with zipfile.ZipFile(wheel) as zf:
-        if _wheel_metadata(zf).get("Root-Is-Purelib", "").lower() != "true":
-            raise WheelError(f"{wheel.name} is not a pure-Python wheel (Root-Is-Purelib is not true)")
+        if _wheel_metadata(zf).get("Root-Is-Purelib", "").lower() != "true" and not _runs_here(wheel):
+            raise WheelError(f"{wheel.name} is neither pure Python (Root-Is-Purelib is not true) nor a "
+                             f"py3-none-manylinux wheel for {platform.machine()}")
         plan = [(info, _destination(info.filename)) for info in zf.infolist() if not info.is_dir()]
         top = set()
         for info, rel in plan:

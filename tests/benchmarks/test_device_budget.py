@@ -6,6 +6,7 @@ fake can hang, and hang ignoring SIGINT, so the limits and kill graces are exerc
 from __future__ import annotations
 
 import os
+import platform
 import re
 import signal
 import subprocess
@@ -203,7 +204,7 @@ def test_unpack_wheel_is_importable_with_its_metadata(tmp_path):
 @pytest.mark.parametrize("files, purelib, why", [
     ({"../evil.py": "x"}, True, "unsafe path"),
     ({"/abs.py": "x"}, True, "unsafe path"),
-    ({"tinypkg/__init__.py": ""}, False, "not a pure-Python wheel"),
+    ({"tinypkg/__init__.py": ""}, False, "neither pure Python"),
 ])
 def test_unpack_wheel_refuses(tmp_path, files, purelib, why):
     uw = load("unpack_wheel")
@@ -213,6 +214,22 @@ def test_unpack_wheel_refuses(tmp_path, files, purelib, why):
     assert not (tmp_path / "site").exists() and not (tmp_path / "evil.py").exists()  # nothing written
     (tmp_path / "junk.whl").write_bytes(b"not a zip")
     assert uw.main(["--dest", str(tmp_path / "site"), str(tmp_path / "junk.whl")]) == 1
+
+
+@pytest.mark.parametrize("tag, ok", [
+    (f"py3-none-manylinux_2_17_{platform.machine()}.manylinux2014_{platform.machine()}", True),  # z3-solver's kind
+    ("py3-none-manylinux_2_17_nonesucharch", False),  # another machine's
+    (f"cp312-cp312-manylinux_2_17_{platform.machine()}", False),  # built for one Python: not judged here
+    (f"py3-none-macosx_11_0_{platform.machine()}", False),
+])
+def test_unpack_wheel_takes_a_platform_wheel_only_for_this_machine(tmp_path, tag, ok):
+    uw = load("unpack_wheel")
+    whl = _wheel(tmp_path / f"tinypkg-1.0-{tag}.whl", TINY, purelib=False)
+    if ok:
+        assert "tinypkg" in uw.unpack(whl, tmp_path / "site")
+    else:
+        with pytest.raises(uw.WheelError, match="neither pure Python"):
+            uw.unpack(whl, tmp_path / "site")
 
 
 def test_run_h200_unpacks_the_liger_wheel_onto_pythonpath(tmp_path):
