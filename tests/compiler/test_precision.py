@@ -9,6 +9,7 @@ import torch
 from warpsmith.check import check
 from warpsmith.check.compare import judge
 from warpsmith.compiler import solve
+from warpsmith.compiler.capture import capture, load_problem
 from warpsmith.compiler.precision import Declaration
 from warpsmith.compiler.solve import compile_problem
 
@@ -38,6 +39,22 @@ def test_a_float32_program_keeps_float32_because_bfloat16_is_outside_kernelbench
     [rec] = [r for r in prog.search.rewrites if r["rewrite"] == "storage"]
     assert not rec["taken"] and "KernelBench's tolerance" in rec["why_not"] and rec["deviation_share"] > 1
     assert prog.declared is None and "dtype=torch.bfloat16" not in prog.text
+
+
+def test_a_value_exact_in_16_bits_on_the_problems_inputs_alone_is_not_stored_lower():
+    """mlp_blocks' ``clamp`` saturates at ±1 on every get_inputs() draw, so rounding it to bfloat16 is
+    exact there and not on the check's other draws: the admission moves each stored value by a full
+    rounding, whatever it is, and refuses (the docs' solve example then opens with no rejection)."""
+    _, _, prog = compile_problem(PROBLEMS / "mlp_blocks.py")
+    [rec] = [r for r in prog.search.rewrites if r["rewrite"] == "storage" and r["at"] == "clamp"]
+    assert not rec["taken"] and "moved by a rounding" in rec["why_not"] and rec["deviation_share"] > 1
+    assert prog.declared is None
+    problem = load_problem(PROBLEMS / "mlp_blocks.py")
+    exact = Declaration(capture(problem).program)
+    x = problem.inputs
+    rounded = Declaration(exact.program, {"clamp": torch.bfloat16})
+    assert torch.equal(rounded.run(x)[0], exact.run(x)[0])  # exact in bf16 on these inputs...
+    assert not torch.equal(rounded.run_moved(x)[0], exact.run(x)[0])  # ...but not a rounding away
 
 
 def test_without_rewrites_nothing_is_stored_lower():
