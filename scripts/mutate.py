@@ -43,13 +43,13 @@ class Mutation:
     why: str
 
 
-C = "src/warpsmith/core/contract.py"
+C = "src/warpsmith/core/error_contract.py"
 V = "src/warpsmith/verify/verifier.py"
 H = "src/warpsmith/verify/harness.py"
 P = "src/warpsmith/verify/symbolic/prove.py"
 T = "src/warpsmith/verify/symbolic/tracer.py"
 G = "src/warpsmith/check/guards.py"
-CONTRACT_TESTS = ("tests/core/test_contract.py",)
+CONTRACT_TESTS = ("tests/core/test_error_contract.py",)
 RED_TEAM = "tests/check/test_redteam_misc.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
@@ -146,7 +146,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("check", "src/warpsmith/check/hardened.py", '            self.recheck("after the calls")',
              "            pass", ("tests/check/test_check.py", "-k", "late_worker"), "no late re-read"),
     Mutation("check", C, "allowed = factor * max(ref_err, sensitivity)", "allowed = factor * ref_err",
-             ("tests/core/test_contract.py", "-k", "backward_stable"), "the reference criterion without its floor"),
+             ("tests/core/test_error_contract.py", "-k", "backward_stable"), "the reference criterion without its floor"),
     Mutation("check", "src/warpsmith/check/hardened.py",
              "        if not all(bitwise_equal(a, b) for a, b in zip(*outs)):", "        if False:",
              ("tests/check/test_check.py", "-k", "dropout"), "a nondeterministic reference blamed on the candidate"),

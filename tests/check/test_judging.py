@@ -21,7 +21,7 @@ import warpsmith.core.opspec as opspec
 from warpsmith.check import check, load_problem
 from warpsmith.check.compare import judge, probe_oracle
 from warpsmith.check.formats import DISTRIBUTIONS
-from warpsmith.core.contract import perturb
+from warpsmith.core.error_contract import perturb
 from warpsmith.core.opspec import STRUCTURED, draw, rows_of
 
 ZOO = Path(__file__).parents[1] / "verify" / "zoo"
@@ -187,7 +187,7 @@ def _truncate(x, bits=13):
 def _tensor_wide_bound(out, ref, oracle, moved):
     """The contract before: the largest error against 4x the larger of the reference's largest error
     and the oracle's largest change when every input moves by about u max|input|
-    (:func:`~warpsmith.core.contract.perturb`), + 2u max|y|."""
+    (:func:`~warpsmith.core.error_contract.perturb`), + 2u max|y|."""
     err = float((out.double() - oracle).abs().max())
     allowed = 4 * max(float((ref.double() - oracle).abs().max()), float((moved - oracle).abs().max()))
     return err <= allowed + 2 * U32 * float(oracle.abs().max()) + 2.0**-149

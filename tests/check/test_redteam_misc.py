@@ -20,7 +20,7 @@ import torch
 from warpsmith.check import check
 from warpsmith.check.compare import as_bytes, bitwise_equal, judge, shares_memory, snapshot
 from warpsmith.check.guards import PatchGuard, PoisonEmpty, poison_allocator, side_stream_attempt
-from warpsmith.core.contract import ErrorContract
+from warpsmith.core.error_contract import ErrorContract
 
 ZOO = Path(__file__).parents[1] / "verify" / "zoo"
 RMSNORM = ZOO / "rmsnorm"

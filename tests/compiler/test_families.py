@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from warpsmith.compiler import codegen, solve
-from warpsmith.core.contract import perturb, sensitivity_of, within_reference
+from warpsmith.core.error_contract import perturb, sensitivity_of, within_reference
 from warpsmith.compiler.solve import compile_problem
 
 HERE = Path(__file__).parent / "problems" / "families"

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 import warpsmith.ops as wops
-from warpsmith.core.contract import within_reference
+from warpsmith.core.error_contract import within_reference
 from warpsmith.core.dtypes import UNIT_ROUNDOFF_OF
 from warpsmith.errors import InvalidInputError
 from warpsmith.ops import get_op

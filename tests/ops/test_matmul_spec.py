@@ -8,7 +8,7 @@ from warpsmith.ops.matmul.spec import MATMUL
 from warpsmith.ops import get_op
 from warpsmith.core.dtypes import parse_dtype
 from warpsmith.core.opspec import parse_shape
-from warpsmith.core.contract import ErrorContract, gamma
+from warpsmith.core.error_contract import ErrorContract, gamma
 
 
 def test_parse_shape_and_problem():

@@ -72,7 +72,7 @@ def test_the_reference_spec_test_holds_where_torch_gelu_of_inf_is_nan(monkeypatc
 
 
 SPECIAL_VALUE_TESTS = [
-    "tests/core/test_contract.py",
+    "tests/core/test_error_contract.py",
     "tests/ops/test_activation_spec.py::test_the_reference_in_the_working_dtype_meets_its_own_contract",
     "tests/ops/test_matmul_kernels.py::test_nan_and_inf_inputs_propagate_as_in_the_reference",
     "tests/verify/test_verifier.py::test_exactness_is_detected_not_declared",

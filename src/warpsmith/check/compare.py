@@ -22,13 +22,13 @@ and, per element, ``e_i = |y_i - y64_i|`` (the candidate's error) and ``e_r,i = 
 
        max e <= factor * max(max e_r, 2 max w) + 2 u max|y64| + floor
 
-   - ``factor`` is 4 (:data:`~warpsmith.core.contract.REF_FACTOR`).
+   - ``factor`` is 4 (:data:`~warpsmith.core.error_contract.REF_FACTOR`).
    - ``u`` is the unit roundoff of the output dtype (2^-24 fp32, 2^-11 fp16, 2^-8 bf16, 2^-4 /
      2^-3 fp8); ``2 u |y64_i|`` is the rounding of the element itself, and one more.
-   - ``w_i`` is the element's own scale (:func:`warpsmith.core.contract.element_scale`), the largest
+   - ``w_i`` is the element's own scale (:func:`warpsmith.core.error_contract.element_scale`), the largest
      of: ``s_i``, the oracle's change at that element when every input element moves by one
      rounding of *itself* (the root mean square over two probes,
-     :func:`~warpsmith.core.contract.perturb_each`); the median of ``s`` over the element's row;
+     :func:`~warpsmith.core.error_contract.perturb_each`); the median of ``s`` over the element's row;
      the row's median relative change ``s / |y64|`` times ``|y64_i|``; ``n`` roundings of the element,
      ``n u' |y64_i|``, and of the row's median magnitude, ``n u' median |y64|``, with
      ``n = max(4, sqrt(L))`` for a row of length ``L`` (an element accumulated along its row rounds a
@@ -68,13 +68,13 @@ and, per element, ``e_i = |y_i - y64_i|`` (the candidate's error) and ``e_r,i = 
    the reference's error in rule 2 (``max(e_r,i, d_i, rho w_i)`` and ``max(max e_r, max d, 2 max w)``),
    and the output must also be within KernelBench's own tolerance against ``r`` everywhere:
    ``|y - r| <= t (1 + |r|)``, ``t`` = 1e-4 for float32, 1e-2 for float16 and bfloat16
-   (:data:`warpsmith.core.contract.KERNELBENCH_TOLERANCE`). No declaration loosens the contract past
+   (:data:`warpsmith.core.error_contract.KERNELBENCH_TOLERANCE`). No declaration loosens the contract past
    KernelBench's.
 
 :func:`probe_oracle` computes the probes (the oracle on perturbed copies of a draw's inputs); the
 harness passes them to :func:`judge` as ``perturbed``. The library verifier's
-:class:`~warpsmith.core.contract.ErrorContract` keeps its own two criteria (a per-op error scale,
-and :func:`~warpsmith.core.contract.within_reference`).
+:class:`~warpsmith.core.error_contract.ErrorContract` keeps its own two criteria (a per-op error scale,
+and :func:`~warpsmith.core.error_contract.within_reference`).
 
 The functions bind the torch functions they use when this module is imported. A candidate
 that patches ``torch.equal`` or ``torch.Tensor.__sub__`` therefore cannot change these
@@ -88,7 +88,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ..core.contract import (KERNELBENCH_TOLERANCE, REF_FACTOR, element_scale, perturb_each, within_reference,
+from ..core.error_contract import (KERNELBENCH_TOLERANCE, REF_FACTOR, element_scale, perturb_each, within_reference,
                              within_tolerance)
 from ..core.dtypes import SUBNORMAL_STEP_OF as SUBNORMAL_STEP, UNIT_ROUNDOFF_OF as UNIT_ROUNDOFF
 from ..verify.harness import unwritten
@@ -163,7 +163,7 @@ def _first(mask: torch.Tensor) -> tuple[int, ...]:
 def probe_oracle(run_oracle: Callable[[list[Any]], Sequence[Any]], args: Sequence[Any], u: float,
                  probes: int = PROBES) -> tuple[Any, ...]:
     """The oracle on ``probes`` copies of ``args`` whose floating elements each moved by one rounding
-    of themselves (:func:`~warpsmith.core.contract.perturb_each`, seeds 0, 1, ...; ``u`` the
+    of themselves (:func:`~warpsmith.core.error_contract.perturb_each`, seeds 0, 1, ...; ``u`` the
     arithmetic's unit roundoff), stacked per output on a new first dimension: :func:`judge`'s
     ``perturbed``."""
     runs = [list(run_oracle(list(perturb_each({str(i): a for i, a in enumerate(args)}, u, seed=k).values())))

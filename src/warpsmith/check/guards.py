@@ -105,7 +105,7 @@ def _namespaces() -> list[types.ModuleType]:
         if name in sys.modules:
             mods.append(sys.modules[name])
     for name in sorted(sys.modules):
-        if name.startswith("warpsmith.check.") or name in ("warpsmith.core.contract", "warpsmith.core.opspec",
+        if name.startswith("warpsmith.check.") or name in ("warpsmith.core.error_contract", "warpsmith.core.opspec",
                                                                   "warpsmith.core.dtypes", "warpsmith.core.variant",
                                                                   "warpsmith.verify.harness",
                                                                   "warpsmith.measure.timing"):

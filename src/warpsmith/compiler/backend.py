@@ -11,7 +11,7 @@ reads its kernels' source).
 **Verified before use.** A compiled graph runs only after it matched the original graph on two
 fresh draws of its inputs (same shapes and dtypes; floating inputs standard normal, integer ones
 zero, booleans random): every floating output within the error criterion the verifier and
-``warpsmith check`` use (:func:`warpsmith.core.contract.within_reference`: at most 4x the eager
+``warpsmith check`` use (:func:`warpsmith.core.error_contract.within_reference`: at most 4x the eager
 graph's own error against the graph run in float64, plus two ulps of the output's scale), NaNs in the
 same places, other outputs equal. A graph that fails, cannot be compiled (symbolic shapes, an op the
 emitter cannot write) or has no float64 oracle runs as the original ATen graph, and the report says
@@ -34,7 +34,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ..core.contract import within_reference
+from ..core.error_contract import within_reference
 from .emit import emit_function
 from .fuse import partition, problems
 from .ir import is_generator, build_fx

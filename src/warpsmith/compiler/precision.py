@@ -12,7 +12,7 @@ reference's own error), so the compiler **declares** it:
   fixed seed: :func:`_worst_rounding`). The rewrite is taken only when it is predicted cheaper
   (:func:`.search.predict_ms`) and both the rounded and the moved runs stay within :data:`SHARE` of
   KernelBench's own tolerance for each output's dtype
-  (:data:`warpsmith.core.contract.KERNELBENCH_TOLERANCE`) everywhere; otherwise its record says why.
+  (:data:`warpsmith.core.error_contract.KERNELBENCH_TOLERANCE`) everywhere; otherwise its record says why.
   The moved run is what makes one draw of inputs enough: a value the problem's own inputs happen to
   make exact in 16 bits (a ``clamp`` saturated at ±1, a ``relu`` at 0 for every element drawn) is
   rounded for free on those inputs and not on the check's, which draws others.
@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 import torch
 
-from ..core.contract import within_tolerance
+from ..core.error_contract import within_tolerance
 from .fuse import Partition
 from .ir import Graph
 from .search import predict_ms

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import torch
 
 from .errors import InvalidInputError, UnknownNameError
-from .contract import ErrorContract, perturb
+from .error_contract import ErrorContract, perturb
 from .dtypes import dtype_name, parse_dtype
 
 DISTRIBUTIONS = ("normal", "uniform", "outliers", "tiny", "large", "specials")
@@ -228,7 +228,7 @@ class OpSpec(abc.ABC):
         return self.reference(x64, attrs), self.error_scale(x64, attrs)
 
     def perturbed_oracle(self, inputs: Mapping[str, torch.Tensor], attrs: Mapping[str, Any], u: float) -> Any:
-        """The float64 reference on the inputs perturbed at ``u`` (:func:`~warpsmith.core.contract.perturb`):
+        """The float64 reference on the inputs perturbed at ``u`` (:func:`~warpsmith.core.error_contract.perturb`):
         with :meth:`oracle`, the op's sensitivity, the floor of the error contract's reference criterion."""
         x64 = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in inputs.items()}
         return self.reference(perturb(x64, u), attrs)

@@ -63,7 +63,7 @@ from typing import Any, Mapping
 
 import torch
 
-from ...core.contract import ErrorContract
+from ...core.error_contract import ErrorContract
 from ...core.dtypes import UNIT_ROUNDOFF
 from ...core.opspec import Axis, OpSpec, Problem, draw
 

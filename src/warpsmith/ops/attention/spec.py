@@ -71,7 +71,7 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
-from ...core.contract import ErrorContract, gamma
+from ...core.error_contract import ErrorContract, gamma
 from ...core.dtypes import UNIT_ROUNDOFF
 from ...core.errors import InvalidInputError
 from ...core.opspec import Axis, OpSpec, Problem, Scalar, draw, on_device

@@ -23,7 +23,7 @@ import torch
 
 from ...core._triton import INTERPRET, triton
 from ...core.config import Knobs
-from ...core.contract import ErrorContract
+from ...core.error_contract import ErrorContract
 from ...core.errors import InvalidInputError
 from ...core.dtypes import UNIT_ROUNDOFF
 from ...core.opspec import Problem

@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 
 from ...core.errors import WarpsmithError
-from ...core.contract import _SUBNORMAL_STEP, ErrorContract, gamma
+from ...core.error_contract import _SUBNORMAL_STEP, ErrorContract, gamma
 from ...core.dtypes import UNIT_ROUNDOFF, dtype_name
 from ...core.opspec import Axis, OpSpec, Problem, draw
 from .spec import (U32, XENT_ATTRS, cross_entropy_ref, draw_targets, grad_scale_rows, grad_terms, loss_contract,

@@ -36,7 +36,7 @@ from typing import Any, Mapping
 import torch
 import torch.nn.functional as F
 
-from ...core.contract import ErrorContract, gamma
+from ...core.error_contract import ErrorContract, gamma
 from ...core.dtypes import UNIT_ROUNDOFF
 from ...core.opspec import Axis, OpSpec, Problem, Scalar, draw, on_device
 

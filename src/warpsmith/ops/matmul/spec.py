@@ -5,7 +5,7 @@ from typing import Any, Mapping
 
 import torch
 
-from ...core.contract import ErrorContract
+from ...core.error_contract import ErrorContract
 from ...core.dtypes import EXACT_INT, UNIT_ROUNDOFF
 from ...core.opspec import Axis, OpSpec, Problem, draw, on_device
 

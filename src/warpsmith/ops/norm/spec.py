@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import torch
 
-from ...core.contract import ErrorContract
+from ...core.error_contract import ErrorContract
 from ...core.dtypes import PARAM_DTYPES, UNIT_ROUNDOFF, dtype_name, param_dtype
 from ...core.opspec import Axis, OpSpec, Problem, Scalar, draw
 

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 import torch
 import torch.nn.functional as F
 
-from ...core.contract import ErrorContract
+from ...core.error_contract import ErrorContract
 from ...core.dtypes import UNIT_ROUNDOFF
 from ...core.errors import InvalidInputError
 from ...core.opspec import Axis, OpSpec, Problem, Scalar, draw

@@ -35,7 +35,7 @@ from typing import Any, Mapping
 import torch
 
 from ...core.errors import InvalidInputError
-from ...core.contract import ErrorContract
+from ...core.error_contract import ErrorContract
 from ...core.dtypes import PARAM_DTYPES, UNIT_ROUNDOFF, param_dtype
 from ...core.opspec import INTEGERS, Axis, OpSpec, Problem, draw, on_device
 

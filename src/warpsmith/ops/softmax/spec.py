@@ -38,7 +38,7 @@ subnormal intermediates (each flush changes a value by less than ``2^-126``). To
 
 Each ``B_i`` also gets ``(N + 2) 2^-126 / u`` for flushed subnormals, and the margins in the
 constants (8g for 7.11g, ...) cover the second-order terms and the final rounding's
-``(1 + u_out)`` factor. The generic contract (core/contract.py) allows
+``(1 + u_out)`` factor. The generic contract (core/error_contract.py) allows
 ``u_out |y| + (gamma(N, u) + u) * scale + subnormal step``: the error scale is
 ``B_i / (g + 1)``, so its product with ``gamma(N, u) + u = (g + 1) u`` is exactly ``u B_i``.
 The rounding to the output dtype is the ``u_out |y|`` term. The contract's second criterion
@@ -51,7 +51,7 @@ from typing import Any, Mapping
 
 import torch
 
-from ...core.contract import ErrorContract, gamma
+from ...core.error_contract import ErrorContract, gamma
 from ...core.dtypes import UNIT_ROUNDOFF
 from ...core.opspec import Axis, OpSpec, Problem, draw
 

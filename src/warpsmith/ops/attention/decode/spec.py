@@ -51,7 +51,7 @@ by their lse. With ``a_j = scale |q| . |k_j|`` and ``g(n) = gamma(n, u) / u``:
 
 So, with ``W = sum p_j |v_j| / sum p_j`` and ``T = sum p_j |s_j - m| (|v_j| + |o|) / sum p_j``,
 ``|err| <= u_out |o| + u B + u_in W`` where ``B = (W + |o|)(2 max_j |ds_j| / u + 8) + 3 T + W (g(S) + 16)``.
-The generic contract (core/contract.py) with ``reduction_len = S`` allows ``u_out |o| + (gamma(S, u)
+The generic contract (core/error_contract.py) with ``reduction_len = S`` allows ``u_out |o| + (gamma(S, u)
 + 2 u_op + u) scale``; the error scale is ``B / (g(S) + 1)`` (so ``(gamma + u) scale = u B``) and
 ``u_op = u_in / 2`` (so ``2 u_op scale >= u_in W``, since ``B >= (g(S) + 16) W``). lse errs by
 ``max|ds| + rel(sum p) + u |lse|``: scale ``(2 max|ds| / u + 3 T' + g(S) + 16) / (g(S) + 1)`` with
@@ -67,7 +67,7 @@ from typing import Any, Mapping
 
 import torch
 
-from ....core.contract import ErrorContract, gamma
+from ....core.error_contract import ErrorContract, gamma
 from ....core.dtypes import UNIT_ROUNDOFF
 from ....core.errors import InvalidInputError
 from ....core.opspec import Axis, OpSpec, Problem, Scalar, draw

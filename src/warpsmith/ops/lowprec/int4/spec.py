@@ -21,7 +21,7 @@ from typing import Any, Mapping, Optional
 
 import torch
 
-from ....core.contract import ErrorContract
+from ....core.error_contract import ErrorContract
 from ....core.dtypes import UNIT_ROUNDOFF
 from ....core.errors import InvalidInputError
 from ....core.opspec import Axis, OpSpec, Problem, draw, on_device

@@ -37,7 +37,7 @@ from typing import Any, Mapping
 
 import torch
 
-from ....core.contract import gamma
+from ....core.error_contract import gamma
 from ....core.opspec import Problem
 from .reference import BLOCK, QMAX, expand_scale, saturate_cast
 

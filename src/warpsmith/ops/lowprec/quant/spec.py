@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 import torch
 
-from ....core.contract import ErrorContract
+from ....core.error_contract import ErrorContract
 from ....core.dtypes import UNIT_ROUNDOFF
 from ....core.opspec import Axis, OpSpec, Problem, Scalar, draw
 from . import judge as J

@@ -1,7 +1,7 @@
 """The error contract's criteria, each on its own, and each NaN-safe."""
 import torch
 
-from warpsmith.core.contract import ErrorContract
+from warpsmith.core.error_contract import ErrorContract
 from warpsmith.ops.activation.spec import GEGLU
 from warpsmith.ops.softmax.spec import SOFTMAX
 
@@ -136,7 +136,7 @@ def test_the_floor_still_rejects_tf32_passed_off_as_fp32():
     ok, msg = c.check(out, ref64, scale, SOFTMAX.reference({"x": x}, {}), perturbed)
     assert not ok, msg
     # and the reference criterion on its own, floor included, rejects it by a wide margin
-    from warpsmith.core.contract import sensitivity_of, within_reference
+    from warpsmith.core.error_contract import sensitivity_of, within_reference
     err = float((out.double() - ref64).abs().max())
     ref_err = float((SOFTMAX.reference({"x": x}, {}).double() - ref64).abs().max())
     sens = sensitivity_of(ref64, perturbed)
@@ -145,7 +145,7 @@ def test_the_floor_still_rejects_tf32_passed_off_as_fp32():
 
 
 def test_the_sensitivity_is_measured_on_perturbed_inputs():
-    from warpsmith.core.contract import perturb, sensitivity_of
+    from warpsmith.core.error_contract import perturb, sensitivity_of
     x = torch.linspace(-3, 3, 101, dtype=torch.float64)
     r = perturb({"x": x, "n": 3}, 2.0**-24)
     moved = (r["x"] - x).abs().max()
