@@ -23,6 +23,21 @@ def test_verify_candidate_passes(op, dtype, attrs):
     assert cert.passed, cert.to_json()["checks"]
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_large_draws_stay_inside_the_fp32_statistics_range(dtype):
+    """The verifier's ``large`` inputs keep the fp32 sum of squared deviations over one group finite
+    (the statistics are fp32, as torch's for 16-bit inputs): with sqrt(max)/8 draws, 98 squares
+    overflowed fp32, rstd became 0, and every bf16 group_norm config was rejected."""
+    spec = get_op("group_norm")
+    p = spec.problem({"N": 2, "C": 8, "S": 49}, dtype, {"groups": 4})
+    x = spec.make_inputs(p, torch.Generator().manual_seed(0), "large")["x"].to(torch.float32)
+    dev = x.reshape(2, 4, -1) - x.reshape(2, 4, -1).mean(-1, keepdim=True)
+    assert torch.isfinite((dev * dev).sum(-1)).all()
+    assert float(x.abs().max()) > 1e15  # still near the limits of what the fp32 statistics hold
+    cert = verify_candidate(spec, p, get_variant("group_norm", "planar"), CFG, H100, prove=False)
+    assert cert.passed, cert.to_json()["checks"]
+
+
 class UnbiasedVarianceNormalizes(Planar):
     """Batch norm normalizing with the unbiased variance (n / (n - 1)), as the running update uses."""
 

@@ -95,8 +95,16 @@ class _ChannelBase(OpSpec):
     def uses_batch_stats(self, attrs: Mapping[str, Any]) -> bool:
         return self.kind == "group" or bool(attrs["training"])
 
+    def large_scale(self, p: Problem) -> float:
+        """x near its dtype's limit with the fp32 sum of squared deviations over one statistic's
+        ``group_len`` elements (each below 25 s^2 for normal draws) still finite: the statistics are
+        accumulated in fp32, as torch accumulates them for 16-bit inputs (the rule of the last-dim
+        norms, ``ops/norm/spec.py``). Above it the sum overflows, rstd is 0, and so is torch's."""
+        fmax = float(torch.finfo(p.dtype).max)
+        return min(fmax ** 0.5 / 8, (float(torch.finfo(torch.float32).max) / (32 * group_len(p))) ** 0.5)
+
     def _x(self, p: Problem, gen, dist, device) -> torch.Tensor:
-        scale = float(torch.finfo(p.dtype).max) ** 0.5 / 8 if dist == "large" else 1.0
+        scale = self.large_scale(p) if dist == "large" else 1.0
         x = draw((p.shape["N"], p.shape["C"], p.shape["S"]), dist, gen, p.dtype, device, scale)
         return _channels_last(x, p.attrs["channels_last"])
 
