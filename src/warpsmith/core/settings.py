@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
+_VARIABLES = ("WARPSMITH_DB", "WARPSMITH_TARGET", "WARPSMITH_INTERPRET", "WARPSMITH_DISPATCH",
+              "WARPSMITH_COMPILE_ONLY", "WARPSMITH_FACTS_DIR", "XDG_CACHE_HOME", "HOME")
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+
+def _cache_dir(env: dict[str, str]) -> Path:
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "warpsmith"
 
 
@@ -32,17 +36,25 @@ class Settings:
 
     @staticmethod
     def from_env() -> "Settings":
-        env = os.environ
-        return Settings(
-            db_path=Path(env.get("WARPSMITH_DB") or _cache_dir() / "tuning.db").expanduser(),
-            target=env.get("WARPSMITH_TARGET", "h100").lower(),
-            force_interpret=env.get("WARPSMITH_INTERPRET", "") not in ("", "0"),
-            dispatch=env.get("WARPSMITH_DISPATCH", "tuned").lower(),
-            compile_only=env.get("WARPSMITH_COMPILE_ONLY", "").lower() or None,
-            facts_dir=Path(env.get("WARPSMITH_FACTS_DIR") or _cache_dir() / "facts").expanduser(),
-        )
+        return _from_values(tuple(os.environ.get(k) for k in _VARIABLES))
+
+
+@lru_cache(maxsize=16)
+def _from_values(values: tuple[str | None, ...]) -> Settings:
+    """The settings for one set of the variables' values (``_VARIABLES`` order): building them parses
+    paths, which every kernel call would otherwise pay (they are read on every call)."""
+    env = {k: v for k, v in zip(_VARIABLES, values) if v is not None}
+    return Settings(
+        db_path=Path(env.get("WARPSMITH_DB") or _cache_dir(env) / "tuning.db").expanduser(),
+        target=env.get("WARPSMITH_TARGET", "h100").lower(),
+        force_interpret=env.get("WARPSMITH_INTERPRET", "") not in ("", "0"),
+        dispatch=env.get("WARPSMITH_DISPATCH", "tuned").lower(),
+        compile_only=env.get("WARPSMITH_COMPILE_ONLY", "").lower() or None,
+        facts_dir=Path(env.get("WARPSMITH_FACTS_DIR") or _cache_dir(env) / "facts").expanduser(),
+    )
 
 
 def settings() -> Settings:
-    """Current settings (read on every call so tests may change the environment)."""
+    """Current settings (the environment is read on every call so tests may change it; the parsed
+    result is cached per set of values)."""
     return Settings.from_env()
