@@ -114,14 +114,14 @@ def test_an_integer_xor_is_proved_from_its_facts_or_bounded_with_the_operator_na
 
 def test_unlisted_tl_functions_are_unknown_and_named():
     from warpsmith.core._triton import tl, triton
-    from warpsmith.verify.symbolic import KernelContract, Tensor
+    from warpsmith.verify.symbolic import LaunchContract, Tensor
 
     @triton.jit
     def histogram_kernel(x_ptr, y_ptr, B: tl.constexpr):
         i = tl.histogram(tl.arange(0, B), B)
         tl.store(y_ptr + i, tl.load(x_ptr + i))
 
-    c = KernelContract(kernel=histogram_kernel, args={"x_ptr": Tensor((16,), (1,)),
+    c = LaunchContract(kernel=histogram_kernel, args={"x_ptr": Tensor((16,), (1,)),
                                                       "y_ptr": Tensor((16,), (1,), output=True)},
                        constexprs=[{"B": 16}], grid=(1,))
     obs = _obligations(c)

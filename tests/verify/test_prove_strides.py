@@ -10,7 +10,7 @@ import sys
 import pytest
 import z3
 
-from warpsmith.verify.symbolic import KernelContract, Tensor, cdiv, prove, sizes
+from warpsmith.verify.symbolic import LaunchContract, Tensor, cdiv, prove, sizes
 
 KERNELS = '''
 import triton
@@ -55,7 +55,7 @@ def kernels(tmp_path_factory):
 
 def _gather(kernels, shift):
     D0, D1, D2, NUMEL, s0, s1, s2 = sizes("D0 D1 D2 NUMEL s0 s1 s2")
-    return KernelContract(
+    return LaunchContract(
         kernel=kernels.gather3, grid=lambda c: (cdiv(NUMEL, c["BLOCK"]),),
         args={"x_ptr": Tensor((D0, D1, D2), (s0, s1, s2)), "y_ptr": Tensor((NUMEL,), (1,), output=True),
               "NUMEL": NUMEL, "D0": D0, "D1": D1, "D2": D2, "s0": s0, "s1": s1, "s2": s2},
@@ -79,7 +79,7 @@ def test_selects_made_by_float_data(kernels):
     N = z3.Int("N")
 
     def contract(index):
-        return KernelContract(kernel=kernels.data_select, grid=lambda c: (cdiv(N, c["BLOCK"]),),
+        return LaunchContract(kernel=kernels.data_select, grid=lambda c: (cdiv(N, c["BLOCK"]),),
                               args={"x_ptr": Tensor((N,), (1,)), "y_ptr": Tensor((N,), (1,), output=True), "N": N},
                               constexprs=[{"BLOCK": 64, "INDEX": index}], domain=[N < 2**30])
 

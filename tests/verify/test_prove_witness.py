@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import z3
 
-from warpsmith.verify.symbolic import KernelContract, Tensor, Witness, Writer, prove, sizes
+from warpsmith.verify.symbolic import LaunchContract, Tensor, Witness, Writer, prove, sizes
 from warpsmith.verify.symbolic.prove import Prover
 from warpsmith.verify.symbolic.rewrite import Rewriter, decompose
 from warpsmith.verify.symbolic.witness import decide, layout_injective
@@ -98,7 +98,7 @@ def test_race_through_the_witness_is_found_on_a_duplicate_writer():
     writer of the element is a second program storing to the same address."""
     M = sizes("M")[0]
     contract, _ = kernel_bugs.BUGS["duplicate_writer"]
-    c = KernelContract(kernel=contract.kernel, args=contract.args, constexprs=contract.constexprs, grid=contract.grid,
+    c = LaunchContract(kernel=contract.kernel, args=contract.args, constexprs=contract.constexprs, grid=contract.grid,
                        domain=contract.domain, bounded_shapes=[],
                        witnesses={"y_ptr": Witness(writer=lambda m: Writer(pid=(m / 16, 0), lanes=(m % 16,)),
                                                    element=lambda store, pid, iters, lanes: (pid[0] * 16 + lanes[0],))})

@@ -2,7 +2,7 @@
 
 A generated kernel is specialized to one captured shape only in its launcher; its text is the same
 for every shape of its kind (the sizes, strides and products arrive as arguments). So each kernel
-gets a :class:`~warpsmith.verify.symbolic.KernelContract` with **symbolic** sizes:
+gets a :class:`~warpsmith.verify.symbolic.LaunchContract` with **symbolic** sizes:
 
 - every domain dim is a size ``D<d> >= 1`` (a dim a ``cat`` splits stays the captured size: the
   kernel text holds its pieces' sizes as literals); ``NUMEL`` (pointwise) and ``M``, ``N`` and the
@@ -51,7 +51,7 @@ from typing import Any
 import torch
 import z3
 
-from ..verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv
+from ..verify.symbolic import LaunchContract, Tensor, Witness, Writer, cdiv
 from ..verify.symbolic.prove import Obligation
 
 TABLE = "_WS_LAUNCHES"
@@ -157,7 +157,7 @@ def _prod(xs: list[Any]) -> Any:
     return out
 
 
-def contract(kernel: Any, spec: dict[str, Any], constexprs: dict[str, Any]) -> tuple[KernelContract, Symbols]:
+def contract(kernel: Any, spec: dict[str, Any], constexprs: dict[str, Any]) -> tuple[LaunchContract, Symbols]:
     """The symbolic launch contract of one generated kernel (see the module docstring)."""
     rank = len(spec["domain"])
     D = [z3.Int(f"D{d}") for d in range(rank)]
@@ -208,7 +208,7 @@ def contract(kernel: Any, spec: dict[str, Any], constexprs: dict[str, Any]) -> t
     for v in args.values():  # every scalar argument is an int32 one
         for e in ([v] if isinstance(v, z3.ExprRef) else []):
             domain.append(e <= INT32_MAX)
-    c = KernelContract(kernel=kernel, args=args, grid=grid, constexprs=[consts], domain=domain,
+    c = LaunchContract(kernel=kernel, args=args, grid=grid, constexprs=[consts], domain=domain,
                        name=spec["kernel"], witnesses=witnesses, may_be_zero=strides)
     c.bounded_shapes = bounded_shapes(spec, syms, consts)
     return c, syms
@@ -345,7 +345,7 @@ def _constexpr_names(jit_fn: Any) -> set[str]:
     return {n for n, p in inspect.signature(jit_fn.fn).parameters.items() if "constexpr" in str(p.annotation)}
 
 
-def launch_check(c: KernelContract, syms: Symbols, spec: dict[str, Any], launch: Launch) -> Obligation:
+def launch_check(c: LaunchContract, syms: Symbols, spec: dict[str, Any], launch: Launch) -> Obligation:
     """Whether the launch the emitted launcher makes at the captured shapes is an instance of ``c``:
     ``proved`` (it is: every value below agrees), ``failed`` with the disagreements, or ``unknown``
     when the kernel's parameters are not the ones this module writes contracts for (a codegen change

@@ -4,7 +4,7 @@ Each kernel copies or reduces a matrix; each has one classic bug the prover must
 ``BUGS`` maps a contract name to the obligation that must fail.
 """
 from warpsmith.core._triton import tl, triton
-from warpsmith.verify.symbolic import KernelContract, Split, Tensor, cdiv, sizes
+from warpsmith.verify.symbolic import LaunchContract, Split, Tensor, cdiv, sizes
 
 M, N, K, S = sizes("M N K S")
 DOMAIN = [M <= 2**16, N <= 2**16, K <= 2**16, (M + 64) * (N + 64) < 2**31]  # 32-bit indexing
@@ -34,8 +34,8 @@ def rows_kernel(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr, BUG: tl.constexpr):
             tl.store(y_ptr + rm[:, None] * N + cols[None, :], x, mask=mask)
 
 
-def _rows(bug: str, grid, domain=DOMAIN) -> KernelContract:
-    return KernelContract(
+def _rows(bug: str, grid, domain=DOMAIN) -> LaunchContract:
+    return LaunchContract(
         kernel=rows_kernel, name=f"rows[{bug}]",
         args={"x_ptr": Tensor((M, N), (N, 1)), "y_ptr": Tensor((M, N), (N, 1), output=True), "M": M, "N": N},
         constexprs=[{"BLOCK": 16, "BUG": bug}], grid=grid, domain=domain, bounded_shapes=SHAPES)
@@ -65,8 +65,8 @@ def split_sum_kernel(x_ptr, p_ptr, K, K_PER_SPLIT, BLOCK: tl.constexpr, BUG: tl.
     tl.store(p_ptr + s, tl.sum(acc, axis=0))
 
 
-def _split(bug: str) -> KernelContract:
-    return KernelContract(
+def _split(bug: str) -> LaunchContract:
+    return LaunchContract(
         kernel=split_sum_kernel, name=f"split_sum[{bug}]",
         args={"x_ptr": Tensor((K,), (1,)), "p_ptr": Tensor((S,), (1,), output=True), "K": K,
               "K_PER_SPLIT": cdiv(cdiv(K, S), 16) * 16},
@@ -82,7 +82,7 @@ def strided_pick_kernel(x_ptr, y_ptr, P):
 
 
 P = sizes("P")[0]
-STRIDED_PICK = KernelContract(
+STRIDED_PICK = LaunchContract(
     kernel=strided_pick_kernel, name="strided_pick[int32]",
     args={"x_ptr": Tensor((M, P), (P, 1)), "y_ptr": Tensor((M,), (1,), output=True), "P": P},
     grid=(M,), domain=[M <= 16, P <= 2**31], bounded_shapes=[{"M": 3, "P": 2**30}])
@@ -96,7 +96,7 @@ BUGS = {
     # a correct kernel whose declared domain allows 2^32-element matrices: int32 indices wrap
     "rows[int32_overflow]": (_rows("none", lambda c: (cdiv(M, c["BLOCK"]),), DOMAIN[:3]), "int32_no_overflow"),
     "rows[missing_tail_tile]": (_rows("none", lambda c: (M / c["BLOCK"],)), "coverage"),
-    "duplicate_writer": (KernelContract(
+    "duplicate_writer": (LaunchContract(
         kernel=duplicate_writer_kernel, args={"x_ptr": Tensor((M,), (1,)), "y_ptr": Tensor((M,), (1,), output=True),
                                               "M": M},
         constexprs=[{"BLOCK": 16}], grid=lambda c: (cdiv(M, c["BLOCK"]), 2), domain=DOMAIN,
@@ -130,9 +130,9 @@ def checked_gather_kernel(pool_ptr, table_ptr, out_ptr, NB, PAGE: tl.constexpr):
 NB, NT = sizes("NB NT")
 
 
-def gather(values, checked: bool = False) -> KernelContract:
+def gather(values, checked: bool = False) -> LaunchContract:
     """``values``: the declared precondition on table entries (None: no precondition)."""
-    return KernelContract(
+    return LaunchContract(
         kernel=checked_gather_kernel if checked else paged_gather_kernel, name=f"paged_gather[{values}]",
         args={"pool_ptr": Tensor((NB, 16), (16, 1)), "table_ptr": Tensor((NT,), (1,), values=values),
               "out_ptr": Tensor((NT, 16), (16, 1), output=True), **({"NB": NB} if checked else {})},
@@ -149,8 +149,8 @@ def neighbour_kernel(y_ptr, M, BLOCK: tl.constexpr, BUG: tl.constexpr):
     tl.store(y_ptr + rm, tl.load(y_ptr + src, mask=mask) + 1, mask=mask)
 
 
-def neighbour(bug: int) -> KernelContract:
-    return KernelContract(kernel=neighbour_kernel, name=f"neighbour[{bug}]",
+def neighbour(bug: int) -> LaunchContract:
+    return LaunchContract(kernel=neighbour_kernel, name=f"neighbour[{bug}]",
                           args={"y_ptr": Tensor((M,), (1,), output=True), "M": M},
                           constexprs=[{"BLOCK": 16, "BUG": bug}], grid=lambda c: (cdiv(M, c["BLOCK"]),),
                           domain=DOMAIN, bounded_shapes=SHAPES)

@@ -10,7 +10,7 @@ its program id (the symbolic tracer refuses that: run concretely) and, with ``BU
 program read one element past the end. Data for tests/verify/test_prove_bounded.py.
 """
 from warpsmith.core._triton import tl, triton
-from warpsmith.verify.symbolic import KernelContract, Tensor, sizes
+from warpsmith.verify.symbolic import LaunchContract, Tensor, sizes
 
 M, N, S = sizes("M N S")
 DOMAIN = [M <= 2**10, N <= 2**10]
@@ -61,30 +61,30 @@ def _flat(c):
     return ((M * N + c["B"] - 1) / c["B"],)
 
 
-def row_last(shapes=()) -> KernelContract:
-    return KernelContract(kernel=row_last_kernel, name="row_last",
+def row_last(shapes=()) -> LaunchContract:
+    return LaunchContract(kernel=row_last_kernel, name="row_last",
                           args={"x_ptr": Tensor((M, N), (N, 1)), "y_ptr": Tensor((M, N), (N, 1), output=True),
                                 "M": M, "N": N},
                           constexprs=[{"B": 16}], grid=_flat, domain=DOMAIN, bounded_shapes=shapes)
 
 
-def ring(shapes=()) -> KernelContract:
-    return KernelContract(kernel=ring_kernel, name="ring",
+def ring(shapes=()) -> LaunchContract:
+    return LaunchContract(kernel=ring_kernel, name="ring",
                           args={"x_ptr": Tensor((M, N), (N, 1)), "t_ptr": Tensor((N,), (1,)),
                                 "y_ptr": Tensor((M, N), (N, 1), output=True), "M": M, "N": N},
                           constexprs=[{"B": 16}], grid=_flat, domain=DOMAIN, bounded_shapes=shapes)
 
 
-def shift(bug: int) -> KernelContract:
-    return KernelContract(kernel=shift_kernel, name=f"shift[BUG={bug}]",
+def shift(bug: int) -> LaunchContract:
+    return LaunchContract(kernel=shift_kernel, name=f"shift[BUG={bug}]",
                           args={"x_ptr": Tensor((N,), (1,)), "y_ptr": Tensor((N,), (1,), output=True), "N": N,
                                 "S": S},
                           may_be_zero=[S], constexprs=[{"B": 16, "BUG": bug}],
                           grid=lambda c: ((N + c["B"] - 1) / c["B"],), domain=[N <= 2**10, S <= 8])
 
 
-def last_program(bug: int) -> KernelContract:
-    return KernelContract(kernel=last_program_kernel, name=f"last_program[BUG={bug}]",
+def last_program(bug: int) -> LaunchContract:
+    return LaunchContract(kernel=last_program_kernel, name=f"last_program[BUG={bug}]",
                           args={"x_ptr": Tensor((N,), (1,)), "y_ptr": Tensor((N,), (1,), output=True), "N": N},
                           constexprs=[{"B": 16, "BUG": bug}], grid=lambda c: ((N + c["B"] - 1) / c["B"],),
                           domain=[N <= 2**10])

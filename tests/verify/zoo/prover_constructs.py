@@ -5,7 +5,7 @@ Every kernel has a ``BUG`` constexpr: ``0`` is correct, ``1`` plants an out-of-b
 construct (``unknown``): never ``proved``. Data for tests/verify/test_prove_constructs.py.
 """
 from warpsmith.core._triton import tl, triton
-from warpsmith.verify.symbolic import KernelContract, Tensor, sizes
+from warpsmith.verify.symbolic import LaunchContract, Tensor, sizes
 
 N, S = sizes("N S")
 DOMAIN = [N <= 2**16, S <= 64]
@@ -126,11 +126,11 @@ def _args(**scalars):
     return {"x_ptr": Tensor((4 * N,), (1,)), "y_ptr": Tensor((4 * N,), (1,), output=True), "N": N, **scalars}
 
 
-def _one(kernel, bug, grid=(1,), domain=DOMAIN, **scalars) -> KernelContract:
+def _one(kernel, bug, grid=(1,), domain=DOMAIN, **scalars) -> LaunchContract:
     args = _args(**scalars)
     if kernel is not nested_reverse_kernel:  # one row: the 1-D kernels address x[0:N]
         args["x_ptr"], args["y_ptr"] = Tensor((N,), (1,)), Tensor((N,), (1,), output=True)
-    return KernelContract(kernel=kernel, name=f"{kernel.__name__ if hasattr(kernel, '__name__') else kernel.fn.__name__}"
+    return LaunchContract(kernel=kernel, name=f"{kernel.__name__ if hasattr(kernel, '__name__') else kernel.fn.__name__}"
                           f"[BUG={bug}]", args=args, constexprs=[{"BLOCK": 16, "BUG": bug}], grid=grid,
                           domain=domain, bounded_shapes=SHAPES)
 
@@ -139,7 +139,7 @@ def _blocks(c):
     return ((N + c["BLOCK"] - 1) / c["BLOCK"],)
 
 
-def contracts(bug: int) -> dict[str, KernelContract]:
+def contracts(bug: int) -> dict[str, LaunchContract]:
     """Every construct's contract, correct (bug=0) or with the planted out-of-bounds access (bug=1)."""
     return {
         "reverse_scan": _one(reverse_scan_kernel, bug),

@@ -1,7 +1,7 @@
 """Kernels using the constructs real Triton kernels index with, correct (``BUG=0``) and with a
 planted out-of-bounds access (``BUG=1``). Data for tests/verify/test_prove_constructs.py."""
 from warpsmith.core._triton import tl, triton
-from warpsmith.verify.symbolic import KernelContract, Tensor, sizes
+from warpsmith.verify.symbolic import LaunchContract, Tensor, sizes
 
 M, N = sizes("M N")
 DOMAIN = [M <= 2**12, N <= 2**12]
@@ -133,16 +133,16 @@ def _tiles(c):
     return ((M + c["B"] - 1) / c["B"], (N + c["B"] - 1) / c["B"])
 
 
-def _c(kernel, bug, grid, n16=False, y=None) -> KernelContract:
+def _c(kernel, bug, grid, n16=False, y=None) -> LaunchContract:
     n = 16 if n16 else N
     x = Tensor((M, n), (n, 1))
     args = {"x_ptr": x, "y_ptr": y or Tensor((M, n), (n, 1), output=True), "M": M, "N": n}
     name = getattr(getattr(kernel, "fn", kernel), "__name__", "kernel")
-    return KernelContract(kernel=kernel, name=f"{name}[BUG={bug}]", args=args, constexprs=[{"B": 16, "BUG": bug}],
+    return LaunchContract(kernel=kernel, name=f"{name}[BUG={bug}]", args=args, constexprs=[{"B": 16, "BUG": bug}],
                           grid=grid, domain=DOMAIN, bounded_shapes=SHAPES)
 
 
-def contracts(bug: int) -> dict[str, KernelContract]:
+def contracts(bug: int) -> dict[str, LaunchContract]:
     return {
         "tl.trans": _c(trans_kernel, bug, _tiles, y=Tensor((N, M), (M, 1), output=True)),
         "tl.permute": _c(permute_kernel, bug, _tiles),
@@ -158,7 +158,7 @@ def contracts(bug: int) -> dict[str, KernelContract]:
     }
 
 
-def refused(bug: int) -> dict[str, KernelContract]:
+def refused(bug: int) -> dict[str, LaunchContract]:
     return {"tl.cumsum": _c(cumsum_kernel, bug, (1,)), "integer `^`": _c(xor_kernel, bug, _flat)}
 
 

@@ -8,7 +8,7 @@ a skipped tile, two programs writing one row, and witnesses that lie about a cor
 import z3
 
 from warpsmith.core._triton import tl, triton
-from warpsmith.verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, sizes
+from warpsmith.verify.symbolic import LaunchContract, Tensor, Witness, Writer, cdiv, sizes
 
 M, N, P = sizes("M N P")
 BM, BN, GM = 16, 32, 4
@@ -73,8 +73,8 @@ def grouped_witness(lie: str = "") -> Witness:
     return Witness(writer=writer, element=element)
 
 
-def grouped(bug: str = "none", lie: str = "", witness: bool = True) -> KernelContract:
-    return KernelContract(
+def grouped(bug: str = "none", lie: str = "", witness: bool = True) -> LaunchContract:
+    return LaunchContract(
         kernel=grouped_copy_kernel, name=f"grouped_copy[{bug}{', lie=' + lie if lie else ''}]",
         args={"x_ptr": Tensor((M, N), (N, 1)), "y_ptr": Tensor((M, N), (N, 1), output=True), "M": M, "N": N},
         constexprs=[{"BLOCK_M": BM, "BLOCK_N": BN, "GROUP_M": GM, "BUG": bug}],
@@ -107,9 +107,9 @@ def strided_witness(rows: int, block_n: int, lie: str = "") -> Witness:
         (pid[0] + iters[0] * P) * rows + lanes[0], iters[1] * block_n + lanes[1]))
 
 
-def strided(bug: str = "none", lie: str = "", witness: bool = True) -> KernelContract:
+def strided(bug: str = "none", lie: str = "", witness: bool = True) -> LaunchContract:
     rows, block_n = 4, 16
-    return KernelContract(
+    return LaunchContract(
         kernel=strided_rows_kernel, name=f"strided_rows[{bug}{', lie=' + lie if lie else ''}]",
         args={"x_ptr": Tensor((M, N), (N, 1)), "y_ptr": Tensor((M, N), (N, 1), output=True), "M": M, "N": N},
         constexprs=[{"ROWS": rows, "BLOCK_N": block_n, "BUG": bug}], grid=(P,), domain=DOMAIN,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...verify.symbolic import KernelContract, Tensor, cdiv, sizes
+from ...verify.symbolic import LaunchContract, Tensor, cdiv, sizes
 from . import kernel as K_
 from .limits import MAX_BLOCK_H, MAX_BLOCK_M
 
@@ -45,7 +45,7 @@ def _operands(backward: bool, packed: bool) -> dict[str, Any]:
     return args
 
 
-def contract(backward: bool, packed: bool, persistent: bool, constexprs: list[dict]) -> KernelContract:
+def contract(backward: bool, packed: bool, persistent: bool, constexprs: list[dict]) -> LaunchContract:
     """One contract per (BLOCK_M, BLOCK_H) when persistent (the int32 tile count bounds the domain)."""
     kernels = {(False, False): K_.gated_fwd_kernel, (False, True): K_.gated_fwd_persistent_kernel,
                (True, False): K_.gated_bwd_kernel, (True, True): K_.gated_bwd_persistent_kernel}
@@ -58,12 +58,12 @@ def contract(backward: bool, packed: bool, persistent: bool, constexprs: list[di
     else:
         grid = lambda c: (cdiv(M, c["BLOCK_M"]), cdiv(H, c["BLOCK_H"]))  # noqa: E731
     name = kernel.fn.__name__ if hasattr(kernel, "fn") else "gated"
-    return KernelContract(kernel=kernel, name=f"{name}[{'packed' if packed else 'separate'}]",
+    return LaunchContract(kernel=kernel, name=f"{name}[{'packed' if packed else 'separate'}]",
                           args=_operands(backward, packed), constexprs=constexprs, grid=grid, domain=domain,
                           bounded_shapes=_bounded(packed, persistent))
 
 
-def for_config(backward: bool, packed: bool, act: str, config: Mapping[str, Any]) -> list[KernelContract]:
+def for_config(backward: bool, packed: bool, act: str, config: Mapping[str, Any]) -> list[LaunchContract]:
     """The contract of exactly the kernel and constexprs ``config`` launches (GPU build: no emulation)."""
     meta = {"BLOCK_M": config["BLOCK_M"], "BLOCK_H": config["BLOCK_H"], "ACT": act, "EMULATE": False}
     return [contract(backward, packed, bool(config["PROGRAMS_PER_SM"]), [meta])]

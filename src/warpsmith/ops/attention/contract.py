@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...verify.symbolic import KernelContract, Tensor, cdiv, sizes
+from ...verify.symbolic import LaunchContract, Tensor, cdiv, sizes
 from . import kernel as K_
 from .limits import INDEX_LIMIT, MAX_BLOCK, head_blocks, window_args
 
@@ -110,7 +110,7 @@ def _pick(args: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
     return {n: args[n] for n in names if n in args}
 
 
-def forward(constexprs: list[dict], varlen: bool) -> KernelContract:
+def forward(constexprs: list[dict], varlen: bool) -> LaunchContract:
     """One contract per (BLOCK_D, BLOCK_DV) and packing: pass constexprs sharing them."""
     c0 = constexprs[0]
     io = _io(varlen)
@@ -119,42 +119,42 @@ def forward(constexprs: list[dict], varlen: bool) -> KernelContract:
             **{k: v for k, v in io.items() if k.startswith("stride_") and not k.startswith("stride_do")}}
     args["lse_ptr"] = Tensor(io["lse_ptr"].shape, io["lse_ptr"].strides, output=True)
     args.update({s: 1.0 for s in _SCALARS})
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.attention_fwd_kernel, name="attention_fwd_kernel" + ("[packed]" if varlen else ""), args=args,
         constexprs=constexprs, grid=lambda c: (cdiv(Sq, c["BLOCK_M"]), HQ, B),
         domain=_domain(varlen, c0["BLOCK_D"], c0["BLOCK_DV"]), bounded_shapes=_bounded(varlen))
 
 
-def preprocess(constexprs: list[dict], varlen: bool) -> KernelContract:
+def preprocess(constexprs: list[dict], varlen: bool) -> LaunchContract:
     io = _io(varlen)
     o = _out(varlen, Tq if varlen else Sq, HQ, DV, "o_ptr")
     o["o_ptr"] = Tensor(o["o_ptr"].shape, o["o_ptr"].strides)  # read here
     args = {**o, "do_ptr": io["do_ptr"], "cu_q_ptr": io["cu_q_ptr"], "Sq": Sq, "DV": DV,
             "delta_ptr": Tensor(io["lse_ptr"].shape, io["lse_ptr"].strides, output=True),
             **_pick(io, ("stride_dob", "stride_doh", "stride_dos", "stride_lb", "stride_lh"))}
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.attention_bwd_preprocess_kernel, name="attention_bwd_preprocess_kernel" + ("[packed]" if varlen else ""),
         args=args, constexprs=constexprs, grid=lambda c: (cdiv(Sq, c["BLOCK_M"]), HQ, B),
         domain=_domain(varlen, 256, constexprs[0]["BLOCK_DV"]), bounded_shapes=_bounded(varlen))
 
 
-def dkdv(constexprs: list[dict], varlen: bool) -> KernelContract:
+def dkdv(constexprs: list[dict], varlen: bool) -> LaunchContract:
     c0 = constexprs[0]
     io = _io(varlen)
     args = {**io, **_out(varlen, Tk if varlen else Sk, H, D, "dk_ptr"), **_out(varlen, Tk if varlen else Sk, H, DV, "dv_ptr"),
             "delta_ptr": io["lse_ptr"], **_RUNTIME, **{s: 1.0 for s in _SCALARS}}
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.attention_bwd_dkdv_kernel, name="attention_bwd_dkdv_kernel" + ("[packed]" if varlen else ""),
         args=args, constexprs=constexprs, grid=lambda c: (cdiv(Sk, c["BLOCK_N"]), H, B),
         domain=_domain(varlen, c0["BLOCK_D"], c0["BLOCK_DV"]), bounded_shapes=_bounded(varlen))
 
 
-def dq(constexprs: list[dict], varlen: bool) -> KernelContract:
+def dq(constexprs: list[dict], varlen: bool) -> LaunchContract:
     c0 = constexprs[0]
     io = _io(varlen)
     args = {**io, **_out(varlen, Tq if varlen else Sq, HQ, D, "dq_ptr"), "delta_ptr": io["lse_ptr"], **_RUNTIME,
             **{s: 1.0 for s in _SCALARS}}
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.attention_bwd_dq_kernel, name="attention_bwd_dq_kernel" + ("[packed]" if varlen else ""),
         args=args, constexprs=constexprs, grid=lambda c: (cdiv(Sq, c["BLOCK_M"]), HQ, B),
         domain=_domain(varlen, c0["BLOCK_D"], c0["BLOCK_DV"]), bounded_shapes=_bounded(varlen))
@@ -164,9 +164,9 @@ M_, N_ = sizes("M N")
 sam, sbm_ = sizes("stride_am stride_bm")
 
 
-def merge(constexprs: list[dict]) -> KernelContract:
+def merge(constexprs: list[dict]) -> LaunchContract:
     """Rows of the merged states: inputs with any row stride, unit column stride; outputs contiguous."""
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.merge_attention_states_kernel, name="merge_attention_states_kernel",
         args={"oa_ptr": Tensor((M_, N_), (sam, 1)), "la_ptr": Tensor((M_,), (1,)), "ob_ptr": Tensor((M_, N_), (sbm_, 1)),
               "lb_ptr": Tensor((M_,), (1,)), "o_ptr": Tensor((M_, N_), (N_, 1), output=True),
@@ -186,7 +186,7 @@ def _meta(p: Any, c: Mapping[str, Any]) -> dict[str, Any]:
                 VARLEN=bool(p.attrs["varlen"]), IS_FP32=p.dtype_name == "float32", EMULATE=False)
 
 
-def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[KernelContract]:
+def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[LaunchContract]:
     """The contracts covering exactly the kernels and constexprs ``config`` launches (GPU form)."""
     meta = _meta(problem, config)
     varlen = meta["VARLEN"]
@@ -196,7 +196,7 @@ def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[Ke
     return [preprocess([pre], varlen), dkdv([meta], varlen), dq([meta], varlen)]
 
 
-def merge_for_config(problem: Any, config: Mapping[str, Any]) -> list[KernelContract]:
+def merge_for_config(problem: Any, config: Mapping[str, Any]) -> list[LaunchContract]:
     from ...core.variant import next_pow2
 
     return [merge([{"BLOCK_M": config["BLOCK_M"], "BLOCK_N": max(16, next_pow2(problem.shape["N"])), "EMULATE": False}])]

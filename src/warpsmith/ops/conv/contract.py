@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 
-from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, sizes
+from ...verify.symbolic import LaunchContract, Tensor, Witness, Writer, cdiv, sizes
 from . import depthwise_kernel as DK_
 from . import kernel as K_
 from .depthwise import depthwise_limits
@@ -199,14 +199,14 @@ def _total(c: Mapping[str, Any]) -> Any:
     return KVOL * cdiv(CG, c["BLOCK_K"]) if c["LOOP"] == "nested" else cdiv(CG * KVOL, c["BLOCK_K"])
 
 
-def forward(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
+def forward(constexprs: list[dict], layout: str = "ncdhw") -> LaunchContract:
     """``conv_fwd_kernel`` without split-K, output in ``layout`` (every combination in ``constexprs``)."""
     args = {
         "x_ptr": Tensor((BATCH, G * CG, D, H, W), SX), "w_ptr": Tensor((G, KG, CG, KD, KH, KW), SW), "y_ptr": _output(layout), **_EPILOGUE,
         "p_ptr": Tensor((1,), (1,)), **_GEOMETRY, "ITERS_PER_SPLIT": KVOL * CG,
         **{f"sx{a}": v for a, v in zip("ncdhw", SX)}, **{f"sw{a}": v for a, v in zip("gncdhw", SW)},
     }
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.conv_fwd_kernel, name=f"conv_fwd_kernel[{layout}]", args=args, constexprs=constexprs,
         grid=lambda c: (cdiv(M, c["BLOCK_M"]) * cdiv(KG, c["BLOCK_N"]), G, 1),
         domain=_domain(layout), bounded_shapes=_bounded(layout, constexprs[0]["TRANSPOSED"]),
@@ -244,7 +244,7 @@ def _phase_writer_witness(c: Mapping[str, Any], layout: str) -> Witness:
     return Witness(writer=writer, element=element)
 
 
-def phased(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
+def phased(constexprs: list[dict], layout: str = "ncdhw") -> LaunchContract:
     """``conv_transpose_phase_kernel``, output in ``layout``: the forward's domain (``fwd_limits``, any
     strides, a nesting output) and the launcher's phase constants, ``1 <= gcd <= stride`` and
     ``0 <= inv < stride`` per axis (``limits.phase_constants``; memory safety needs nothing more:
@@ -263,7 +263,7 @@ def phased(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
             g_, inv = phase_constants(sh[f"stride_{a}"], sh[f"dil_{a}"])
             sh.update({f"gcd_{a}": g_, f"inv_{a}_plus_1": inv + 1})
         shapes.append(sh)
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.conv_transpose_phase_kernel, name=f"conv_transpose_phase_kernel[{layout}]", args=args,
         constexprs=constexprs,
         grid=lambda c: (cdiv(BATCH * Q3[0] * Q3[1] * Q3[2], c["BLOCK_M"]) * cdiv(KG, c["BLOCK_N"]), G,
@@ -271,7 +271,7 @@ def phased(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
         domain=domain, bounded_shapes=shapes, witnesses={"y_ptr": lambda c: _phase_writer_witness(c, layout)})
 
 
-def split(constexprs: list[dict]) -> KernelContract:
+def split(constexprs: list[dict]) -> LaunchContract:
     """``conv_fwd_kernel`` with SPLIT: split ``s`` (grid axis 2) sums iterations ``[s IPS, (s + 1) IPS)`` of
     the reduction into ``p[s, m, co]`` (contiguous fp32, as the launcher allocates it); the launcher's
     ``IPS = cdiv(total, SPLIT_K)``, ``SPLITS = cdiv(total, IPS)``: every split non-empty. One contract per
@@ -290,18 +290,18 @@ def split(constexprs: list[dict]) -> KernelContract:
     domain = [v < b for _, v, b in lim] + [S <= 16, IPS <= total, (S - 1) * IPS < total, total <= S * IPS]
     shapes = [{**sh, "SPLITS": s, "ITERS_PER_SPLIT": ips} for sh in _bounded("ncdhw", c0["TRANSPOSED"])
               for s, ips in ((1, 64), (2, 1), (3, 1))]
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.conv_fwd_kernel, name=f"conv_fwd_kernel[split, {c0['LOOP']}, BLOCK_K={c0['BLOCK_K']}]",
         args=args, constexprs=constexprs,
         grid=lambda c: (cdiv(M, c["BLOCK_M"]) * cdiv(KG, c["BLOCK_N"]), G, S),
         domain=domain, bounded_shapes=shapes, witnesses={"p_ptr": _partial_witness})
 
 
-def reduce(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
+def reduce(constexprs: list[dict], layout: str = "ncdhw") -> LaunchContract:
     """``conv_splitk_reduce_kernel``: the SPLITS partials summed in order, then the epilogue, into y."""
     args = {"p_ptr": Tensor((S, M, CO), (M * CO, CO, 1)), "y_ptr": _output(layout), **_EPILOGUE,
             "M": M, "CO": CO, "OD": OD, "OH": OH, "OW": OW, "SPLITS": S}
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.conv_splitk_reduce_kernel, name=f"conv_splitk_reduce_kernel[{layout}]", args=args,
         constexprs=constexprs, grid=lambda c: (cdiv(M, c["BLOCK_M"]), cdiv(CO, c["BLOCK_N"])),
         domain=_domain(layout, S) + [S <= 16],
@@ -319,7 +319,7 @@ def _wgrad_partial_witness(c: Mapping[str, Any]) -> Witness:
                                                   (pid[0] % tn) * bn + lanes[1]))
 
 
-def wgrad(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
+def wgrad(constexprs: list[dict], layout: str = "ncdhw") -> LaunchContract:
     """``conv_wgrad_kernel``: ``a`` (KG channels per group at output pixels) and ``b`` (CG per group,
     gathered) with any strides, in ``layout`` for the bounded shapes; the gradient's weight strides nest.
     With SPLIT (every entry of ``constexprs`` alike): split ``s`` (grid axis 2) sums pixel blocks
@@ -344,7 +344,7 @@ def wgrad(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
     else:
         domain += [S == 1]
         shapes = [{**sh, "SPLITS": 1, "ITERS_PER_SPLIT": 1} for sh in _bounded(layout, False)]
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.conv_wgrad_kernel, name=f"conv_wgrad_kernel[{'split, ' if split else ''}BLOCK_K={c0['BLOCK_K']}]",
         args=args, constexprs=constexprs,
         grid=lambda c: (cdiv(KG, c["BLOCK_M"]) * cdiv(CG * KVOL, c["BLOCK_N"]), G, S),
@@ -352,7 +352,7 @@ def wgrad(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
         witnesses={"p_ptr": _wgrad_partial_witness} if split else {"dw_ptr": _dw_witness})
 
 
-def wgrad_for_config(config: Mapping[str, Any], problem: Any) -> list[KernelContract]:
+def wgrad_for_config(config: Mapping[str, Any], problem: Any) -> list[LaunchContract]:
     """The kernels a ``conv_weight_grad`` config launches: the weight-gradient kernel, and with split-K
     its split form and the matmul family's ordered reduction (into the contiguous gradient)."""
     layout = "ndhwc" if problem.attrs.get("channels_last") else "ncdhw"
@@ -362,7 +362,7 @@ def wgrad_for_config(config: Mapping[str, Any], problem: Any) -> list[KernelCont
     return [wgrad([meta], layout)] + ([wgrad_reduce()] if split else [])
 
 
-def wgrad_reduce() -> KernelContract:
+def wgrad_reduce() -> LaunchContract:
     """The matmul family's ordered reduction as the split weight gradient launches it (no epilogue)."""
     from ..matmul import contract as MC
 
@@ -385,7 +385,7 @@ def _wgrad_meta(**extra: Any) -> dict:
             **extra}
 
 
-def for_config(config: Mapping[str, Any], problem: Any) -> list[KernelContract]:
+def for_config(config: Mapping[str, Any], problem: Any) -> list[LaunchContract]:
     """The kernels one tuned config launches, at its tile and order: the forward kernel, or with split-K
     the split kernel and its reduction; the output in the layout the op allocates (channels-last where
     the problem is; the verifier's harness writes contiguous outputs, the NCDHW layout of ``CONTRACTS``)."""
@@ -406,7 +406,7 @@ def _phase_meta(loop: str, epilogue: bool = True, **extra: Any) -> dict:
     return {k: v for k, v in meta.items() if k not in ("TRANSPOSED", "SPLIT")}
 
 
-def phased_for_config(config: Mapping[str, Any], problem: Any) -> list[KernelContract]:
+def phased_for_config(config: Mapping[str, Any], problem: Any) -> list[LaunchContract]:
     """The phased kernel one tuned config launches, its output in the layout the op allocates."""
     a = problem.attrs
     layout = "ndhwc" if a.get("channels_last") else "ncdhw"
@@ -452,7 +452,7 @@ def _dw_bounded(layout: str) -> list[dict]:
     return out
 
 
-def depthwise(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
+def depthwise(constexprs: list[dict], layout: str = "ncdhw") -> LaunchContract:
     """``conv_depthwise_kernel``: x (BATCH, G, D, H, W) and the weight (G KG, 1, window) with any strides,
     the output in ``layout``; the domain is ``depthwise.depthwise_limits`` at the tile the constexprs
     share (the program count depends on it) and an output whose strides nest."""
@@ -468,7 +468,7 @@ def depthwise(constexprs: list[dict], layout: str = "ncdhw") -> KernelContract:
     lim = depthwise_limits(BATCH, G, KG, I3, O3, K3, STRIDE, PAD, DIL, SX, SWDW, SY, SR, SBIAS, bp, bc)
     domain = [v < b for _, v, b in lim] + nests(SY, (BATCH, CO, OD, OH, OW), OUTPUT_ORDERS[layout])
     orders = "/".join(sorted({c["ORDER"] for c in constexprs}))
-    return KernelContract(
+    return LaunchContract(
         kernel=DK_.conv_depthwise_kernel, name=f"conv_depthwise_kernel[{layout}, {orders}, {bp}x{bc}]", args=args,
         constexprs=constexprs, grid=lambda c: (cdiv(M, c["BLOCK_P"]) * cdiv(CO, c["BLOCK_C"]),),
         domain=domain, bounded_shapes=_dw_bounded(layout), witnesses={"y_ptr": lambda c: _dw_y_witness(c, layout)})
@@ -479,7 +479,7 @@ def _dw_meta(order: str, epilogue: bool = True, block_p: int = 32, block_c: int 
                 ACTIVATION="gelu" if epilogue else "none", EMULATE=False)
 
 
-def depthwise_for_config(config: Mapping[str, Any], problem: Any) -> list[KernelContract]:
+def depthwise_for_config(config: Mapping[str, Any], problem: Any) -> list[LaunchContract]:
     """The depthwise kernel one tuned config launches, its output in the layout the op allocates."""
     a = problem.attrs
     layout = "ndhwc" if a.get("channels_last") else "ncdhw"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, sizes
+from ...verify.symbolic import LaunchContract, Tensor, Witness, Writer, cdiv, sizes
 from . import kernel as K_
 from .limits import INDEX_LIMIT, MAX_BLOCK_V, REDUCE_BLOCK
 
@@ -69,7 +69,7 @@ def _row_witnesses(c: Mapping[str, Any], chunked: bool) -> dict[str, Witness]:
     }
 
 
-def forward(constexprs: list[dict]) -> KernelContract:
+def forward(constexprs: list[dict]) -> LaunchContract:
     """``xent_fwd_kernel``; pass constexprs sharing BLOCK_V, SINGLE and the WRITE_* flags."""
     c0 = constexprs[0]
     bv, single = c0["BLOCK_V"], c0["SINGLE"]
@@ -81,13 +81,13 @@ def forward(constexprs: list[dict]) -> KernelContract:
             "s_ptr": Tensor((M,), (ss,)) if c0["SCALE"] == 2 else Tensor((1,), (1,)),
             "stride_dxm": sdx, "stride_dxv": 1, "stride_s": ss if c0["SCALE"] == 2 else 0}
     flags = "".join(k[6] for k in ("WRITE_LOSS", "WRITE_STATS", "WRITE_GRAD") if c0[k])
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.xent_fwd_kernel, name=f"xent_fwd_kernel[{'single' if single else 'looped'},{flags}]", args=args,
         constexprs=constexprs, grid=lambda c: (cdiv(M, c["ROWS"]),), domain=_domain(bv, single),
         bounded_shapes=_bounded(bv, single), witnesses=_row_witnesses(c0, chunked=not single))
 
 
-def backward(constexprs: list[dict], sliced: bool = False) -> KernelContract:
+def backward(constexprs: list[dict], sliced: bool = False) -> LaunchContract:
     """``xent_bwd_kernel``; pass constexprs sharing BLOCK_V and SCALE. ``sliced``: x is the column slice
     [col0, col0 + V) of rows of V_all classes (the fused op's vocabulary chunks); else the whole row."""
     c0 = constexprs[0]
@@ -101,14 +101,14 @@ def backward(constexprs: list[dict], sliced: bool = False) -> KernelContract:
     if sliced:
         shapes = [{**sh, "col0": 3, "V_all": sh["V"] + 5} for sh in shapes]
     scale_name = "per-row" if per_row else "scalar"
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.xent_bwd_kernel, name=f"xent_bwd_kernel[{scale_name} scale{', column slice' if sliced else ''}]",
         args=args, constexprs=constexprs, grid=lambda c: (cdiv(M, c["ROWS"]),), domain=domain,
         bounded_shapes=shapes, witnesses=_row_witnesses(c0, chunked=True))
 
 
-def reduce(constexprs: list[dict]) -> KernelContract:
-    return KernelContract(
+def reduce(constexprs: list[dict]) -> LaunchContract:
+    return LaunchContract(
         kernel=K_.xent_reduce_kernel, name="xent_reduce_kernel",
         args={"loss_ptr": Tensor((M,), (1,)), "t_ptr": Tensor((M,), (st,), values=ANY_INT64),
               "out_ptr": Tensor((1,), (1,), output=True), "M": M, "ignore_index": IGNORE, "stride_t": st},
@@ -116,8 +116,8 @@ def reduce(constexprs: list[dict]) -> KernelContract:
         bounded_shapes=[{"M": m, "stride_t": 1} for m in (1, 7, REDUCE_BLOCK + 3)])
 
 
-def scale() -> KernelContract:
-    return KernelContract(
+def scale() -> LaunchContract:
+    return LaunchContract(
         kernel=K_.xent_scale_kernel, name="xent_scale_kernel",
         args={"t_ptr": Tensor((M,), (st,), values=ANY_INT64), "g_ptr": Tensor((1,), (1,)),
               "s_ptr": Tensor((1,), (1,), output=True), "M": M, "ignore_index": IGNORE, "stride_t": st},
@@ -135,11 +135,11 @@ def _scale_kind(reduction: str) -> int:
     return 2 if reduction == "none" else 1
 
 
-def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[KernelContract]:
+def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[LaunchContract]:
     """The contracts covering exactly the xent kernels and constexprs ``config`` launches on ``problem``."""
     red = problem.attrs["reduction"]
     smooth = float(problem.attrs["label_smoothing"]) > 0
-    out: list[KernelContract] = []
+    out: list[LaunchContract] = []
     if variant.op == "cross_entropy":
         bv = variant.block_v(problem, config)
         out.append(forward([_fwd_meta(config["ROWS"], bv, variant.single, SMOOTH=smooth)]))

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 import z3
 
-from ...verify.symbolic import KernelContract, Split, Tensor, Witness, Writer, cdiv, sizes
+from ...verify.symbolic import LaunchContract, Split, Tensor, Witness, Writer, cdiv, sizes
 from . import kernel as K_
 from .limits import INDEX_LIMIT, MAX_BLOCK
 
@@ -126,26 +126,26 @@ def _reduce_witness(c: Mapping[str, Any]) -> Witness:
                                                              (pid[0] * blk + lanes[0]) % N))
 
 
-def tiled(constexprs: list[dict]) -> KernelContract:
-    return KernelContract(
+def tiled(constexprs: list[dict]) -> LaunchContract:
+    return LaunchContract(
         kernel=K_.matmul_tiled_kernel, name="matmul_tiled_kernel", args={**_OPERANDS, **_OUTPUT},
         constexprs=constexprs, grid=lambda c: (_tiles(c), B), domain=DOMAIN, bounded_shapes=BOUNDED, guards=_EVEN_K,
         witnesses={"c_ptr": _c_witness})
 
 
-def persistent(constexprs: list[dict]) -> KernelContract:
-    return KernelContract(
+def persistent(constexprs: list[dict]) -> LaunchContract:
+    return LaunchContract(
         kernel=K_.matmul_persistent_kernel, name="matmul_persistent_kernel", args={**_OPERANDS, **_OUTPUT, "BATCH": B},
         constexprs=constexprs, grid=(P,), domain=DOMAIN + [P <= 264],
         bounded_shapes=[{**s, "PROGRAMS": 3} for s in BOUNDED], guards=_EVEN_K,
         witnesses={"c_ptr": lambda c: _c_witness(c, persistent=True)})
 
 
-def splitk(constexprs: list[dict]) -> KernelContract:
+def splitk(constexprs: list[dict]) -> LaunchContract:
     """One contract per BLOCK_K (K_PER_SPLIT depends on it): pass constexprs sharing BLOCK_K and ATOMIC."""
     bk, atomic = constexprs[0]["BLOCK_K"], constexprs[0]["ATOMIC"]
     parts = 1 if atomic else S
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.matmul_splitk_kernel, name=f"matmul_splitk_kernel[{'atomic' if atomic else 'workspace'}]",
         args={**_OPERANDS, "p_ptr": Tensor((B, parts, M, N), (M * N * parts, M * N, N, 1), output=True),
               "K_PER_SPLIT": cdiv(cdiv(K, S), bk) * bk},
@@ -158,8 +158,8 @@ def splitk(constexprs: list[dict]) -> KernelContract:
         witnesses={} if atomic else {"p_ptr": _workspace_witness})
 
 
-def reduce(constexprs: list[dict]) -> KernelContract:
-    return KernelContract(
+def reduce(constexprs: list[dict]) -> LaunchContract:
+    return LaunchContract(
         kernel=K_.matmul_splitk_reduce_kernel, name="matmul_splitk_reduce_kernel",
         args={"p_ptr": Tensor((B, S, M, N), (S * M * N, M * N, N, 1)), **_OUTPUT, "M": M, "N": N, "SPLIT_K": S},
         constexprs=constexprs, grid=lambda c: (cdiv(M * N, c["BLOCK"]), B),
@@ -173,7 +173,7 @@ def _meta(bm: int, bn: int, bk: int, even_k: bool, group_m: int = 4, precision: 
                 PRECISION=precision, EMULATE=False, **extra)
 
 
-def for_config(variant: str, config: Mapping[str, Any], has_bias: bool, activation: str) -> list[KernelContract]:
+def for_config(variant: str, config: Mapping[str, Any], has_bias: bool, activation: str) -> list[LaunchContract]:
     """The contracts that cover exactly the kernels and constexprs ``config`` launches."""
     meta = _meta(config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"], bool(config["EVEN_K"]),
                  config["GROUP_M"], config["PRECISION"])

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, sizes
+from ...verify.symbolic import LaunchContract, Tensor, Witness, Writer, cdiv, sizes
 from . import kernel as K_
 
 M, N, P = sizes("M N PROGRAMS")
@@ -89,7 +89,7 @@ def _workspace(kernel: str, c: Mapping[str, Any]) -> Witness:
                    element=lambda store, pid, iters, lanes: (pid[0], store, lanes[0]))
 
 
-def forward(kernel: str, consts: list[dict], *, rms: bool, has_res: bool) -> KernelContract:
+def forward(kernel: str, consts: list[dict], *, rms: bool, has_res: bool) -> LaunchContract:
     """``kernel``: "row", "persistent" or "looped"."""
     fn = {"row": K_.norm_fwd_row_kernel, "persistent": K_.norm_fwd_persistent_kernel,
           "looped": K_.norm_fwd_looped_kernel}[kernel]
@@ -106,7 +106,7 @@ def forward(kernel: str, consts: list[dict], *, rms: bool, has_res: bool) -> Ker
         grid = (P,)
     else:
         grid = (M,)
-    return KernelContract(kernel=fn, name=f"{fn.fn.__name__ if hasattr(fn, 'fn') else kernel}"
+    return LaunchContract(kernel=fn, name=f"{fn.fn.__name__ if hasattr(fn, 'fn') else kernel}"
                           f"[{'rms' if rms else 'layer'}{', residual' if has_res else ''}]",
                           args=args, constexprs=consts, grid=grid,
                           domain=DOMAIN + [P <= MAX_PROGRAMS] + _whole_rows(kernel, consts),
@@ -116,7 +116,7 @@ def forward(kernel: str, consts: list[dict], *, rms: bool, has_res: bool) -> Ker
                                      "rstd_ptr": lambda c: _rows(kernel, c, False)})
 
 
-def backward(kernel: str, consts: list[dict], *, k: int, atomic: bool) -> KernelContract:
+def backward(kernel: str, consts: list[dict], *, k: int, atomic: bool) -> LaunchContract:
     """The main backward kernel; ``k`` parameter gradients (0: the workspace is never touched)."""
     fn = {"row": K_.norm_bwd_row_kernel, "persistent": K_.norm_bwd_persistent_kernel,
           "looped": K_.norm_bwd_looped_kernel}[kernel]
@@ -135,7 +135,7 @@ def backward(kernel: str, consts: list[dict], *, k: int, atomic: bool) -> Kernel
         "p_ptr": Tensor((rows, kk, N), (kk * N, N, 1), output=k > 0),
         "M": M, "N": N, "stride_dym": sdym, "stride_xm": sxm, "stride_dsm": sdsm, "stride_dxm": N,
     }
-    return KernelContract(kernel=fn, name=f"norm_bwd_{kernel}_kernel[k={k}{', atomic' if atomic else ''}]",
+    return LaunchContract(kernel=fn, name=f"norm_bwd_{kernel}_kernel[k={k}{', atomic' if atomic else ''}]",
                           args=args, constexprs=consts, grid=grid,
                           domain=DOMAIN + [P <= MAX_PROGRAMS] + _whole_rows(kernel, consts),
                           bounded_shapes=_bounded(consts[0]["BLOCK_N"] if kernel != "looped" else 2**24),
@@ -143,7 +143,7 @@ def backward(kernel: str, consts: list[dict], *, k: int, atomic: bool) -> Kernel
                                      **({} if atomic else {"p_ptr": lambda c: _workspace(kernel, c)})})
 
 
-def reduce(consts: list[dict]) -> KernelContract:
+def reduce(consts: list[dict]) -> LaunchContract:
     c = consts[0]
     kk = c["K"]
     args = {"p_ptr": Tensor((P, kk, N), (kk * N, N, 1)),
@@ -151,13 +151,13 @@ def reduce(consts: list[dict]) -> KernelContract:
             "P": P, "N": N}
     cols = Witness(writer=lambda n: Writer(pid=(n / c["BLOCK_N"],), lanes=(n % c["BLOCK_N"],)),
                    element=lambda store, pid, iters, lanes: (pid[0] * c["BLOCK_N"] + lanes[0],))
-    return KernelContract(kernel=K_.norm_partials_reduce_kernel, name=f"norm_partials_reduce_kernel[K={kk}]",
+    return LaunchContract(kernel=K_.norm_partials_reduce_kernel, name=f"norm_partials_reduce_kernel[K={kk}]",
                           args=args, constexprs=consts, grid=lambda cc: (cdiv(N, cc["BLOCK_N"]),),
                           domain=[N <= 2**24, P <= 2**30], bounded_shapes=_bounded(),
                           witnesses={"dw_ptr": cols, "db_ptr": cols})
 
 
-def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[KernelContract]:
+def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[LaunchContract]:
     """The contracts that cover exactly the kernels and constexprs ``config`` launches."""
     from .limits import REDUCE_BLOCK_N, REDUCE_BLOCK_P
 

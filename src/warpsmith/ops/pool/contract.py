@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, sizes
+from ...verify.symbolic import LaunchContract, Tensor, Witness, Writer, cdiv, sizes
 from . import kernel as K_
 
 N, C, D, H, W, OD, OH, OW = sizes("N C D H W OD OH OW")
@@ -107,7 +107,7 @@ def _strides(prefix: str, values) -> dict[str, Any]:
     return {f"stride_{prefix}{a}": v for a, v in zip("ncdhw", values)}
 
 
-def forward(consts: list[dict], *, adaptive: bool = False, channels_last: bool = False) -> KernelContract:
+def forward(consts: list[dict], *, adaptive: bool = False, channels_last: bool = False) -> LaunchContract:
     """``pool_fwd_kernel`` (max or avg, per its constexprs) or ``adaptive_fwd_kernel``; the input
     has any strides, the output the layout the launcher allocates."""
     fn = K_.adaptive_fwd_kernel if adaptive else K_.pool_fwd_kernel
@@ -119,14 +119,14 @@ def forward(consts: list[dict], *, adaptive: bool = False, channels_last: bool =
     is_max = bool(consts[0].get("IS_MAX"))
     domain = _BASE + ([MD <= D, MH <= H, MW <= W] if adaptive else _window_domain(is_max))
     name = ("adaptive_fwd_kernel" if adaptive else f"pool_fwd_kernel[{'max' if is_max else 'avg'}]")
-    return KernelContract(kernel=fn, name=name, args=args, constexprs=consts,
+    return LaunchContract(kernel=fn, name=name, args=args, constexprs=consts,
                           grid=lambda c: (cdiv(OD * OH * OW, c["BLOCK"]), C, N), domain=domain,
                           bounded_shapes=[{k: v for k, v in s.items() if not k.startswith("stride_y")}
                                           for s in _bounded(adaptive)],
                           witnesses={out: lambda c: _plane_witness(c, OH, OW) for out in ("y_ptr", "idx_ptr")})
 
 
-def backward(consts: list[dict], *, adaptive: bool = False, channels_last: bool = False) -> KernelContract:
+def backward(consts: list[dict], *, adaptive: bool = False, channels_last: bool = False) -> LaunchContract:
     """``pool_bwd_kernel`` (the gather form) or ``adaptive_bwd_kernel``: dy (and the indices) have
     the forward output's shape and dy's strides; dx the input's shape."""
     fn = K_.adaptive_bwd_kernel if adaptive else K_.pool_bwd_kernel
@@ -140,12 +140,12 @@ def backward(consts: list[dict], *, adaptive: bool = False, channels_last: bool 
     bounded = [{k: v for k, v in s.items() if not k.startswith("stride_x")} | {
         k.replace("stride_y", "stride_y"): v for k, v in s.items() if k.startswith("stride_y")} for s in _bounded(adaptive)]
     name = ("adaptive_bwd_kernel" if adaptive else f"pool_bwd_kernel[{'max' if is_max else 'avg'}]")
-    return KernelContract(kernel=fn, name=name, args=args, constexprs=consts,
+    return LaunchContract(kernel=fn, name=name, args=args, constexprs=consts,
                           grid=lambda c: (cdiv(D * H * W, c["BLOCK"]), C, N), domain=domain,
                           bounded_shapes=bounded, witnesses={"dx_ptr": lambda c: _plane_witness(c, H, W)})
 
 
-def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[KernelContract]:
+def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[LaunchContract]:
     """The contract of exactly the kernel and constexprs ``config`` launches (GPU build: no emulation)."""
     meta = {"BLOCK": config["BLOCK"], "EMULATE": False}
     adaptive = variant.kind == "adaptive_avg_pool"

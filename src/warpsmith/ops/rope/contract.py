@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...verify.symbolic import KernelContract, Tensor, cdiv, sizes
+from ...verify.symbolic import LaunchContract, Tensor, cdiv, sizes
 from . import kernel as K_
 
 B, S, HQ, HK, R2, D, P, PROGS = sizes("B S HQ HK R2 D P PROGRAMS")
@@ -38,7 +38,7 @@ def _bounded(per_token: bool, persistent: bool) -> list[dict]:
     return out
 
 
-def contract(per_token: bool, persistent: bool, constexprs: list[dict]) -> KernelContract:
+def contract(per_token: bool, persistent: bool, constexprs: list[dict]) -> LaunchContract:
     """The contract of rope_kernel (or rope_persistent_kernel) for one cos/sin form."""
     table = (Tensor((B, S, R2), (scb, scs, scr)) if per_token else Tensor((P, R2), (scs, scr)))
     rows = S if per_token else P
@@ -61,10 +61,10 @@ def contract(per_token: bool, persistent: bool, constexprs: list[dict]) -> Kerne
     if persistent:
         bs, bh = constexprs[0]["BLOCK_S"], constexprs[0]["BLOCK_H"]  # one contract per (BLOCK_S, BLOCK_H)
         per_batch = cdiv(S, bs) * cdiv(HQ + HK, bh)  # < 2^31: the validity predicate's int32 tile numbers
-        return KernelContract(kernel=K_.rope_persistent_kernel, name=name, args=args, constexprs=constexprs,
+        return LaunchContract(kernel=K_.rope_persistent_kernel, name=name, args=args, constexprs=constexprs,
                               grid=(PROGS, B), domain=DOMAIN + [PROGS <= 8 * 264, per_batch < 2**31],
                               bounded_shapes=_bounded(per_token, True))
-    return KernelContract(kernel=K_.rope_kernel, name=name, args=args, constexprs=constexprs,
+    return LaunchContract(kernel=K_.rope_kernel, name=name, args=args, constexprs=constexprs,
                           grid=lambda c: (cdiv(S, c["BLOCK_S"]), cdiv(HQ + HK, c["BLOCK_H"]), B),
                           domain=DOMAIN, bounded_shapes=_bounded(per_token, False))
 
@@ -73,7 +73,7 @@ def _meta(bs: int, bh: int, br: int, layout: str, has_pos: bool, backward: bool)
     return dict(BLOCK_S=bs, BLOCK_H=bh, BLOCK_R=br, LAYOUT=layout, HAS_POS=has_pos, BACKWARD=backward, EMULATE=False)
 
 
-def for_config(problem: Any, config: Mapping[str, Any], backward: bool) -> list[KernelContract]:
+def for_config(problem: Any, config: Mapping[str, Any], backward: bool) -> list[LaunchContract]:
     """The contract of exactly the kernel and constexprs ``config`` launches (GPU build)."""
     meta = _meta(config["BLOCK_S"], config["BLOCK_H"], config["BLOCK_R"], problem.attrs["layout"],
                  problem.attrs["positions"] == "given", backward)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, sizes
+from ...verify.symbolic import LaunchContract, Tensor, Witness, Writer, cdiv, sizes
 from . import kernel as K_
 from .limits import INDEX_LIMIT
 
@@ -73,28 +73,28 @@ def rows_in_chunks(block_n: int) -> Witness:
         element=lambda store, pid, iters, lanes: (pid[0] + iters[0] * M, iters[1] * block_n + lanes[0]))
 
 
-def single_pass(constexprs: list[dict], backward: bool, persistent: bool = False) -> KernelContract:
+def single_pass(constexprs: list[dict], backward: bool, persistent: bool = False) -> LaunchContract:
     """One contract per BLOCK_N (pass constexprs sharing it)."""
     bn = constexprs[0]["BLOCK_N"]
     kernel = K_.softmax_backward_single_pass_kernel if backward else K_.softmax_single_pass_kernel
     grid = (P,) if persistent else (lambda c: (cdiv(M, c["ROWS"]),))
-    return KernelContract(
+    return LaunchContract(
         kernel=kernel, name=kernel.fn.__name__ + ("[persistent]" if persistent else ""), args=_args(backward),
         constexprs=constexprs, grid=grid, domain=_domain(bn, True) + ([P <= 8 * 264] if persistent else []),
         bounded_shapes=_bounded(bn, True),
         witnesses={_out(backward): lambda c: row_blocks(c["ROWS"], P if persistent else cdiv(M, c["ROWS"]))})
 
 
-def online(constexprs: list[dict], backward: bool) -> KernelContract:
+def online(constexprs: list[dict], backward: bool) -> LaunchContract:
     bn = constexprs[0]["BLOCK_N"]
     kernel = K_.softmax_backward_online_kernel if backward else K_.softmax_online_kernel
-    return KernelContract(
+    return LaunchContract(
         kernel=kernel, name=kernel.fn.__name__, args=_args(backward), constexprs=constexprs, grid=(M,),
         domain=_domain(bn, False), bounded_shapes=_bounded(bn, False),
         witnesses={_out(backward): lambda c: rows_in_chunks(c["BLOCK_N"])})
 
 
-def for_config(variant: Any, config: Mapping[str, Any]) -> list[KernelContract]:
+def for_config(variant: Any, config: Mapping[str, Any]) -> list[LaunchContract]:
     """The contract covering exactly the kernel and constexprs ``config`` launches (GPU form: no emulation)."""
     meta = {"BLOCK_N": config["BLOCK_N"], "LOG": variant.log, "EMULATE": False}
     if variant.name == "single_pass":

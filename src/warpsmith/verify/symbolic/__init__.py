@@ -1,7 +1,7 @@
 """Symbolic proofs for Triton kernels: trace with symbolic program ids, sizes and lanes; discharge
 memory-safety, race-freedom, coverage and split-coverage obligations with z3."""
-from .contract import KernelContract, Split, Tensor, Witness, Writer, cdiv, sizes
+from .contract import LaunchContract, Split, Tensor, Witness, Writer, cdiv, sizes
 from .prove import OBLIGATIONS, Obligation, ProofReport, prove
 
-__all__ = ["KernelContract", "Split", "Tensor", "Witness", "Writer", "cdiv", "sizes", "OBLIGATIONS", "Obligation",
+__all__ = ["LaunchContract", "Split", "Tensor", "Witness", "Writer", "cdiv", "sizes", "OBLIGATIONS", "Obligation",
            "ProofReport", "prove"]

@@ -1,12 +1,12 @@
 """Launch contracts: what a Triton kernel may assume, declared next to the kernel.
 
 A kernel file for ``warpsmith prove`` is a Python file that defines ``@triton.jit`` kernels and
-a module-level ``CONTRACTS`` list (or one ``CONTRACT``) of :class:`KernelContract`::
+a module-level ``CONTRACTS`` list (or one ``CONTRACT``) of :class:`LaunchContract`::
 
-    from warpsmith.verify.symbolic import KernelContract, Tensor, sizes, cdiv
+    from warpsmith.verify.symbolic import LaunchContract, Tensor, sizes, cdiv
 
     M, N = sizes("M N")
-    CONTRACT = KernelContract(
+    CONTRACT = LaunchContract(
         kernel=copy_kernel,                          # the @triton.jit function
         args={"x_ptr": Tensor((M, N), (N, 1)),        # pointer args: shape and strides
               "y_ptr": Tensor((M, N), (N, 1), output=True),
@@ -46,7 +46,7 @@ divisor; write them with the sizes and the constexprs)::
             # loop around that store, outermost first; lanes: one per dimension of its block)
             element=lambda store, pid, iters, lanes: (pid[0] * R + lanes[0], lanes[1]))
 
-    KernelContract(..., witnesses={"y_ptr": rows_witness})   # a Witness, or a function of the constexprs
+    LaunchContract(..., witnesses={"y_ptr": rows_witness})   # a Witness, or a function of the constexprs
 
 ``Writer(pid, lanes=(), iters=(), store=0)``: ``store`` may be an expression of the index (the
 statistics of a row stored by two statements, ``store=col``). Nothing is trusted: with ``e`` an
@@ -125,7 +125,7 @@ class Witness:
 
 
 @dataclass
-class KernelContract:
+class LaunchContract:
     kernel: Any
     args: Mapping[str, Any]
     grid: Callable[[Mapping[str, Any]], tuple] | tuple

@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 from ...core.errors import InvalidInputError
-from .contract import KernelContract
+from .contract import LaunchContract
 
 
-def load_contracts(target: str) -> list[KernelContract]:
+def load_contracts(target: str) -> list[LaunchContract]:
     """Contracts of a file path (``kernels.py``) or a dotted module name (``warpsmith.ops.matmul.contract``).
 
-    The module must define ``CONTRACTS`` (a list of KernelContract) or ``CONTRACT`` (one).
+    The module must define ``CONTRACTS`` (a list of LaunchContract) or ``CONTRACT`` (one).
     """
     path = Path(target)
     if path.suffix == ".py" or path.exists():
@@ -36,7 +36,7 @@ def load_contracts(target: str) -> list[KernelContract]:
     found = getattr(module, "CONTRACTS", None)
     if found is None and getattr(module, "CONTRACT", None) is not None:
         found = [module.CONTRACT]
-    if not found or not all(isinstance(c, KernelContract) for c in found):
-        raise InvalidInputError(f"contracts in {target}", "CONTRACTS = [KernelContract(...), ...] or CONTRACT = "
-                                "KernelContract(...)", type(found).__name__ if found is not None else "nothing")
+    if not found or not all(isinstance(c, LaunchContract) for c in found):
+        raise InvalidInputError(f"contracts in {target}", "CONTRACTS = [LaunchContract(...), ...] or CONTRACT = "
+                                "LaunchContract(...)", type(found).__name__ if found is not None else "nothing")
     return list(found)

@@ -19,7 +19,7 @@ kernel's source is untrusted code: it is never imported. Instead
    warpsmith.verify.symbolic.observed JOBS OUT``, with memory and CPU limits set before any job is
    read), from a text holding only those functions' lines (everything else blanked, so lines keep
    their numbers), with the constants as plain values.
-3. Each launch becomes a :class:`KernelContract` with every size a number: the grid observed, each
+3. Each launch becomes a :class:`LaunchContract` with every size a number: the grid observed, each
    tensor's shape and strides (or, for a view that does not reach the end of its storage, the storage
    that follows its first element as one flat extent: what the kernel may touch without a fault),
    each integer argument's value, float arguments as data, the constexprs as launched. Its
@@ -293,7 +293,7 @@ def _value(desc: Any, what: str) -> Any:
 
 def prove_job(job: dict[str, Any], timeout_ms: int) -> dict[str, Any]:
     """One observed launch: its obligations (``OBLIGATIONS``), or why it could not be proved."""
-    from .contract import KernelContract, Tensor
+    from .contract import LaunchContract, Tensor
     from types import SimpleNamespace
 
     from .lang import DTYPES, constexpr
@@ -322,7 +322,7 @@ def prove_job(job: dict[str, Any], timeout_ms: int) -> dict[str, Any]:
         if not all(isinstance(v, (Tensor, int, float, type(None))) for v in args.values()):
             return {**out, "status": "not_provable", "why": "a runtime argument that is not a tensor, number or None"}
         grid = tuple(int(g) for g in job["grid"])
-        contract = KernelContract(kernel=ns[job["kernel"]], args=args, grid=grid, constexprs=[consts],
+        contract = LaunchContract(kernel=ns[job["kernel"]], args=args, grid=grid, constexprs=[consts],
                                   bounded_shapes=[{}], name=job["kernel"])
         rep = Prover(contract, consts, timeout_ms, only=OBLIGATIONS, program_races=True).run()
     except Exception as exc:  # noqa: BLE001 - a malformed job or a kernel the prover cannot take

@@ -1,6 +1,6 @@
 """Discharging a kernel's proof obligations with z3.
 
-For each constexpr combination of a :class:`KernelContract`, the kernel is traced once and
+For each constexpr combination of a :class:`LaunchContract`, the kernel is traced once and
 these obligations are built over the contract's whole domain of sizes, every program id in the
 grid, every lane and every loop iteration:
 
@@ -55,7 +55,7 @@ import z3
 
 from . import memo, termwise, witness
 from .budget import budgeted
-from .contract import KernelContract, Tensor
+from .contract import LaunchContract, Tensor
 from .evaluate import evaluate, instances
 from .lang import OPAQUE_PREFIX, SymbolicError, opaque_facts
 from .prove_support import Decoder, apps, construct, contiguous_stride, free, gathered, plain
@@ -134,7 +134,7 @@ class Prover:
     storing to one address (two lanes of one program storing there is not reported), as for a launch
     judged by ``warpsmith check``."""
 
-    def __init__(self, contract: KernelContract, consts: Mapping[str, Any], timeout_ms: int = 3_000,
+    def __init__(self, contract: LaunchContract, consts: Mapping[str, Any], timeout_ms: int = 3_000,
                  only: Any = None, program_races: bool = False) -> None:
         self.c, self.consts, self.timeout_ms = contract, dict(consts), timeout_ms
         self.grid = tuple(contract.grid_for(consts))
@@ -808,7 +808,7 @@ class Prover:
         return rep
 
 
-def prove(contract: KernelContract, timeout_ms: int = 3_000) -> list[ProofReport]:
+def prove(contract: LaunchContract, timeout_ms: int = 3_000) -> list[ProofReport]:
     """Prove every constexpr combination of ``contract``."""
     return [Prover(contract, consts, timeout_ms).run() for consts in contract.constexprs]
 

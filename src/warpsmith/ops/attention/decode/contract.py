@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ....verify.symbolic import KernelContract, Tensor, cdiv, sizes
+from ....verify.symbolic import LaunchContract, Tensor, cdiv, sizes
 from . import kernel as K_
 
 B, HK, G, S, D, DPE, W, NB, MB, NNZ, T = sizes("B HK G S D DPE W NB MB NNZ T")
@@ -43,7 +43,7 @@ def _bounded(table: str, mla: bool, page: int, direct: bool = False) -> list[dic
     return out
 
 
-def partial(table: str, layout: str, mla: bool, constexprs: list[dict], direct: bool = False) -> KernelContract:
+def partial(table: str, layout: str, mla: bool, constexprs: list[dict], direct: bool = False) -> LaunchContract:
     """The contract of ``decode_partial_kernel`` for one table form, cache layout and op (``MULTI``: T query
     tokens per sequence, q (B, T, Hq, D); else T = 1)."""
     page = constexprs[0]["PAGE"]
@@ -110,19 +110,19 @@ def partial(table: str, layout: str, mla: bool, constexprs: list[dict], direct: 
         domain.append(W == B)  # one item per sequence, item b is sequence b
     name = f"decode_partial_kernel[{table}{'' if table == 'none' or mla else ',' + layout}{',mla' if mla else ''}" \
            f"{',direct' if direct else ''}{',multi' if multi else ''}]"
-    return KernelContract(kernel=K_.decode_partial_kernel, name=name, args=args, constexprs=constexprs,
+    return LaunchContract(kernel=K_.decode_partial_kernel, name=name, args=args, constexprs=constexprs,
                           grid=lambda c: (W, HK, cdiv(QT * G, c["BLOCK_H"])), domain=domain,
                           bounded_shapes=_bounded(table, mla, page, direct))
 
 
-def reduce(constexprs: list[dict]) -> KernelContract:
+def reduce(constexprs: list[dict]) -> LaunchContract:
     hq = HK * G
     args = {"o_part_ptr": Tensor((W, hq, D), (hq * D, D, 1)), "lse_part_ptr": Tensor((W, hq), (hq, 1)),
             "indptr_ptr": Tensor((B + 1,), (1,), values=(0, W + 1)),
             "out_ptr": Tensor((B, hq, D), (hq * D, D, 1), output=True), "lse_ptr": Tensor((B, hq), (hq, 1), output=True),
             "DV": D, "stride_pw": hq * D, "stride_ph": D, "stride_pd": 1, "stride_lpw": hq, "stride_lph": 1,
             "stride_ob": hq * D, "stride_oh": D, "stride_od": 1, "stride_lb": hq, "stride_lh": 1}
-    return KernelContract(kernel=K_.decode_reduce_kernel, name="decode_reduce_kernel", args=args, constexprs=constexprs,
+    return LaunchContract(kernel=K_.decode_reduce_kernel, name="decode_reduce_kernel", args=args, constexprs=constexprs,
                           grid=(B, hq), domain=list(DOMAIN) + [D <= constexprs[0]["BLOCK_DV"]],
                           bounded_shapes=_bounded("none", False, 1))
 
@@ -136,7 +136,7 @@ def _meta(c: Mapping[str, Any], page: int, table: str, d: int, dr: int, mla: boo
                 MULTI=multi, IS_FP32=False, EMULATE=False)
 
 
-def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[KernelContract]:
+def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[LaunchContract]:
     """The contracts of exactly the kernels and constexprs ``config`` launches for ``problem`` (GPU build)."""
     from ....core.variant import next_pow2
 

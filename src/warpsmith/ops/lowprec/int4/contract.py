@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ....verify.symbolic import KernelContract, Split, Tensor, Witness, Writer, cdiv, sizes
+from ....verify.symbolic import LaunchContract, Split, Tensor, Witness, Writer, cdiv, sizes
 from . import kernel as K_
 from .limits import INDEX_LIMIT, MAX_BLOCK
 
@@ -55,7 +55,7 @@ def _args(c: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def gemm(constexprs: list[dict]) -> KernelContract:
+def gemm(constexprs: list[dict]) -> LaunchContract:
     """One contract per (FORMAT, GROUP, ACT_ORDER): pass constexprs sharing them."""
     c0 = constexprs[0]
 
@@ -64,14 +64,14 @@ def gemm(constexprs: list[dict]) -> KernelContract:
         return Witness(writer=lambda m, n: Writer(pid=(n / bn, m / bm), lanes=(m % bm, n % bn)),
                        element=lambda store, pid, iters, lanes: (pid[1] * bm + lanes[0], pid[0] * bn + lanes[1]))
 
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.int4_matmul_gemm_kernel, name=f"int4_matmul_gemm_kernel[{_tag(c0)}]",
         args={**_args(c0), "y_ptr": Tensor((M, N), (N, 1), output=True)}, constexprs=constexprs,
         grid=lambda c: (cdiv(N, c["BLOCK_N"]), cdiv(M, c["BLOCK_M"])), domain=_domain(c0["GROUP"]),
         bounded_shapes=_bounded(c0["GROUP"]), witnesses={"y_ptr": witness})
 
 
-def gemv(constexprs: list[dict]) -> KernelContract:
+def gemv(constexprs: list[dict]) -> LaunchContract:
     """One contract per (FORMAT, GROUP, ACT_ORDER, BLOCK_K, SPLIT_K)."""
     c0 = constexprs[0]
     split, bk = c0["SPLIT_K"], c0["BLOCK_K"]
@@ -93,7 +93,7 @@ def gemv(constexprs: list[dict]) -> KernelContract:
             return Witness(writer=lambda m, s, n: Writer(pid=(n / bn, s, m), lanes=(n % bn,)),
                            element=lambda store, pid, iters, lanes: (pid[2], pid[1], pid[0] * bn + lanes[0]))
         name = "p_ptr"
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.int4_matmul_gemv_kernel, name=f"int4_matmul_gemv_kernel[{_tag(c0)},split={split}]",
         args={**_args(c0), **outs, "K_PER_SPLIT": kps}, constexprs=constexprs,
         grid=lambda c: (cdiv(N, c["BLOCK_N"]), split, M),
@@ -104,10 +104,10 @@ def gemv(constexprs: list[dict]) -> KernelContract:
         split=Split("x_ptr", dim=1, axis=1) if split > 1 else None, witnesses={name: witness})
 
 
-def reduce(constexprs: list[dict]) -> KernelContract:
+def reduce(constexprs: list[dict]) -> LaunchContract:
     split = constexprs[0]["SPLIT_K"]
     blk = constexprs[0]["BLOCK"]
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.int4_matmul_reduce_kernel, name=f"int4_matmul_reduce_kernel[split={split}]",
         args={"p_ptr": Tensor((M, split, N), (split * N, N, 1)), "bias_ptr": Tensor((N,), (1,)),
               "y_ptr": Tensor((M, N), (N, 1), output=True), "N": N},
@@ -126,7 +126,7 @@ def _fmt(attrs: Mapping[str, Any]) -> dict:
                 HAS_BIAS=bool(attrs["bias"]), EMULATE=False)
 
 
-def for_config(variant: str, config: Mapping[str, Any], attrs: Mapping[str, Any]) -> list[KernelContract]:
+def for_config(variant: str, config: Mapping[str, Any], attrs: Mapping[str, Any]) -> list[LaunchContract]:
     """The contracts that cover exactly the kernels and constexprs ``config`` launches."""
     fmt = _fmt(attrs)
     if variant == "gemm":

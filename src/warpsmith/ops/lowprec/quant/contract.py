@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ....core.opspec import Problem
-from ....verify.symbolic import KernelContract, Tensor, cdiv, sizes
+from ....verify.symbolic import LaunchContract, Tensor, cdiv, sizes
 from . import kernel as K_
 from .limits import AMAX_BLOCK, columns_fit, elements_fit
 from .reference import BLOCK as GROUP
@@ -24,7 +24,7 @@ sxm, sqm = sizes("stride_xm stride_qm")
 MAX_ROWS = 2**31 - 1  # the grid's first dimension
 
 
-def rows_contract(granularity: str, consts: list[dict]) -> KernelContract:
+def rows_contract(granularity: str, consts: list[dict]) -> LaunchContract:
     """quant_rows_kernel for one granularity; every entry of ``consts`` has the same BLOCK (and STATIC,
     AMAX_ONLY). ``AMAX_ONLY`` (per tensor's first pass) writes the (M,) workspace of row amaxes as s, not q."""
     block = consts[0]["BLOCK"]
@@ -39,21 +39,21 @@ def rows_contract(granularity: str, consts: list[dict]) -> KernelContract:
             "N": N, "stride_xm": sxm, "stride_qm": N, "stride_sm": groups, "eps": 0, "QMAX": 0}
     shapes = [{"M": 1, "N": 1, "stride_xm": 1}, {"M": 3, "N": block + 1, "stride_xm": block + 3},
               {"M": 2, "N": 2 * block + 37, "stride_xm": 2 * block + 37}]
-    return KernelContract(kernel=K_.quant_rows_kernel, name=f"quant_rows_kernel[{kind}, BLOCK={block}]",
+    return LaunchContract(kernel=K_.quant_rows_kernel, name=f"quant_rows_kernel[{kind}, BLOCK={block}]",
                           args=args, constexprs=consts, grid=(M,), domain=[M <= MAX_ROWS, columns_fit(N, block)],
                           bounded_shapes=shapes)
 
 
-def amax_scale_contract(block: int) -> KernelContract:
+def amax_scale_contract(block: int) -> LaunchContract:
     """amax_scale_kernel: the (M,) workspace of row amaxes (contiguous, as the launcher allocates it) to
     the (1,) scale; grid (1,)."""
     args = {"a_ptr": Tensor((M,), (1,)), "s_ptr": Tensor((1,), (1,), output=True), "M": M, "QMAX": 0}
-    return KernelContract(kernel=K_.amax_scale_kernel, name=f"amax_scale_kernel[BLOCK={block}]", args=args,
+    return LaunchContract(kernel=K_.amax_scale_kernel, name=f"amax_scale_kernel[BLOCK={block}]", args=args,
                           constexprs=[{"BLOCK": block}], grid=(1,), domain=[M <= MAX_ROWS],
                           bounded_shapes=[{"M": 1}, {"M": block + 1}, {"M": 3 * block - 5}])
 
 
-def dequant_contract(scaling: str, consts: list[dict]) -> KernelContract:
+def dequant_contract(scaling: str, consts: list[dict]) -> LaunchContract:
     """dequant_rows_kernel: q (M, N) any row stride, unit column stride; the scale (1,), (M,) with any
     stride, or (M, ceil(N/128)) with any row stride; out (M, N) contiguous."""
     block = consts[0]["BLOCK"]
@@ -65,7 +65,7 @@ def dequant_contract(scaling: str, consts: list[dict]) -> KernelContract:
     shapes = [{"M": 1, "N": 1, "stride_qm": 1, "stride_sm": 1}, {"M": 3, "N": block + 1, "stride_qm": block + 3,
                                                                  "stride_sm": 2 + block // GROUP},
               {"M": 2, "N": 2 * block + 37, "stride_qm": 2 * block + 37, "stride_sm": 3 + 2 * block // GROUP}]
-    return KernelContract(kernel=K_.dequant_rows_kernel, name=f"dequant_rows_kernel[{scaling}, BLOCK={block}]",
+    return LaunchContract(kernel=K_.dequant_rows_kernel, name=f"dequant_rows_kernel[{scaling}, BLOCK={block}]",
                           args=args, constexprs=consts, grid=(M,), domain=[M <= MAX_ROWS, columns_fit(N, block)],
                           bounded_shapes=shapes)
 
@@ -75,9 +75,9 @@ def dequant_meta(scaling: str, block: int) -> dict:
             "EMULATE": False}
 
 
-def stochastic_contract(consts: list[dict]) -> KernelContract:
+def stochastic_contract(consts: list[dict]) -> LaunchContract:
     args = {"x_ptr": Tensor((n,), (1,)), "y_ptr": Tensor((n,), (1,), output=True), "n": n, "seed": 0}
-    return KernelContract(kernel=K_.stochastic_round_kernel,
+    return LaunchContract(kernel=K_.stochastic_round_kernel,
                           name=f"stochastic_round_kernel[BLOCK={consts[0]['BLOCK']}]", args=args, constexprs=consts,
                           grid=lambda c: (cdiv(n, c["BLOCK"]),), domain=[elements_fit(n)],
                           bounded_shapes=[{"n": 1}, {"n": consts[0]["BLOCK"] + 1}, {"n": 3 * consts[0]["BLOCK"] - 5}])
@@ -89,7 +89,7 @@ def rows_meta(granularity: str, block: int, norm: bool, fmt: str, static: bool =
             "FMT": fmt, "EMULATE": False, "AMAX_ONLY": amax_only}
 
 
-def tensor_contracts(block: int, norm: bool, fmt: str) -> list[KernelContract]:
+def tensor_contracts(block: int, norm: bool, fmt: str) -> list[LaunchContract]:
     """Per-tensor quantization's three launches (variant.QuantizeRows.launch)."""
     return [rows_contract("row", [rows_meta("row", block, norm, fmt, amax_only=True)]),
             amax_scale_contract(AMAX_BLOCK),
@@ -100,7 +100,7 @@ def stochastic_meta(block: int, target: str) -> dict:
     return {"FMT": "bf16" if target == "bf16" else "e4m3", "BLOCK": block, "EMULATE": False}
 
 
-def for_config(problem: Problem, config: Mapping[str, Any]) -> list[KernelContract]:
+def for_config(problem: Problem, config: Mapping[str, Any]) -> list[LaunchContract]:
     """The contract of exactly the kernel and constexprs ``config`` launches for ``problem``."""
     a = problem.attrs
     if problem.op == "stochastic_round":

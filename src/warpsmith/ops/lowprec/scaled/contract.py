@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ....verify.symbolic import KernelContract, Tensor, Witness, Writer, cdiv, sizes
+from ....verify.symbolic import LaunchContract, Tensor, Witness, Writer, cdiv, sizes
 from ...matmul.contract import _span, tile_coords, tile_of
 from ...matmul.limits import INDEX_LIMIT
 from . import kernel as K_
@@ -84,10 +84,10 @@ def _workspace_witness(c: Mapping[str, Any]) -> Witness:
                    element=element)
 
 
-def tiled(constexprs: list[dict]) -> KernelContract:
+def tiled(constexprs: list[dict]) -> LaunchContract:
     """One contract per SCALING (the scales' shapes depend on it): constexprs share SCALING."""
     scaling = constexprs[0]["SCALING"]
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.scaled_mm_kernel, name=f"scaled_mm_kernel[{scaling}]",
         args={**_operands(scaling), "c_ptr": Tensor((M, N), (N, 1), output=True), "bias_ptr": Tensor((N,), (sbias,)),
               "stride_cm": N, "stride_cn": 1, "stride_bias": sbias},
@@ -96,11 +96,11 @@ def tiled(constexprs: list[dict]) -> KernelContract:
         bounded_shapes=_bounded(scaling), witnesses={"c_ptr": _c_witness})
 
 
-def splitk(constexprs: list[dict]) -> KernelContract:
+def splitk(constexprs: list[dict]) -> LaunchContract:
     """One contract per (SCALING, BLOCK_K)."""
     scaling, bk = constexprs[0]["SCALING"], constexprs[0]["BLOCK_K"]
     kps = cdiv(cdiv(K, S), bk) * bk
-    return KernelContract(
+    return LaunchContract(
         kernel=K_.scaled_mm_splitk_kernel, name=f"scaled_mm_splitk_kernel[{scaling}]",
         args={**_operands(scaling), "p_ptr": Tensor((S, M, N), (M * N, N, 1), output=True), "K_PER_SPLIT": kps},
         constexprs=constexprs, grid=lambda c: (cdiv(M, c["BLOCK_M"]) * cdiv(N, c["BLOCK_N"]), S),
@@ -114,7 +114,7 @@ def _meta(scaling: str, is_int: bool, bm: int = 16, bn: int = 32, bk: int = 32, 
     return dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group_m, SCALING=scaling, IS_INT=is_int)
 
 
-def for_config(variant: str, config: Mapping[str, Any], attrs: Mapping[str, Any]) -> list[KernelContract]:
+def for_config(variant: str, config: Mapping[str, Any], attrs: Mapping[str, Any]) -> list[LaunchContract]:
     """The contracts of exactly the kernels and constexprs ``config`` launches."""
     from ...matmul.contract import reduce
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ....verify.symbolic import KernelContract, Tensor, cdiv, sizes
+from ....verify.symbolic import LaunchContract, Tensor, cdiv, sizes
 from . import kernel as K_
 
 N, C, S = sizes("N C S")
@@ -34,33 +34,33 @@ def _plane(output: bool = False) -> Tensor:
     return Tensor((N, C), (C, 1), output=output)
 
 
-def stats(consts: list[dict]) -> KernelContract:
+def stats(consts: list[dict]) -> LaunchContract:
     args = {"x_ptr": Tensor((N, C, S), tuple(SX)), "mean_ptr": _plane(True), "m2_ptr": _plane(True),
             "C": C, "S": S, "stride_xn": SX[0], "stride_xc": SX[1], "stride_xs": SX[2]}
-    return KernelContract(kernel=K_.plane_stats_kernel, name="plane_stats_kernel", args=args, constexprs=consts,
+    return LaunchContract(kernel=K_.plane_stats_kernel, name="plane_stats_kernel", args=args, constexprs=consts,
                           grid=(C, N), domain=DOMAIN, bounded_shapes=_bounded())
 
 
-def apply(consts: list[dict], channels_last: bool) -> KernelContract:
+def apply(consts: list[dict], channels_last: bool) -> LaunchContract:
     sy = _layout(channels_last)
     args = {"x_ptr": Tensor((N, C, S), tuple(SX)), "y_ptr": Tensor((N, C, S), sy, output=True),
             "mean_ptr": _plane(), "scale_ptr": _plane(), "shift_ptr": Tensor((C,), (1,)), "C": C, "S": S,
             "stride_xn": SX[0], "stride_xc": SX[1], "stride_xs": SX[2],
             "stride_yn": sy[0], "stride_yc": sy[1], "stride_ys": sy[2]}
-    return KernelContract(kernel=K_.channel_apply_kernel, name="channel_apply_kernel", args=args, constexprs=consts,
+    return LaunchContract(kernel=K_.channel_apply_kernel, name="channel_apply_kernel", args=args, constexprs=consts,
                           grid=lambda c: (cdiv(S, c["BLOCK"]), C, N), domain=DOMAIN, bounded_shapes=_bounded())
 
 
-def grad_sums(consts: list[dict]) -> KernelContract:
+def grad_sums(consts: list[dict]) -> LaunchContract:
     args = {"dy_ptr": Tensor((N, C, S), tuple(SD)), "x_ptr": Tensor((N, C, S), tuple(SX)), "mean_ptr": _plane(),
             "rstd_ptr": _plane(), "a_ptr": _plane(True), "b_ptr": _plane(True), "C": C, "S": S,
             "stride_dyn": SD[0], "stride_dyc": SD[1], "stride_dys": SD[2],
             "stride_xn": SX[0], "stride_xc": SX[1], "stride_xs": SX[2]}
-    return KernelContract(kernel=K_.plane_grad_sums_kernel, name="plane_grad_sums_kernel", args=args,
+    return LaunchContract(kernel=K_.plane_grad_sums_kernel, name="plane_grad_sums_kernel", args=args,
                           constexprs=consts, grid=(C, N), domain=DOMAIN, bounded_shapes=_bounded())
 
 
-def grad_apply(consts: list[dict], channels_last: bool) -> KernelContract:
+def grad_apply(consts: list[dict], channels_last: bool) -> LaunchContract:
     sd = _layout(channels_last)
     args = {"dy_ptr": Tensor((N, C, S), tuple(SD)), "x_ptr": Tensor((N, C, S), tuple(SX)),
             "dx_ptr": Tensor((N, C, S), sd, output=True), "mean_ptr": _plane(), "rstd_ptr": _plane(),
@@ -68,12 +68,12 @@ def grad_apply(consts: list[dict], channels_last: bool) -> KernelContract:
             "stride_dyn": SD[0], "stride_dyc": SD[1], "stride_dys": SD[2],
             "stride_xn": SX[0], "stride_xc": SX[1], "stride_xs": SX[2],
             "stride_dxn": sd[0], "stride_dxc": sd[1], "stride_dxs": sd[2]}
-    return KernelContract(kernel=K_.channel_grad_apply_kernel, name="channel_grad_apply_kernel", args=args,
+    return LaunchContract(kernel=K_.channel_grad_apply_kernel, name="channel_grad_apply_kernel", args=args,
                           constexprs=consts, grid=lambda c: (cdiv(S, c["BLOCK"]), C, N), domain=DOMAIN,
                           bounded_shapes=_bounded())
 
 
-def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[KernelContract]:
+def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[LaunchContract]:
     """The contracts of exactly the kernels and constexprs ``config`` launches."""
     cl = bool(problem.attrs["channels_last"])
     stats_used = variant.spec.uses_batch_stats(problem.attrs)
