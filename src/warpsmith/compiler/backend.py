@@ -23,6 +23,7 @@ the compiled callable.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import re
 import tempfile
@@ -39,6 +40,7 @@ from .emit import emit_function
 from .fuse import partition, problems
 from .ir import is_generator, build_fx
 from .lower import lower
+from .symbolic_shapes import ShapeGuardFailed, SymbolicShapes, has_symbols
 
 _UNIT = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8, torch.float32: 2.0 ** -24, torch.float64: 2.0 ** -53}
 
@@ -58,11 +60,28 @@ class GraphReport:
     fallbacks: list[str] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)  # one line per verified output and draw
     source: str = ""  # the emitted module, when one was written
+    # symbolic shapes (compiler.symbolic_shapes): symbol -> description, the guards, the sizes verified,
+    # and how many calls violated warpsmith's guards and ran the original graph
+    symbols: dict[str, str] = field(default_factory=dict)
+    guards: list[str] = field(default_factory=list)
+    sizes_verified: list[dict[str, int]] = field(default_factory=list)
+    guard_fallbacks: int = 0
 
     def summary(self) -> str:
         what = (f"{self.kernels} generated kernel(s), library {', '.join(self.library_calls) or 'none'}, "
                 f"ATen fallbacks {', '.join(self.fallbacks) or 'none'}")
+        if self.symbols:
+            what += f"; symbolic sizes {', '.join(self.symbols)}"
         return f"{self.kind}: {self.status}" + (f" ({self.reason})" if self.reason else "") + f"; {what}"
+
+    def shape_lines(self) -> list[str]:
+        """The symbols, the guards and the sizes verified (empty for a static graph)."""
+        if not self.symbols:
+            return []
+        return ([f"symbol {d}" for d in self.symbols.values()] + [f"guard {g}" for g in self.guards] +
+                [f"verified at sizes {v}" for v in self.sizes_verified] +
+                ([f"{self.guard_fallbacks} call(s) outside warpsmith's guards ran the original graph"]
+                 if self.guard_fallbacks else []))
 
 
 class Backend:
@@ -124,41 +143,70 @@ def _compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any
                           draws: int) -> tuple[Callable[..., Any], GraphReport]:
     report = GraphReport(kind)
     eager = _boxed(gm)
+    sym = None
     try:
-        metas = [_meta(x) for x in example_inputs]
-        if any(m is None for m in metas):
-            report.reason = "an input that is not a tensor of static shape (dynamic shapes are not compiled yet)"
-            return eager, report
+        if has_symbols(example_inputs):  # before any int() of a size: that would specialize it (a guard)
+            sym = SymbolicShapes.from_graph(gm, example_inputs)  # ValueError: why it is not served
+            metas = [None] * len(example_inputs)
+            report.symbols = {n: d.describe() for n, d in sym.dims.items()}
+            report.guards = sym.guard_lines()
+        else:
+            metas = [_meta(x) for x in example_inputs]
+            if any(m is None for m in metas):
+                report.reason = "an input that is not a tensor"
+                return eager, report
         kept, positions = _without_none_outputs(gm)
-        g = build_fx(kept.graph)
-        report.notes = lower(g)
-        part = partitioner(g)
-        bad = problems(g, part)
-        if bad:
-            raise ValueError("unusable partition: " + "; ".join(bad))
-        grouped = part.group_of()
-        for n in g.nodes:
-            if n.kind in ("pointwise", "reduction", "scan") and n.name not in grouped and not is_generator(n):
-                n.kind = "aten"
-        report.ir = g.format()
-        prog = emit_function(g, part, f"{kind} graph", [tuple(m[0]) for m in metas])
-        report.source = prog.text
+        with sym.probing() if sym is not None else contextlib.nullcontext():
+            g = build_fx(kept.graph)
+            if sym is not None:
+                sym.mark(g, kept)
+            report.notes = lower(g)
+            part = partitioner(g)
+            bad = problems(g, part)
+            if bad:
+                raise ValueError("unusable partition: " + "; ".join(bad))
+            grouped = part.group_of()
+            for n in g.nodes:
+                if n.kind in ("pointwise", "reduction", "scan") and n.name not in grouped and not is_generator(n):
+                    n.kind = "aten"
+            report.ir = g.format()
+            prog = emit_function(g, part, f"{kind} graph", [tuple(m[0]) if m is not None else None for m in metas])
+            text = prog.text if sym is None else sym.finalize(prog, [f"v_{n.name}" for n in g.inputs])
+        report.source = text
         report.kernels = len(prog.kernels)
         report.library_calls = [n.op for n in prog.library_calls]
         report.fallbacks = [str(n.target).replace("aten.", "") for n in prog.fallbacks]
-        run = _load(prog.text, kind)
+        run, guard_failed = _load(text, kind)
     except Exception as e:  # noqa: BLE001 - any failure leaves the original graph in place, said in the report
         report.reason = f"not compiled: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
+        if sym is not None:
+            report.reason += " (symbolic shapes)"
         return eager, report
 
     def compiled(*args: Any) -> list[Any]:
-        out = list(run(*args))
+        try:
+            out = list(run(*args))
+        except guard_failed:  # a size outside warpsmith's guards: this call runs the original graph
+            report.guard_fallbacks += 1
+            return _as_list(gm(*args))
         for pos in positions:
             out.insert(pos, None)
         return out
 
     if verify:
-        failure = _verify(gm, compiled, metas, draws, report)
+        if sym is None:
+            failure = _verify(gm, compiled, metas, draws, report)
+        else:  # at the hint and at a smaller and a larger size that satisfy every guard
+            failure = ""
+            for i, values in enumerate(sym.sizes()):
+                shapes = sym.concrete(values)
+                at = [(s, x.dtype, x.device) if isinstance(x, torch.Tensor) else s for s, x in zip(shapes, example_inputs)]
+                failure = _verify(gm, compiled, at, draws if i == 0 else 1, report, f"sizes {values}, ")
+                if failure:
+                    failure += f" at sizes {values}"
+                    break
+                sym.verified.append(values)
+            report.sizes_verified = list(sym.verified)
         if failure:
             report.reason = failure
             return eager, report
@@ -205,7 +253,7 @@ def _without_none_outputs(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModul
     return g2, positions
 
 
-def _load(text: str, kind: str) -> Callable[..., Any]:
+def _load(text: str, kind: str) -> tuple[Callable[..., Any], type]:
     """Import the emitted module from a file of its own (Triton reads kernel source from files)."""
     where = Path(tempfile.mkdtemp(prefix="warpsmith-compiled-"))
     name = f"warpsmith_compiled_{kind}_{uuid.uuid4().hex[:12]}"
@@ -214,7 +262,7 @@ def _load(text: str, kind: str) -> Callable[..., Any]:
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.run
+    return module.run, getattr(module, "ShapeGuardFailed", ShapeGuardFailed)
 
 
 def _boxed(fn: Any) -> Callable[..., Any]:
@@ -227,7 +275,9 @@ def _boxed(fn: Any) -> Callable[..., Any]:
     return call
 
 
-def _draw(meta: tuple[tuple[int, ...], torch.dtype, torch.device], gen: torch.Generator) -> torch.Tensor:
+def _draw(meta: Any, gen: torch.Generator) -> Any:
+    if isinstance(meta, int):  # a symbolic size's value
+        return meta
     shape, dtype, device = meta
     if dtype.is_floating_point:
         return torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype=dtype, device=device)
@@ -237,7 +287,7 @@ def _draw(meta: tuple[tuple[int, ...], torch.dtype, torch.device], gen: torch.Ge
 
 
 def _verify(gm: torch.fx.GraphModule, compiled: Callable[..., Any], metas: list[Any], draws: int,
-            report: GraphReport) -> str:
+            report: GraphReport, where: str = "") -> str:
     """'' when the compiled graph matches the original on ``draws`` fresh input draws, else why not."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -247,11 +297,12 @@ def _verify(gm: torch.fx.GraphModule, compiled: Callable[..., Any], metas: list[
             inputs = [_draw(m, gen) for m in metas]
             try:
                 expected = _as_list(gm(*inputs))
-                oracle = _as_list(gm(*[x.double() if x.is_floating_point() else x for x in inputs]))
+                oracle = _as_list(gm(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                                       for x in inputs]))
             except Exception as e:  # noqa: BLE001
                 return f"no float64 oracle for this graph ({type(e).__name__}: {' '.join(str(e).split())[:200]})"
             try:
-                got = _as_list(compiled(*[x.clone() for x in inputs]))
+                got = _as_list(compiled(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]))
             except Exception as e:  # noqa: BLE001
                 return f"rejected: the compiled graph raised {type(e).__name__}: {' '.join(str(e).split())[:200]}"
             if len(got) != len(expected):
@@ -260,7 +311,7 @@ def _verify(gm: torch.fx.GraphModule, compiled: Callable[..., Any], metas: list[
                 why = _judge(y, ref, ora)
                 if why.startswith("rejected"):
                     return f"{why} (output {i}, draw {seed})"
-                report.checks.append(f"output {i}, draw {seed}: {why}")
+                report.checks.append(f"{where}output {i}, draw {seed}: {why}")
     return ""
 
 
@@ -311,7 +362,8 @@ class Compiled:
     def explain(self) -> str:
         out = []
         for r in self.reports:
-            out += [r.summary(), *(f"  {n}" for n in r.notes), *(f"  {ln}" for ln in r.ir.splitlines()),
+            out += [r.summary(), *(f"  {ln}" for ln in r.shape_lines()), *(f"  {n}" for n in r.notes),
+                    *(f"  {ln}" for ln in r.ir.splitlines()),
                     *(f"  verified {c}" for c in r.checks)]
         return "\n".join(out)
 

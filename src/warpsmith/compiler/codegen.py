@@ -460,7 +460,9 @@ def _acc_final(n: Node, count: int) -> list[str]:
     if n.op == "sum":
         return [f"{v} = tl.sum({acc}, axis=1)[:, None]"]
     if n.op == "mean":
-        return [f"{v} = tl.sum({acc}, axis=1)[:, None] / {lit(count)}"]
+        from .symbolic_shapes import is_probe  # a symbolic count: the runtime N, not a literal
+
+        return [f"{v} = tl.sum({acc}, axis=1)[:, None] / {'N' if is_probe(count) else lit(count)}"]
     if n.op == "prod":
         return [f"{v} = tl.reduce({acc}, 1, _ws_mul)[:, None]"]
     fn = "tl.max" if n.op == "amax" else "tl.min"

@@ -128,6 +128,8 @@ def _program(g: Graph, part: Partition, init_part: Partition | None = None) -> t
                 prog.views.append(n)
                 body.append(f"        v_{n.name} = _ws_view({_render(n.aten_args[0])}, {tuple(n.shape)!r})  # view (a copy "
                             "kernel first when the strides do not allow one)")
+            elif n.kind == "sym":  # size arithmetic of a symbolic graph (compiler.symbolic_shapes)
+                body.append(f"        v_{n.name} = {n.attrs['py']}  # symbolic size")
             elif n.kind == "view" and n.op in COPIES:
                 prog.views.append(n)
                 body.append(f"        v_{n.name} = _ws_clone({_render(n.aten_args[0])})  # copy kernel")

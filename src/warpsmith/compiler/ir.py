@@ -128,7 +128,9 @@ from .classify import BINARY, CARRIED, FLOATS, INTS, REDUCTIONS, SCANS, UNARY, V
 def _meta(fx_node: Any) -> tuple[tuple[int, ...] | None, torch.dtype | None]:
     v = fx_node.meta.get("val")
     if isinstance(v, torch.Tensor):
-        return tuple(int(s) for s in v.shape), v.dtype
+        from .symbolic_shapes import size  # a symbolic dim: its probe value, never a guard on it
+
+        return tuple(size(s) for s in v.shape), v.dtype
     return None, None
 
 
