@@ -9,12 +9,13 @@ training. Each graph goes through the compiler's own stages, as ``warpsmith solv
 reads its kernels' source).
 
 **Verified before use.** A compiled graph runs only after it matched the original graph on two
-fresh draws of its inputs (same shapes and dtypes; floating inputs standard normal, integer ones
+fresh draws of its inputs (same shapes and dtypes, or for a graph with symbolic sizes, at three
+assignments of its sizes that satisfy its guards; floating inputs standard normal, integer ones
 zero, booleans random): every floating output within the error criterion the verifier and
 ``warpsmith check`` use (:func:`warpsmith.core.error_contract.within_reference`: at most 4x the eager
 graph's own error against the graph run in float64, plus two ulps of the output's scale), NaNs in the
-same places, other outputs equal. A graph that fails, cannot be compiled (symbolic shapes, an op the
-emitter cannot write) or has no float64 oracle runs as the original ATen graph, and the report says
+same places, other outputs equal. A graph that fails, cannot be compiled (an op the emitter cannot
+write, a symbolic size a kernel's text would carry) or has no float64 oracle runs as the original ATen graph, and the report says
 why. Nothing unverified runs silently.
 
 Every graph's report (:class:`GraphReport`: the IR, the lowering notes, kernels, library calls,
@@ -369,7 +370,7 @@ class Compiled:
 
 
 def compile(fn_or_module: Callable[..., Any], example_inputs: Sequence[Any] | None = None, *,
-            fullgraph: bool = False, verify: bool = True) -> Compiled:  # noqa: A001 - torch.compile's name
+            fullgraph: bool = False, verify: bool = True, dynamic: bool | None = False) -> Compiled:  # noqa: A001
     """Compile a module or function with warpsmith (through ``torch.compile``'s capture).
 
     Args:
@@ -377,6 +378,9 @@ def compile(fn_or_module: Callable[..., Any], example_inputs: Sequence[Any] | No
         example_inputs: if given, the program is compiled (and verified) now, on these inputs;
             otherwise on its first call.
         fullgraph: refuse graph breaks (as ``torch.compile``).
+        dynamic: as ``torch.compile``'s: False compiles every shape apart, True compiles symbolic
+            sizes (one program serves a range of sizes, see :mod:`.symbolic_shapes`), None lets dynamo
+            make a size symbolic once it has changed (automatic dynamic).
         verify: check each compiled graph against the original before using it (see the module
             docstring); False only for experiments: an unverified graph is then used as compiled.
 
@@ -384,7 +388,7 @@ def compile(fn_or_module: Callable[..., Any], example_inputs: Sequence[Any] | No
         A :class:`Compiled` callable; its ``reports`` say what ran where, and ``explain()`` prints them.
     """
     backend = Backend(verify=verify)
-    fn = torch.compile(fn_or_module, backend=backend, fullgraph=fullgraph, dynamic=False)
+    fn = torch.compile(fn_or_module, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
     compiled = Compiled(fn, backend)
     if example_inputs is not None:
         compiled(*example_inputs)

@@ -197,6 +197,10 @@ class SymbolicShapes:
 
             text = text.replace(launch_table(prog.kernels), "_WS_LAUNCHES = None  # symbolic shapes: no static launches\n")
 
+        text = re.sub(r"Specialized to the input shapes [^\n]*\.\"\"\"",
+                      lambda m: "Serves symbolic sizes " + ", ".join(self.dims) + " (read from the inputs at every call); "
+                      "guards: " + "; ".join(self.guard_lines()) + '."""', text, count=1)
+
         def sub(m: re.Match) -> str:
             e = self.from_probe(int(m.group(0)))
             return e if e is not None else m.group(0)
