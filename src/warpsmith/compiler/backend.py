@@ -148,7 +148,8 @@ def _compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any
     try:
         if has_symbols(example_inputs):  # before any int() of a size: that would specialize it (a guard)
             sym = SymbolicShapes.from_graph(gm, example_inputs)  # ValueError: why it is not served
-            metas = [None] * len(example_inputs)
+            metas = [(tuple(sym.probe_value(e) for e in ex), x.dtype, x.device) if isinstance(x, torch.Tensor) else None
+                     for x, ex in zip(example_inputs, sym.inputs)]  # tensors at their probe shapes
             report.symbols = {n: d.describe() for n, d in sym.dims.items()}
             report.guards = sym.guard_lines()
         else:
@@ -177,7 +178,7 @@ def _compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any
         report.kernels = len(prog.kernels)
         report.library_calls = [n.op for n in prog.library_calls]
         report.fallbacks = [str(n.target).replace("aten.", "") for n in prog.fallbacks]
-        run, guard_failed = _load(text, kind)
+        run = _load(text, kind)
     except Exception as e:  # noqa: BLE001 - any failure leaves the original graph in place, said in the report
         report.reason = f"not compiled: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
         if sym is not None:
@@ -187,7 +188,9 @@ def _compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any
     def compiled(*args: Any) -> list[Any]:
         try:
             out = list(run(*args))
-        except guard_failed:  # a size outside warpsmith's guards: this call runs the original graph
+        except RuntimeError as e:  # a size outside warpsmith's guards: this call runs the original graph
+            if type(e).__name__ != ShapeGuardFailed.__name__:
+                raise
             report.guard_fallbacks += 1
             return _as_list(gm(*args))
         for pos in positions:
@@ -254,7 +257,7 @@ def _without_none_outputs(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModul
     return g2, positions
 
 
-def _load(text: str, kind: str) -> tuple[Callable[..., Any], type]:
+def _load(text: str, kind: str) -> Callable[..., Any]:
     """Import the emitted module from a file of its own (Triton reads kernel source from files)."""
     where = Path(tempfile.mkdtemp(prefix="warpsmith-compiled-"))
     name = f"warpsmith_compiled_{kind}_{uuid.uuid4().hex[:12]}"
@@ -263,7 +266,7 @@ def _load(text: str, kind: str) -> tuple[Callable[..., Any], type]:
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.run, getattr(module, "ShapeGuardFailed", ShapeGuardFailed)
+    return module.run
 
 
 def _boxed(fn: Any) -> Callable[..., Any]:
