@@ -176,3 +176,19 @@ def test_a_size_baked_into_a_kernel_is_refused_with_its_reason(bad):
             torch.testing.assert_close(c(x), f(x))
     [r] = be.reports
     assert r.status == "eager" and "symbolic size" in r.reason and r.symbols, r.summary()
+
+
+def test_a_reshape_that_needs_divisibility_is_verified_at_sizes_its_guards_allow():
+    """x.reshape(b, s // 2, 2 * h): dynamo guards s even; the program reads s // 2 at call time, and the
+    three sizes it is verified at all satisfy the guard (no odd length)."""
+    def f(x):
+        b, s, h = x.shape
+        y = torch.relu(x).reshape(b, s // 2, 2 * h)
+        return y * 2.0 + y.sum(-1, keepdim=True)
+
+    r = _compiled_report(f, [torch.randn(2, 8, 4), torch.randn(2, 6, 4), torch.randn(2, 14, 4)])
+    assert r.status == "compiled", r.summary()
+    assert any("Mod(" in g for g in r.guards)
+    seq = [name for name, d in r.symbols.items() if "hint 8" in d]
+    assert len(r.sizes_verified) == 3 and all(v[seq[0]] % 2 == 0 for v in r.sizes_verified), r.sizes_verified
+    assert "//2" in r.source

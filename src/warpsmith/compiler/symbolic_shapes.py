@@ -77,6 +77,7 @@ class SymbolicShapes:
     guards: list[Any] = field(default_factory=list)  # dynamo's guard expressions on these symbols (sympy)
     numels: list[Any] = field(default_factory=list)  # the distinct element counts of the graph's tensors
     verified: list[dict[str, int]] = field(default_factory=list)
+    table: dict[int, set] = field(default_factory=dict)  # probe value -> the graph's size expressions with it
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
@@ -125,6 +126,9 @@ class SymbolicShapes:
                 if free - known:
                     raise ValueError(f"{fx.name} has sizes in {sorted(map(str, free - known))}, which no input "
                                      "provides (unbacked or derived only)")
+                for e in _exprs(t):  # every size the graph names: known by its probe value
+                    if e.free_symbols:
+                        out.table.setdefault(out.probe_value(e), set()).add(e)
                 if isinstance(t, torch.Tensor):
                     numel = _expr(t.numel())
                     if _free(t) and numel not in out.numels:
@@ -202,10 +206,20 @@ class SymbolicShapes:
                       "guards: " + "; ".join(self.guard_lines()) + '."""', text, count=1)
 
         def sub(m: re.Match) -> str:
-            e = self.from_probe(int(m.group(0)))
+            v = int(m.group(0))
+            named = self.table.get(v, set())
+            if len(named) == 1 and not _monomial(next(iter(named))):  # e.g. s27 // 2: not a monomial
+                return self.py(next(iter(named)))
+            e = self.from_probe(v)
             return e if e is not None else m.group(0)
 
-        text = re.sub(r"(?<![\w.'\"])\d{6,}(?![\w.])", sub, text)
+        big = r"(?<![\w.'\"])\d{6,}(?![\w.])"
+        for piece in [text[text.index("def run("):]] + [k.launcher for k in prog.kernels]:
+            left = [x for x in re.findall(big, re.sub(big, sub, piece)) if int(x) >= small // 4 and int(x) != INT32]
+            if left:
+                raise ValueError(f"the program needs sizes it cannot express in the symbols: {left[:3]} "
+                                 "(a size that is not a product of symbols and constants)")
+        text = re.sub(big, sub, text)
         left = [x for x in re.findall(r"(?<![\w.])\d{6,}\.\d*", text) if self.from_probe(int(float(x))) is not None]
         if left:
             raise ValueError(f"the emitted program carries symbolic sizes as floats: {left[:3]}")
@@ -225,7 +239,8 @@ class SymbolicShapes:
             raise ValueError("no run() in the emitted program")
         text = text.replace(head, head + prelude, 1)
         guard_cls = ("\n\nclass ShapeGuardFailed(RuntimeError):\n"
-                     '    """A call\'s sizes violate a guard of this symbolic program (the caller runs ATen)."""\n\n\n')
+                     '    """A call\'s sizes violate a guard of this symbolic program (the caller runs ATen)."""\n\n\n'
+                     + _SIZE_FUNCTIONS)
         return text.replace(head, guard_cls + head, 1)
 
     # ---- guards and sizes ----------------------------------------------------------------------------
@@ -292,6 +307,27 @@ class SymbolicShapes:
         return out
 
 
+# the functions torch's size expressions print as (``FloorDiv(s0, 2)``), for the size arithmetic of ``run``
+_SIZE_FUNCTIONS = """def FloorDiv(a, b):
+    return a // b
+
+
+def Mod(a, b):
+    return a % b
+
+
+def ModularIndexing(a, b, c):
+    return (a // b) % c
+
+
+CleanDiv = FloorDiv
+PythonMod = Mod
+Max, Min = max, min
+
+
+"""
+
+
 # ---- the hook the IR reads sizes through -----------------------------------------------------------
 def size(s: Any) -> int:
     """A dim of a traced tensor as an int: the probe value of a symbolic one while a symbolic graph
@@ -326,6 +362,24 @@ def _expr(s: Any) -> Any:
     if isinstance(s, torch.SymInt):
         return s.node.expr
     return sympy.Integer(int(s))
+
+
+def _exprs(t: Any) -> list:
+    if isinstance(t, torch.SymInt):
+        return [t.node.expr]
+    if isinstance(t, torch.Tensor):  # every product of consecutive dims (a kernel's M, N, strides, numel)
+        import sympy
+
+        dims = [_expr(d) for d in t.shape]
+        return [sympy.expand(sympy.Mul(*dims[i:j])) for i in range(len(dims)) for j in range(i + 1, len(dims) + 1)]
+    return []
+
+
+def _monomial(e: Any) -> bool:
+    import sympy
+
+    return all(isinstance(f, (sympy.Symbol, sympy.Integer)) or isinstance(f, sympy.Pow) and f.base.is_Symbol
+               for f in sympy.Mul.make_args(e))
 
 
 def _is_symbol(e: Any) -> bool:
