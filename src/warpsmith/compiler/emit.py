@@ -143,27 +143,38 @@ def _program(g: Graph, part: Partition, init_part: Partition | None = None,
     body = lines(g, part)
     for t, v in g.mutations:
         body.append(f"        _ws_assign(v_{t.name}, v_{v.name})  # in-place update of {t.name}, as the original does")
-    if prog.kernels:
-        from ..ops.shared.kernel import to_output
-
-        jit.append(to_output)
-    # every global the copied library text defines gets a name unique in the file (compiler.names)
-    ns = _namespace(reserved, [HELPERS, RUNTIME] + [t for t, _ in launchers] + [k.source + k.launcher for k in prog.kernels])
-    code = "# " + "-" * 96 + "\n# kernels: the warpsmith library's (copied) and the generated ones\n# " + "-" * 96 + "\n"
-    if jit:
-        code += library.jit_source(jit, ns) + "\n\n"
-    if prog.kernels:
-        out_name = library.name_of(to_output, ns)
-        for k in prog.kernels:  # the generated kernels call the library's to_output by its name in the file
-            k.source = names.rename_globals(k.source, {to_output.fn.__name__: out_name})
-        code += HELPERS + "\n\n" + "\n\n".join(k.source for k in prog.kernels) + "\n\n"
-    code += "\n\n".join([library.launcher_source(t, ks, ns) for t, ks in launchers] + [k.launcher for k in prog.kernels]) + "\n\n"
+    code = kernel_code(jit, launchers, prog.kernels, reserved)
     if prog.kernels:  # plain data: what `warpsmith prove --solution` builds the launch contracts from
         from .contracts import launch_table
 
         code += launch_table(prog.kernels) + "\n\n"
     code += RUNTIME + "\n\n"
     return prog, code, body, init
+
+
+def kernel_code(jit: list[Any], launchers: list[tuple[str, list[Any]]], kernels: list[Kernel],
+                reserved: set[str] | frozenset[str] = frozenset()) -> str:
+    """The kernels section of an emitted file: the library's ``jit`` kernels (copied with their helpers,
+    constants and imports), the codegen helpers and generated ``kernels`` (when there are any), and
+    the library ``launchers`` (text, the kernels it launches) and the generated ones. Every global
+    the copied library text defines gets a name unique in the file (:mod:`.names`), clear of
+    ``reserved`` (what the problem's source binds or reads) and of the fixed text's names."""
+    jit = list(jit)
+    if kernels:
+        from ..ops.shared.kernel import to_output
+
+        jit.append(to_output)
+    ns = _namespace(reserved, [HELPERS, RUNTIME] + [t for t, _ in launchers] + [k.source + k.launcher for k in kernels])
+    code = "# " + "-" * 96 + "\n# kernels: the warpsmith library's (copied) and the generated ones\n# " + "-" * 96 + "\n"
+    if jit:
+        code += library.jit_source(jit, ns) + "\n\n"
+    if kernels:
+        out_name = library.name_of(to_output, ns)
+        for k in kernels:  # the generated kernels call the library's to_output by its name in the file
+            k.source = names.rename_globals(k.source, {to_output.fn.__name__: out_name})
+        code += HELPERS + "\n\n" + "\n\n".join(k.source for k in kernels) + "\n\n"
+    return code + "\n\n".join([library.launcher_source(t, ks, ns) for t, ks in launchers] +
+                               [k.launcher for k in kernels]) + "\n\n"
 
 
 # what the file's fixed text imports: a copied kernel's `tl` is the file's `tl`
