@@ -4,7 +4,7 @@ The file imports only ``os``, ``torch`` and ``triton``. It holds, in order: the 
 source (so that ``ModelNew(*get_init_inputs())`` builds ``Model`` to take over its parameters,
 buffers and submodules under the same names and in the same order: seeded alike, the weights
 are the same; ``Model.forward`` is never called), the library kernels used (their
-``@triton.jit`` text, copied), the generated kernels and their launchers, and ``ModelNew`` whose
+``@triton.jit`` text, copied, each global under a name unique in the file: :mod:`.names`), the generated kernels and their launchers, and ``ModelNew`` whose
 ``forward`` runs the steps in program order: generated kernels, library calls, views (ATen, no
 compute) and ATen fallbacks (``torch.ops.aten...``, listed in the file's docstring).
 
