@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
+import subprocess
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -192,6 +194,40 @@ def test_every_library_op_has_a_case():
 def test_each_launcher_runs_right_in_the_composed_file(composed, op):
     torch.manual_seed(0)
     CASES[op](composed[1])
+
+
+COMPILE_ONLY = r'''
+import importlib.util, sys
+import torch
+import warpsmith.core._triton as wt  # makes the compile-only driver active (WARPSMITH_COMPILE_ONLY)
+from warpsmith.targets.compiler import recording
+assert wt.COMPILE_ONLY_ARCH == "sm_90"
+sys.path.insert(0, sys.argv[2])
+import test_emit_compose as T
+s = importlib.util.spec_from_file_location("composed", sys.argv[1]); m = importlib.util.module_from_spec(s)
+sys.modules["composed"] = m; s.loader.exec_module(m)
+assert m._EMULATE is False
+T._close = lambda *a, **k: None  # nothing runs: the launches are compiled only
+with recording() as rec, torch.no_grad():
+    for op, case in sorted(T.CASES.items()):
+        case(m)
+    m._ws_fused_0_launch(torch.device("cpu"), torch.rand(16))
+print(len(rec), "ok")
+'''
+
+
+def test_the_composed_file_compiles_for_a_real_gpu_target(composed, tmp_path):
+    """Triton's real front end, LLVM and ptxas compile every launch of the composed file for sm_90 (no
+    GPU needed): the renamed helpers, constants and ``to_output`` as a GPU compile resolves them."""
+    path = tmp_path / "composed.py"
+    path.write_text(composed[0])
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["WARPSMITH_COMPILE_ONLY"] = "sm_90"
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "src")  # this checkout's warpsmith
+    r = subprocess.run([sys.executable, "-c", COMPILE_ONLY, str(path), str(Path(__file__).parent)], capture_output=True,
+                       text=True, cwd=tmp_path, env=env, timeout=900)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+    assert int(r.stdout.split()[-2]) >= 30  # every case's launches (32 today)
 
 
 def test_generated_kernel_and_runtime_in_the_composed_file(composed):
