@@ -4,7 +4,7 @@ The file imports only ``os``, ``torch`` and ``triton``. It holds, in order: the 
 source (so that ``ModelNew(*get_init_inputs())`` builds ``Model`` to take over its parameters,
 buffers and submodules under the same names and in the same order: seeded alike, the weights
 are the same; ``Model.forward`` is never called), the library kernels used (their
-``@triton.jit`` text, copied), the generated kernels and their launchers, and ``ModelNew`` whose
+``@triton.jit`` text, copied, each global under a name unique in the file: :mod:`.names`), the generated kernels and their launchers, and ``ModelNew`` whose
 ``forward`` runs the steps in program order: generated kernels, library calls, views (ATen, no
 compute) and ATen fallbacks (``torch.ops.aten...``, listed in the file's docstring).
 
@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ..core.errors import InvalidInputError
-from . import library
+from . import library, names
 from .codegen import HELPERS, Kernel, generate
 from .coverage import coverage
 from .fuse import Partition, mark_unfused, partition
@@ -97,13 +97,15 @@ def _steps(g: Graph, part: Partition) -> list[tuple[str, Any]]:
     return out
 
 
-def _program(g: Graph, part: Partition, init_part: Partition | None = None) -> tuple[Program, str, list[str], list[str]]:
+def _program(g: Graph, part: Partition, init_part: Partition | None = None,
+             reserved: set[str] | frozenset[str] = frozenset()) -> tuple[Program, str, list[str], list[str]]:
     """The kernels (generated and library), their launchers as source text, and the body lines
     (8 spaces deep) computing every node of ``g`` as ``v_<name>``; then the lines computing
-    ``g.init`` (partitioned by ``init_part``), the values folded out of the call (empty without one)."""
+    ``g.init`` (partitioned by ``init_part``), the values folded out of the call (empty without one).
+    ``reserved``: the global names the rest of the file binds or reads (the problem's source)."""
     prog = Program("")
     jit: list[Any] = []
-    launchers: list[str] = []
+    launchers: list[tuple[str, list[Any]]] = []
 
     def lines(graph: Graph, partition: Partition) -> list[str]:
         users = graph.users()
@@ -120,8 +122,8 @@ def _program(g: Graph, part: Partition, init_part: Partition | None = None) -> t
             if n.kind == "library":
                 kernels, launcher = library.needs(n)
                 jit.extend(x for x in kernels if x not in jit)
-                if launcher not in launchers:
-                    launchers.append(launcher)
+                if launcher not in [t for t, _ in launchers]:
+                    launchers.append((launcher, kernels))
                 prog.library_calls.append(n)
                 body.append(f"        v_{n.name} = {library.call(n, _render)}  # library {n.op}")
             elif n.kind == "view" and n.op in RESHAPES:
@@ -143,22 +145,54 @@ def _program(g: Graph, part: Partition, init_part: Partition | None = None) -> t
     body = lines(g, part)
     for t, v in g.mutations:
         body.append(f"        _ws_assign(v_{t.name}, v_{v.name})  # in-place update of {t.name}, as the original does")
-    if prog.kernels:
-        from ..ops.shared.kernel import to_output
-
-        jit.append(to_output)
-    code = "# " + "-" * 96 + "\n# kernels: the warpsmith library's (copied) and the generated ones\n# " + "-" * 96 + "\n"
-    if jit:
-        code += library.jit_source(jit) + "\n\n"
-    if prog.kernels:
-        code += HELPERS + "\n\n" + "\n\n".join(k.source for k in prog.kernels) + "\n\n"
-    code += "\n\n".join(launchers + [k.launcher for k in prog.kernels]) + "\n\n"
+    code = kernel_code(jit, launchers, prog.kernels, reserved)
     if prog.kernels:  # plain data: what `warpsmith prove --solution` builds the launch contracts from
         from .contracts import launch_table
 
         code += launch_table(prog.kernels) + "\n\n"
     code += RUNTIME + "\n\n"
     return prog, code, body, init
+
+
+def kernel_code(jit: list[Any], launchers: list[tuple[str, list[Any]]], kernels: list[Kernel],
+                reserved: set[str] | frozenset[str] = frozenset()) -> str:
+    """The kernels section of an emitted file: the library's ``jit`` kernels (copied with their helpers,
+    constants and imports), the codegen helpers and generated ``kernels`` (when there are any), and
+    the library ``launchers`` (text, the kernels it launches) and the generated ones. Every global
+    the copied library text defines gets a name unique in the file (:mod:`.names`), clear of
+    ``reserved`` (what the problem's source binds or reads) and of the fixed text's names."""
+    jit = list(jit)
+    if kernels:
+        from ..ops.shared.kernel import to_output
+
+        jit.append(to_output)
+    ns = _namespace(reserved, [HELPERS, RUNTIME] + [t for t, _ in launchers] + [k.source + k.launcher for k in kernels])
+    code = "# " + "-" * 96 + "\n# kernels: the warpsmith library's (copied) and the generated ones\n# " + "-" * 96 + "\n"
+    if jit:
+        code += library.jit_source(jit, ns) + "\n\n"
+    if kernels:
+        out_name = library.name_of(to_output, ns)
+        for k in kernels:  # the generated kernels call the library's to_output by its name in the file
+            k.source = names.rename_globals(k.source, {to_output.fn.__name__: out_name})
+        code += HELPERS + "\n\n" + "\n\n".join(k.source for k in kernels) + "\n\n"
+    return code + "\n\n".join([library.launcher_source(t, ks, ns) for t, ks in launchers] +
+                               [k.launcher for k in kernels]) + "\n\n"
+
+
+# what the file's fixed text imports: a copied kernel's `tl` is the file's `tl`
+_FILE_MODULES = {"os": "os", "torch": "torch", "torch.nn": "nn", "triton": "triton", "triton.language": "tl"}
+
+
+def _namespace(reserved: set[str] | frozenset[str], fixed: list[str]) -> names.Namespace:
+    """The emitted file's namespace: the names ``reserved`` (the problem's), the file's imports and
+    ``_EMULATE``, and every name the fixed texts (runtime, codegen helpers, launchers, generated
+    kernels) define at top level are taken; copied library text gets the rest."""
+    ns = names.Namespace(set(reserved) | {"_EMULATE", "ModelNew", "run"})
+    for text in fixed:
+        ns.reserve(*names.defined(text))
+    for mod, local in _FILE_MODULES.items():
+        ns.bind(("module", mod), local)
+    return ns
 
 
 RESHAPES = ("view", "reshape", "_unsafe_view", "flatten", "unflatten", "view_as")
@@ -237,7 +271,7 @@ def emit(g: Graph, part: Partition, problem_source: str, problem_name: str,
     if g.init is not None:  # computed once per parameter version: greedy fusion, no search
         init_part = partition(g.init)
         mark_unfused(g.init, init_part)
-    prog, code, body, init = _program(g, part, init_part)
+    prog, code, body, init = _program(g, part, init_part, names.bound_names(problem_source))
     prog.coverage = coverage(g, part)
     # a `from __future__` import must open the file: lifted out of the problem's source
     future = [ln for ln in problem_source.splitlines() if ln.startswith("from __future__ import")]
@@ -260,7 +294,7 @@ def emit_function(g: Graph, part: Partition, name: str, shapes: list[tuple[int, 
     """A module defining ``run(*inputs)``: the graph ``g`` (every placeholder an input, in order),
     returning the tuple of its outputs; what the torch.compile backend loads (and, one per shape,
     a SOL-ExecBench solution: ``origin`` names the user in the docstring)."""
-    prog, code, body, _ = _program(g, part)
+    prog, code, body, _ = _program(g, part, reserved={"run"})
     args = [f"v_{n.name}" for n in g.inputs]
     tensors = [a for a, s in zip(args, shapes) if s is not None]
     head = [f'"""{name}, compiled by warpsmith ({origin}).', "", *_summary(prog),

@@ -2,16 +2,17 @@
 
 For each ``library`` node this gives the ``@triton.jit`` kernels it needs (the library's own
 functions, copied by :func:`jit_source`) and a minimal launcher (source text below): fixed, safe
-tile sizes, no tuning-database lookup. Shapes are static in an emitted program, so the kernel
-variant (whole rows or looped) is chosen here, once.
+tile sizes, no tuning-database lookup. :data:`LAUNCHERS` is the one table of which launcher each
+op uses and which kernels it launches. Copied kernels, their helpers, constants and imports get names
+unique in the emitted file (:mod:`.names`), so that library kernels from different modules compose.
 """
 from __future__ import annotations
 
-import ast
 import inspect
 import textwrap
 from typing import Any
 
+from . import names
 from .ir import Node
 
 MAX_WHOLE_ROW = 8192  # softmax / norms hold a row in registers up to this length, else loop
@@ -55,14 +56,14 @@ def _ws_softmax(x, log):
     x2 = x.reshape(-1, n)
     m = x2.shape[0]
     y = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    if {whole}:
+    if n <= {MAX}:
         softmax_single_pass_kernel[(m,)](x2, y, m, n, x2.stride(0), x2.stride(1), y.stride(0),
                                          BLOCK_N=triton.next_power_of_2(n), ROWS=1, LOG=log, EMULATE=_EMULATE)
     else:
         softmax_online_kernel[(m,)](x2, y, m, n, x2.stride(0), x2.stride(1), y.stride(0),
                                     BLOCK_N=1024, LOG=log, EMULATE=_EMULATE)
     return y.view(x.shape)
-'''
+'''.replace("{MAX}", str(MAX_WHOLE_ROW))  # the kernel that holds a row whole, up to MAX_WHOLE_ROW
 
 NORM = '''
 def _ws_norm(x, w, b, eps, is_rms):
@@ -75,7 +76,7 @@ def _ws_norm(x, w, b, eps, is_rms):
     rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
     wp = w if w is not None else x2
     bp = b if b is not None else x2
-    if {whole}:
+    if n <= {MAX}:
         norm_fwd_row_kernel[(m,)](x2, x2, wp, bp, y, y, mean, rstd, m, n, eps,
                                   x2.stride(0), x2.stride(0), y.stride(0), y.stride(0),
                                   ROWS=1, BLOCK_N=triton.next_power_of_2(n), IS_RMS=is_rms, HAS_W=w is not None,
@@ -86,7 +87,7 @@ def _ws_norm(x, w, b, eps, is_rms):
                                      BLOCK_N=1024, IS_RMS=is_rms, HAS_W=w is not None, HAS_B=b is not None,
                                      HAS_RES=False, EMULATE=_EMULATE)
     return y.view(x.shape)
-'''
+'''.replace("{MAX}", str(MAX_WHOLE_ROW))
 
 CONV = '''
 def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, groups, activation):
@@ -219,42 +220,33 @@ def _ws_attention(q, k, v, causal, scale):
 '''
 
 
+# the launcher each library op uses: op -> (launcher text, the @triton.jit kernels it launches, as
+# "module under warpsmith.ops:name"). Every kernel a launcher's text names is listed (and copied), so an
+# emitted file defines every name its launchers use; the one table the composition test walks.
+LAUNCHERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "matmul": (MATMUL, ("matmul.kernel:matmul_tiled_kernel",)),
+    "conv": (CONV, ("conv.kernel:conv_fwd_kernel", "conv.depthwise_kernel:conv_depthwise_kernel")),
+    "attention": (ATTENTION, ("attention.kernel:attention_fwd_kernel",)),
+    "pool": (POOL, ("pool.kernel:pool_fwd_kernel",)),
+    "cross_entropy": (XENT, ("cross_entropy.kernel:xent_fwd_kernel", "cross_entropy.kernel:xent_reduce_kernel")),
+    "softmax": (SOFTMAX, ("softmax.kernel:softmax_single_pass_kernel", "softmax.kernel:softmax_online_kernel")),
+    "rms_norm": (NORM, ("norm.kernel:norm_fwd_row_kernel", "norm.kernel:norm_fwd_looped_kernel")),
+    "layer_norm": (NORM, ("norm.kernel:norm_fwd_row_kernel", "norm.kernel:norm_fwd_looped_kernel")),
+}
+
+
+def kernel(ref: str) -> Any:
+    """The ``@triton.jit`` kernel named ``"module:name"`` (module under ``warpsmith.ops``)."""
+    import importlib
+
+    mod, name = ref.split(":")
+    return getattr(importlib.import_module(f"warpsmith.ops.{mod}"), name)
+
+
 def needs(n: Node) -> tuple[list[Any], str]:
-    """The jit kernels and the launcher text of one library node."""
-    if n.op == "matmul":
-        from ..ops.matmul.kernel import matmul_tiled_kernel
-
-        return [matmul_tiled_kernel], MATMUL
-    if n.op == "conv" and depthwise(n):  # the branch of _ws_conv that runs it
-        from ..ops.conv.depthwise_kernel import conv_depthwise_kernel
-
-        return [conv_depthwise_kernel], CONV
-    if n.op == "conv":
-        from ..ops.conv.kernel import conv_fwd_kernel
-
-        return [conv_fwd_kernel], CONV
-    if n.op == "attention":
-        from ..ops.attention.kernel import attention_fwd_kernel
-
-        return [attention_fwd_kernel], ATTENTION
-    if n.op == "pool":
-        from ..ops.pool.kernel import pool_fwd_kernel
-
-        return [pool_fwd_kernel], POOL
-    if n.op == "cross_entropy":
-        from ..ops.cross_entropy.kernel import xent_fwd_kernel, xent_reduce_kernel
-
-        return [xent_fwd_kernel, xent_reduce_kernel], XENT
-    whole = n.shape[-1] <= MAX_WHOLE_ROW
-    if n.op == "softmax":
-        from ..ops.softmax import kernel as sk
-
-        return [sk.softmax_single_pass_kernel if whole else sk.softmax_online_kernel], SOFTMAX.replace("{whole}", str(whole))
-    if n.op in ("rms_norm", "layer_norm"):
-        from ..ops.norm import kernel as nk
-
-        return [nk.norm_fwd_row_kernel if whole else nk.norm_fwd_looped_kernel], NORM.replace("{whole}", str(whole))
-    raise KeyError(n.op)
+    """The jit kernels and the launcher text of one library node (its row of :data:`LAUNCHERS`)."""
+    text, refs = LAUNCHERS[n.op]
+    return [kernel(r) for r in refs], text
 
 
 def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
@@ -292,31 +284,71 @@ def _is_jit(obj: Any) -> bool:
         type(obj).__name__ in ("JITFunction", "InterpretedFunction")
 
 
-def jit_source(kernels: list[Any]) -> str:
-    """The source text of ``kernels`` and every ``@triton.jit`` function and ``tl.constexpr``
-    global they use, dependencies first, each once."""
+def jit_source(kernels: list[Any], ns: names.Namespace | None = None) -> str:
+    """The source text of ``kernels`` and of every ``@triton.jit`` function, ``tl.constexpr`` (or plain
+    value) global and module they use, resolved in each function's own module, dependencies first,
+    each function once (one copy per function object), every global renamed to its name in ``ns``
+    (the emitted file's namespace: :mod:`.names`). A module the file already imports under some name
+    is ``ns``'s binding of ``("module", <its name>)``; others get an import line."""
     import triton.language as tl
 
-    done: dict[str, str] = {}
-    consts: dict[str, str] = {}
+    ns = ns if ns is not None else names.Namespace()
+    imports: list[str] = []
+    consts: list[str] = []
+    done: dict[Any, str] = {}  # function -> its renamed source, dependencies first
+
+    def module_name(mod: Any) -> str:
+        key = ("module", mod.__name__)
+        if ns.get(key) is None:
+            local = ns.name(key, mod.__name__.rsplit(".", 1)[-1])
+            imports.append(f"import {mod.__name__}" if local == mod.__name__ else f"import {mod.__name__} as {local}")
+        return ns.get(key)
+
+    def resolve(name: str, obj: Any, where: str) -> str:
+        """The file's name for global ``name`` (bound to ``obj``) of module ``where``."""
+        if _is_jit(obj):
+            visit(obj)
+            return ns.get(("fn", obj.fn))
+        if inspect.ismodule(obj):
+            return module_name(obj)
+        if isinstance(obj, tl.constexpr) or names.is_constant(obj):
+            key = ("const", where, name)
+            if ns.get(key) is None:
+                new = ns.name(key, name)
+                value = obj.value if isinstance(obj, tl.constexpr) else obj
+                consts.append(f"{new} = {module_name(tl)}.constexpr({value!r})" if isinstance(obj, tl.constexpr)
+                              else f"{new} = {value!r}")
+            return ns.get(key)
+        raise TypeError(f"{where}.{name} ({type(obj).__name__}) is used by a copied @triton.jit function, "
+                        "but only @triton.jit functions, constexpr or plain values and modules are copied")
 
     def visit(k: Any) -> None:
         fn = k.fn
-        if fn.__name__ in done:
+        if fn in done:
             return
+        done[fn] = ""  # mark before recursing
+        own = ns.name(("fn", fn), fn.__name__)
         src = textwrap.dedent(inspect.getsource(fn))
-        done[fn.__name__] = ""  # mark before recursing
         g = fn.__globals__
-        for node in ast.walk(ast.parse(src)):
-            if isinstance(node, ast.Name) and node.id in g and node.id != fn.__name__:
-                obj = g[node.id]
-                if _is_jit(obj):
-                    visit(obj)
-                elif isinstance(obj, tl.constexpr):
-                    consts[node.id] = f"{node.id} = tl.constexpr({obj.value!r})"
-        done.pop(fn.__name__)
-        done[fn.__name__] = src
+        mapping = {fn.__name__: own}
+        for name in sorted(names.global_names(src)):
+            if name != fn.__name__ and name in g:
+                mapping[name] = resolve(name, g[name], fn.__module__)
+        del done[fn]  # after its dependencies
+        done[fn] = names.rename_globals(src, mapping)
 
     for k in kernels:
         visit(k)
-    return "\n".join(consts.values()) + "\n\n\n" + "\n\n".join(done.values())
+    head = "\n".join(imports + consts)
+    return (head + "\n\n\n" if head else "") + "\n\n".join(done.values())
+
+
+def name_of(k: Any, ns: names.Namespace) -> str:
+    """The name a copied ``@triton.jit`` function has in the file of ``ns``."""
+    return ns.get(("fn", k.fn))
+
+
+def launcher_source(text: str, kernels: list[Any], ns: names.Namespace) -> str:
+    """A launcher's text, the kernels it launches (copied by :func:`jit_source`) called by their names
+    in the file of ``ns``."""
+    return names.rename_globals(text, {k.fn.__name__: name_of(k, ns) for k in kernels if name_of(k, ns)})
