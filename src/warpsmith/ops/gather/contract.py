@@ -97,12 +97,12 @@ def for_config(variant: Any, config: Mapping[str, Any]) -> list[LaunchContract]:
     meta = {"BLOCK_J": config["BLOCK_J"], "BLOCK_B": config["BLOCK_B"]}
     if variant.op == "gather":
         return [gather([meta])]
-    return [scatter([{**meta, "ADD": variant.op == "scatter_add", "HAS_SRC": True}])]
+    return [scatter([{**meta, "ADD": variant.op == "scatter_add", "HAS_SRC": True, "EMULATE": False}])]
 
 
 CONTRACTS = [
     gather([{"BLOCK_J": 4, "BLOCK_B": 64}, {"BLOCK_J": 64, "BLOCK_B": 1}]),
-    scatter([{"BLOCK_J": 4, "BLOCK_B": 64, "ADD": True, "HAS_SRC": True},
-             {"BLOCK_J": 16, "BLOCK_B": 8, "ADD": False, "HAS_SRC": True}]),
-    scatter([{"BLOCK_J": 64, "BLOCK_B": 1, "ADD": False, "HAS_SRC": False}]),
+    scatter([{"BLOCK_J": 4, "BLOCK_B": 64, "ADD": True, "HAS_SRC": True, "EMULATE": False},
+             {"BLOCK_J": 16, "BLOCK_B": 8, "ADD": False, "HAS_SRC": True, "EMULATE": False}]),
+    scatter([{"BLOCK_J": 64, "BLOCK_B": 1, "ADD": False, "HAS_SRC": False, "EMULATE": False}]),
 ]

@@ -11,7 +11,8 @@ the gathered/scattered dim being the middle one (``V`` entries in the table side
   whose index equals ``skip`` left out (``embedding``'s ``padding_idx``). ``ADD``: ``tl.atomic_add``
   into an fp32 accumulator (``index_add``, ``scatter_add``, the embedding backward); else
   ``tl.atomic_xchg`` (``scatter``: with duplicate indices one of the writers wins, in no fixed
-  order, as torch documents for ``scatter_``). Bytes: ``A J B (e + i + 2 * 4)`` (a read-modify-write
+  order, as torch documents for ``scatter_``; ``EMULATE``: a plain store under the interpreter, which
+  runs programs one at a time and has no float ``atomic_xchg``). Bytes: ``A J B (e + i + 2 * 4)`` (a read-modify-write
   of fp32); FLOPs ``A J B`` additions when ``ADD``.
 
 The program id enumerates ``(a, j-block, b-block)`` on one grid axis (``b`` fastest); offsets are
@@ -44,7 +45,8 @@ def gather_kernel(src_ptr, idx_ptr, out_ptr, A, J, B, V,
 @triton.jit
 def scatter_kernel(src_ptr, idx_ptr, out_ptr, A, J, B, V, skip, value,
                    stride_sa, stride_sj, stride_sb, stride_ia, stride_ij, stride_ib, stride_oa, stride_ov, stride_ob,
-                   BLOCK_J: tl.constexpr, BLOCK_B: tl.constexpr, ADD: tl.constexpr, HAS_SRC: tl.constexpr):
+                   BLOCK_J: tl.constexpr, BLOCK_B: tl.constexpr, ADD: tl.constexpr, HAS_SRC: tl.constexpr,
+                   EMULATE: tl.constexpr):
     pid = tl.program_id(0)
     n_b = (B + BLOCK_B - 1) // BLOCK_B
     n_j = (J + BLOCK_J - 1) // BLOCK_J
@@ -65,5 +67,7 @@ def scatter_kernel(src_ptr, idx_ptr, out_ptr, A, J, B, V, skip, value,
     dst = out_ptr + a * stride_oa + idx.to(tl.int64) * stride_ov + b[None, :] * stride_ob
     if ADD:
         tl.atomic_add(dst, v, mask=keep)
+    elif EMULATE:  # Triton's CPU interpreter has no float atomic_xchg; it runs programs one at a time
+        tl.store(dst, v, mask=keep)
     else:
         tl.atomic_xchg(dst, v, mask=keep)
