@@ -12,6 +12,7 @@ import inspect
 import textwrap
 from typing import Any
 
+from . import lower_gather
 from .ir import Node
 
 MAX_WHOLE_ROW = 8192  # softmax / norms hold a row in registers up to this length, else loop
@@ -221,6 +222,8 @@ def _ws_attention(q, k, v, causal, scale):
 
 def needs(n: Node) -> tuple[list[Any], str]:
     """The jit kernels and the launcher text of one library node."""
+    if n.op in lower_gather.OPS:
+        return lower_gather.needs(n)
     if n.op == "matmul":
         from ..ops.matmul.kernel import matmul_tiled_kernel
 
@@ -259,6 +262,8 @@ def needs(n: Node) -> tuple[list[Any], str]:
 
 def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
     """The emitted expression computing library node ``n``."""
+    if n.op in lower_gather.OPS:
+        return lower_gather.call(n, v)
     a = n.args
     if n.op == "matmul":
         fn = {"linear": "_ws_linear", "nd": "_ws_matmul_nd"}.get(n.attrs["form"], "_ws_matmul")
