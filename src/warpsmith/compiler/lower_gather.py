@@ -124,9 +124,11 @@ def scatter(g: Graph, n: Node) -> str | None:
             return None  # reduce=
         else:
             want = idx.shape
-            if len(want) != len(x.shape) or any(i != s for k, (i, s) in enumerate(zip(want, x.shape)) if k != dd) or \
+            if len(want) != len(x.shape) or any(i > s for k, (i, s) in enumerate(zip(want, x.shape)) if k != dd) or \
                     src is not None and src.shape != want:
                 return None
+            if len(want) > 3 and any(i != s for k, (i, s) in enumerate(zip(want, x.shape)) if k != dd):
+                return None  # a smaller index over more than one dim on either side: its rows do not merge
         node = _lib(n, "scatter", [x, idx, src], dim=dd, rows=rows, add=n.op != "scatter", value=value,
                     num=x.shape[dd], skip=None, what=n.op)
     if n.dtype not in FLOATS:
@@ -206,15 +208,25 @@ def _ws_scatter(x, idx, src, dim, rows, add, value, num, skip, shape, dtype, wha
     acc = torch.zeros(shape, dtype=torch.float32, device=idx.device)
     if x is not None:
         acc.copy_(x)
-    a, b = _ws_3d(acc, dim)
     if rows:
+        a, b = _ws_3d(acc, dim)
         flat = idx.reshape(-1)
         j = flat.shape[0]
         idx3 = flat.view(1, j, 1).expand(a, j, b)
+        acc3 = acc.view(a, num, b)
     else:
+        a, b = _ws_3d(idx, dim)
         j = idx.shape[dim]
         idx3 = idx.reshape(a, j, b)
-    acc3 = acc.view(a, num, b)
+        part = acc
+        for k in range(acc.dim()):
+            if k != dim:
+                part = part.narrow(k, 0, idx.shape[k])
+        if part.shape == acc.shape:
+            acc3 = acc.view(a, num, b)
+        else:  # a smaller index (at most one dim on either side of dim): the part it reaches, as a 3-D view
+            acc3 = part if dim > 0 else part.unsqueeze(0)
+            acc3 = acc3 if acc3.dim() == 3 else acc3.unsqueeze(-1)
     src3 = src.reshape(a, j, b) if src is not None else acc3
     if a * j * b:
         bj, bb, nw = _ws_tiles(j, b)
