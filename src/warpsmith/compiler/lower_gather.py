@@ -153,13 +153,13 @@ def _ws_check_index(idx, n, what, name, skip=None, wrap=False):
                          f"[{-n if wrap else 0}, {n}) (set WARPSMITH_CHECK_INDICES=0 only for indices known valid)")
 
 
-def _ws_tiles(j, b):
+def _ws_gather_tiles(j, b):
     bb = min(triton.next_power_of_2(b), 1024)
     bj = max(1, min(triton.next_power_of_2(j), 128, 1024 // bb))
     return bj, bb, 4 if bj * bb >= 512 else 1
 
 
-def _ws_3d(t, dim):
+def _ws_gather_3d(t, dim):
     a = 1
     for s in t.shape[:dim]:
         a *= s
@@ -178,7 +178,7 @@ def _ws_gather(x, idx, dim, rows, wrap, what, name):
         idx = torch.where(idx < 0, idx + v, idx)
     if rows:
         flat = idx.reshape(-1)
-        a, b = _ws_3d(x, dim)
+        a, b = _ws_gather_3d(x, dim)
         j = flat.shape[0]
         idx3 = flat.view(1, j, 1).expand(a, j, b)
         shape = tuple(x.shape[:dim]) + tuple(idx.shape) + tuple(x.shape[dim + 1:])
@@ -186,14 +186,14 @@ def _ws_gather(x, idx, dim, rows, wrap, what, name):
         for k in range(x.dim()):
             if k != dim:
                 x = x.narrow(k, 0, idx.shape[k])
-        a, b = _ws_3d(idx, dim)
+        a, b = _ws_gather_3d(idx, dim)
         j = idx.shape[dim]
         idx3 = idx.reshape(a, j, b)
         shape = tuple(idx.shape)
     x3 = x.reshape(a, v, b)
     out = torch.empty((a, j, b), dtype=x.dtype, device=x.device)
     if out.numel():
-        bj, bb, nw = _ws_tiles(j, b)
+        bj, bb, nw = _ws_gather_tiles(j, b)
         gather_kernel[(a * triton.cdiv(j, bj) * triton.cdiv(b, bb),)](
             x3, idx3, out, a, j, b, v, *x3.stride(), *idx3.stride(), *out.stride(), BLOCK_J=bj, BLOCK_B=bb,
             num_warps=nw)
@@ -209,13 +209,13 @@ def _ws_scatter(x, idx, src, dim, rows, add, value, num, skip, shape, dtype, wha
     if x is not None:
         acc.copy_(x)
     if rows:
-        a, b = _ws_3d(acc, dim)
+        a, b = _ws_gather_3d(acc, dim)
         flat = idx.reshape(-1)
         j = flat.shape[0]
         idx3 = flat.view(1, j, 1).expand(a, j, b)
         acc3 = acc.view(a, num, b)
     else:
-        a, b = _ws_3d(idx, dim)
+        a, b = _ws_gather_3d(idx, dim)
         j = idx.shape[dim]
         idx3 = idx.reshape(a, j, b)
         part = acc
@@ -229,7 +229,7 @@ def _ws_scatter(x, idx, src, dim, rows, add, value, num, skip, shape, dtype, wha
             acc3 = acc3 if acc3.dim() == 3 else acc3.unsqueeze(-1)
     src3 = src.reshape(a, j, b) if src is not None else acc3
     if a * j * b:
-        bj, bb, nw = _ws_tiles(j, b)
+        bj, bb, nw = _ws_gather_tiles(j, b)
         scatter_kernel[(a * triton.cdiv(j, bj) * triton.cdiv(b, bb),)](
             src3, idx3, acc3, a, j, b, num, -1 if skip is None else skip, 0.0 if value is None else value,
             *(src3.stride() if src is not None else (0, 0, 0)), *idx3.stride(), *acc3.stride(), BLOCK_J=bj,
