@@ -167,6 +167,14 @@ PROBLEMS.update({"max_pool": _POOL_MAX, "max_pool_backward": [(sh, {k: v for k, 
                  "avg_pool_backward": _POOL_AVG, "adaptive_avg_pool": _POOL_ADAPTIVE,
                  "adaptive_avg_pool_backward": _POOL_ADAPTIVE, "batch_norm": _BN, "batch_norm_backward": _BN,
                  "group_norm": _GN, "group_norm_backward": _GN})
+# gathers and scatters (ops/gather/): Llama-3 embedding rows (vocab 128256, d 4096) and its backward, a
+# cross-entropy style gather along the last dim, odd sizes no block divides
+_GATHER = [({"A": 1, "J": 4096, "B": 4096, "V": 128256}, {"index": "rows"}),
+           ({"A": 4096, "J": 1, "B": 1, "V": 32000}, {"index": "elements"}),
+           ({"A": 7, "J": 37, "B": 301, "V": 53}, {"index": "elements"})]
+_SCATTER = [({"A": 1, "J": 4096, "B": 4096, "V": 32000}, {"index": "rows"}),
+            ({"A": 7, "J": 37, "B": 301, "V": 53}, {"index": "elements"})]
+PROBLEMS.update({"gather": _GATHER, "scatter_add": _SCATTER, "scatter": _SCATTER})
 
 
 @dataclass

@@ -181,9 +181,23 @@ def _norm(m):
         _close(m._ws_norm(x, w, None, 1e-6, True), F.rms_norm(x, (n,), w, 1e-6))
 
 
+def _gather(m):
+    x, rows = torch.randn(7, 5), torch.tensor([[6, 0], [3, 3]])
+    _close(m._ws_gather(x, rows, 0, True, False, "embedding", "idx"), x[rows], 0.0)  # exact
+    idx = torch.randint(0, 5, (7, 3))
+    _close(m._ws_gather(x, idx, 1, False, False, "gather", "idx"), torch.gather(x, 1, idx), 0.0)
+
+
+def _scatter(m):
+    src, idx = torch.randn(6, 5), torch.tensor([2, 0, 2, 3, 0, 1])
+    ref = torch.zeros(4, 5).index_add_(0, idx, src)
+    _close(m._ws_scatter(None, idx, src, 0, True, True, None, 4, None, (4, 5), torch.float32, "index_add", "idx"), ref)
+
+
 # one case per row of library.LAUNCHERS: a new library op fails here until it has its case
 CASES = {"matmul": _matmul, "conv": _conv, "pool": _pool, "attention": _attention,
-         "cross_entropy": _cross_entropy, "softmax": _softmax, "rms_norm": _norm, "layer_norm": _norm}
+         "cross_entropy": _cross_entropy, "softmax": _softmax, "rms_norm": _norm, "layer_norm": _norm,
+         "gather": _gather, "scatter": _scatter}
 
 
 def test_every_library_op_has_a_case():

@@ -12,7 +12,7 @@ import inspect
 import textwrap
 from typing import Any
 
-from . import names
+from . import lower_gather, names
 from .ir import Node
 
 MAX_WHOLE_ROW = 8192  # softmax / norms hold a row in registers up to this length, else loop
@@ -232,6 +232,8 @@ LAUNCHERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "softmax": (SOFTMAX, ("softmax.kernel:softmax_single_pass_kernel", "softmax.kernel:softmax_online_kernel")),
     "rms_norm": (NORM, ("norm.kernel:norm_fwd_row_kernel", "norm.kernel:norm_fwd_looped_kernel")),
     "layer_norm": (NORM, ("norm.kernel:norm_fwd_row_kernel", "norm.kernel:norm_fwd_looped_kernel")),
+    "gather": (lower_gather.LAUNCHER, ("gather.kernel:gather_kernel", "gather.kernel:scatter_kernel")),
+    "scatter": (lower_gather.LAUNCHER, ("gather.kernel:gather_kernel", "gather.kernel:scatter_kernel")),
 }
 
 
@@ -251,6 +253,8 @@ def needs(n: Node) -> tuple[list[Any], str]:
 
 def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
     """The emitted expression computing library node ``n``."""
+    if n.op in lower_gather.OPS:
+        return lower_gather.call(n, v)
     a = n.args
     if n.op == "matmul":
         fn = {"linear": "_ws_linear", "nd": "_ws_matmul_nd"}.get(n.attrs["form"], "_ws_matmul")

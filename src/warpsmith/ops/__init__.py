@@ -22,9 +22,10 @@ from . import attention as _attention
 from . import lowprec as _lowprec
 from . import pool as _pool
 from . import conv as _conv
+from . import gather as _gather
 
 # the one list of families, in the order `warpsmith ops` lists them
-FAMILIES = (_matmul, _norm, _activation, _rope, _softmax, _cross_entropy, _attention, _conv, _pool, _lowprec)
+FAMILIES = (_matmul, _norm, _activation, _rope, _softmax, _cross_entropy, _attention, _conv, _pool, _lowprec, _gather)
 REGISTRY = Registry(FAMILIES)
 OPS = REGISTRY.ops
 get_op = REGISTRY.get_op
@@ -49,6 +50,8 @@ from .lowprec.quant.op import dequantize, quantize, quantize_static, stochastic_
 from .conv.op import conv_transpose, convolution  # noqa: E402
 from .conv.fold import fold_batch_norm  # noqa: E402
 from .conv.op import conv  # noqa: E402  (the function replaces the package as an attribute)
+from .gather.op import embedding, embedding_backward, index_add, index_select, scatter, scatter_add  # noqa: E402
+from .gather.op import gather  # noqa: E402  (the function replaces the package as an attribute)
 
 __all__ = ["matmul"]
 __all__ += ["rms_norm", "layer_norm"]
@@ -63,3 +66,4 @@ __all__ += ["max_pool", "avg_pool", "adaptive_avg_pool"]
 __all__ += ["batch_norm", "group_norm", "instance_norm"]
 __all__ += ["scaled_matmul", "quantize", "quantize_static", "dequantize", "stochastic_round"]
 __all__ += ["conv", "conv_transpose", "convolution", "fold_batch_norm"]
+__all__ += ["gather", "embedding", "embedding_backward", "index_select", "index_add", "scatter", "scatter_add"]
