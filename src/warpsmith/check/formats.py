@@ -286,16 +286,22 @@ def problem_format(path: Path) -> str:
 
 
 def load_problem(path: str | Path, overrides: Mapping[str, Number] | None = None, *, seed: int = 0,
-                 device: str | torch.device = "cpu") -> CheckProblem:
-    """Load REFERENCE (file or folder) with ``--set`` overrides applied."""
+                 device: str | torch.device = "cpu", cap: int | None = None) -> CheckProblem:
+    """Load REFERENCE (file or folder) with ``--set`` overrides applied; ``cap``: the CPU cap of a
+    FlashInfer-Bench / SOL-ExecBench problem's axes (:mod:`.flashinfer`; KernelBench: use ``--set``)."""
     path, device = Path(path), torch.device(device)
     if not path.exists():
         raise InvalidInputError("REFERENCE", "an existing file or folder", str(path))
     if problem_format(path) == "kernelbench":
+        if cap is not None:
+            raise InvalidInputError("--cpu-cap", "a FlashInfer-Bench / SOL-ExecBench problem (KernelBench sizes are "
+                                    "set with --set)", str(path))
         from .kernelbench import load_problem as load
-    else:
-        from .flashinfer import load_problem as load
-    return load(path, dict(overrides or {}), seed=seed, device=device)
+
+        return load(path, dict(overrides or {}), seed=seed, device=device)
+    from .flashinfer import load_problem as load_fi
+
+    return load_fi(path, dict(overrides or {}), seed=seed, device=device, cap=cap)
 
 
 def load_candidate(path: str | Path, problem: CheckProblem, *, device: str | torch.device = "cpu") -> Candidate:
