@@ -76,7 +76,7 @@ DTYPES: dict[str, torch.dtype] = {
     "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
 }
 INT_HIGH = 8  # random integer inputs are drawn from [0, INT_HIGH)
-REDRAWS = 64  # draws tried for inputs that satisfy the data constraints
+REDRAWS = 256  # draws tried for inputs that satisfy the data constraints
 
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -236,6 +236,8 @@ def load_problem(path: Path, overrides: dict[str, Number], *, seed: int, device:
     capped_consts = {k: min(v, cap) for k, v in const.items()} if cap is not None else const
     custom = any(w.label.endswith("(custom)") for w in workloads)
     ref_name = unique_module_name("fi_ref")
+    if "triton" in d["reference"]:  # a reference that launches its own Triton kernels: on a CPU they must be
+        from ..core import _triton  # noqa: F401  decorated for the interpreter (decided here, as for warpsmith's)
     try:
         module = exec_module(def_path, ref_name, source=d["reference"])
     except Exception as e:

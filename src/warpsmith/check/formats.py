@@ -187,11 +187,17 @@ def exec_module(path: Path, name: str, tree: ast.Module | None = None, source: s
     The module stays in ``sys.modules`` under its unique name (Triton and dataclasses look
     their module up there); :func:`forget_module` removes it. Exceptions propagate unchanged.
     """
+    filename = str(path)
+    if source is not None:  # source held in the file (a definition.json's reference): a pseudo-file of its own,
+        filename = f"{path}:reference"  # so that inspect (and so @triton.jit) finds the functions' lines
+        import linecache
+
+        linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     if tree is None:
-        tree = ast.parse(source if source is not None else path.read_text(), filename=str(path))
-    code = compile(tree, str(path), "exec")
+        tree = ast.parse(source if source is not None else path.read_text(), filename=filename)
+    code = compile(tree, filename, "exec")
     module = types.ModuleType(name)
-    module.__file__ = str(path)
+    module.__file__ = filename
     sys.modules[name] = module
     exec(code, module.__dict__)
     return module
