@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -53,10 +54,13 @@ def solve_one(folder: Path, cap: int | None, timeout: float, out_dir: Path) -> d
     if cap is not None:
         cmd += ["--cpu-cap", str(cap)]
     t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        code, tail = p.returncode, (p.stderr.strip().splitlines() or [""])[-1]
+        _, err = p.communicate(timeout=timeout)
+        code, tail = p.returncode, (err.strip().splitlines() or [""])[-1]
     except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)  # the solve and the check's processes with it
+        p.communicate()
         code, tail = None, f"timeout ({timeout:g} s)"
     took = time.perf_counter() - t0
     doc = json.loads(rep.read_text()) if rep.exists() else {}
