@@ -14,6 +14,14 @@ compiled once: one draw of its inputs, ``torch.export`` of a small ``nn.Module``
 calls the reference's ``run`` (the compiler's own :func:`~.capture.capture`), then the compiler's
 IR, lowering, search (or a given partitioner), codegen and :func:`~.emit.emit_function`.
 
+**As SOL-ExecBench writes them.** The reference is captured with grad disabled (a ``@torch.no_grad()``
+``run`` then exports as plain ATen). A reference that launches its own Triton kernels
+(:func:`triton_kernels`) is not traced: its program is the reference as given, judged by the check
+on its outputs (``Signature.as_given``), and ``strict`` refuses it. ``cpu_cap`` is the check's CPU
+cap (:mod:`warpsmith.check.flashinfer`): applied only where the check runs on a CPU
+(:func:`cap_here`), to the compiled signatures and to the check alike. Constraints on input data
+(``.item()``) are met by the check loader's draws, which ``solve`` uses too.
+
 **Output.** A ``solution.json`` with inline sources: ``main.py`` (the entry point
 ``main.py::run``, parameters named as the definition's inputs, value-returning) and one
 ``shape_<i>.py`` per signature. ``run`` looks its arguments' signature up and calls that program;
