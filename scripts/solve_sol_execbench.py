@@ -5,7 +5,7 @@ Usage::
 
     python scripts/solve_sol_execbench.py                          # clones NVIDIA/SOL-ExecBench to a temp dir
     python scripts/solve_sol_execbench.py --repo PATH              # a clone (or a bare mirror, cloned locally)
-    python scripts/solve_sol_execbench.py --cpu-cap 64 --timeout 900 --markdown table.md
+    python scripts/solve_sol_execbench.py --cpu-cap 16 --timeout 420 --markdown table.md
 
 Every ``examples/<language>/<name>/`` folder holding a ``definition.json`` (11 at upstream's
 8d2237d: the solutions there are CUDA, cuDNN, CUTLASS, CuTe DSL, cuTile, PyTorch and Triton, but
@@ -82,7 +82,7 @@ def solve_one(folder: Path, cap: int | None, timeout: float, out_dir: Path) -> d
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repo", type=Path, default=None, help="a clone or bare mirror (default: clone upstream)")
-    ap.add_argument("--cpu-cap", type=int, default=64, help="the CPU cap (default 64; 0: none)")
+    ap.add_argument("--cpu-cap", type=int, default=16, help="the CPU cap (default 16; 0: none)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per example (default 900)")
     ap.add_argument("--only", default=None, help="a substring of the examples to run")
     ap.add_argument("--json", type=Path, default=None, help="write the rows as JSON here")
