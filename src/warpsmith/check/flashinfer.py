@@ -16,7 +16,10 @@ and SOL-ExecBench's ``docs/``. Anything outside it is refused with a message (ex
   - ``{"type": "expr", "expression": "hidden // heads"}``, using ``+ - * / // % **``,
     parentheses and axis names.
 - ``constraints`` are Python-syntax comparisons of axes, such as ``"H_qo == H_kv * H_r"``.
-  They are checked for every workload, after ``--set``.
+  They are checked for every workload, after ``--set``. A constraint that names an input (SOL-ExecBench's
+  ``"num_kv_indices == kv_indptr[-1].item()"``) is a *data constraint*: it is evaluated on every draw
+  of inputs (axes and inputs by name, ``torch`` available), and a draw that breaks it is redrawn, up to
+  :data:`REDRAWS` times; a constraint that no draw satisfies is refused (exit 2) with its text.
 - Tensors are ``{"shape": [axis names] | [] | null, "dtype": ...}``. ``null`` is a Python
   scalar, and ``[]`` a 0-d tensor.
 - Dtypes: float64, float32, float16, bfloat16, float8_e4m3fn, float8_e5m2, int64, int32,
@@ -43,11 +46,19 @@ and SOL-ExecBench's ``docs/``. Anything outside it is refused with a message (ex
 **solution.json**: see :mod:`.solution`.
 
 **--set** ``NAME=VALUE`` sets a ``var`` axis in every workload (a positive integer).
+
+**CPU cap** (``cap=N``, ``--cpu-cap N``): every axis above ``N``, ``var`` and ``const``, is set to ``N``
+(``expr`` axes follow), so that a problem written for a GPU is checked at sizes the CPU and Triton's
+interpreter finish. A ``const`` axis the reference refuses at the capped size (its own ``assert
+hidden_size == 4096``) or that breaks a constraint keeps its value: the consts are capped all together
+or not at all, decided by one run of the reference. ``--set`` values are not capped. What was capped
+is in ``CheckProblem.info["cpu_cap"]`` (and so in the report).
 """
 from __future__ import annotations
 
 import ast
 import json
+import math
 import operator
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -65,6 +76,7 @@ DTYPES: dict[str, torch.dtype] = {
     "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
 }
 INT_HIGH = 8  # random integer inputs are drawn from [0, INT_HIGH)
+REDRAWS = 256  # draws tried for inputs that satisfy the data constraints
 
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -170,8 +182,9 @@ def read_json(path: Path, what: str) -> Any:
         raise InvalidInputError(what, "valid JSON", f"{path.name}:{e.lineno}: {e.msg}") from None
 
 
-def load_problem(path: Path, overrides: dict[str, Number], *, seed: int, device: torch.device) -> CheckProblem:
-    """Load a FlashInfer-Bench / SOL-ExecBench problem (see the module docstring)."""
+def load_problem(path: Path, overrides: dict[str, Number], *, seed: int, device: torch.device,
+                 cap: int | None = None) -> CheckProblem:
+    """Load a FlashInfer-Bench / SOL-ExecBench problem (see the module docstring); ``cap``: the CPU cap."""
     def_path, wl_path = _paths(path)
     if not def_path.exists():
         raise InvalidInputError("REFERENCE", "a problem folder with definition.json", str(path))
@@ -203,17 +216,28 @@ def load_problem(path: Path, overrides: dict[str, Number], *, seed: int, device:
             raise UnknownNameError(f"var axis of {d['name']} (--set; {name} is {what})", name, var)
         if not isinstance(value, int) or value < 1:
             raise InvalidInputError(f"--set {name}", "a positive integer", value)
-    constraints = d.get("constraints") or []
-    workloads, seen = [], set()
-    for doc in _workload_lines(wl_path):
-        w = _workload(doc, const, var, expr, constraints, inputs, overrides)
-        key = (tuple(sorted(w.axes.items())), tuple(sorted((k, repr(v)) for k, v in w.scalars.items())),
-               w.label.endswith("(custom)"))
-        if key not in seen:
-            seen.add(key)
-            workloads.append(w)
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+        raise InvalidInputError("--cpu-cap", "a positive integer", cap)
+    constraints, data_constraints = _split_constraints(d.get("constraints") or [], inputs)
+    lines = _workload_lines(wl_path)
+
+    def all_workloads(consts: dict[str, int], var_cap: int | None) -> list[Workload]:
+        out, seen = [], set()
+        for doc in lines:
+            w = _workload(doc, consts, var, expr, constraints, inputs, overrides, var_cap)
+            key = (tuple(sorted(w.axes.items())), tuple(sorted((k, repr(v)) for k, v in w.scalars.items())),
+                   w.label.endswith("(custom)"))
+            if key not in seen:
+                seen.add(key)
+                out.append(w)
+        return out
+
+    workloads = all_workloads(const, None)
+    capped_consts = {k: min(v, cap) for k, v in const.items()} if cap is not None else const
     custom = any(w.label.endswith("(custom)") for w in workloads)
     ref_name = unique_module_name("fi_ref")
+    if "triton" in d["reference"]:  # a reference that launches its own Triton kernels: on a CPU they must be
+        from ..core import _triton  # noqa: F401  decorated for the interpreter (decided here, as for warpsmith's)
     try:
         module = exec_module(def_path, ref_name, source=d["reference"])
     except Exception as e:
@@ -229,6 +253,23 @@ def load_problem(path: Path, overrides: dict[str, Number], *, seed: int, device:
     out_names = tuple(outputs)
 
     def draw_inputs(w: Workload, gen: torch.Generator, dist: str, dev: torch.device) -> list[Any]:
+        args = draw_once(w, gen, dist, dev)
+        if not data_constraints:
+            return args
+        for _ in range(REDRAWS - 1):
+            broken = _broken(data_constraints, w, inputs, args)
+            if broken is None:
+                return args
+            args = draw_once(w, gen, dist, dev)  # the generator has moved on: a new draw
+        broken = _broken(data_constraints, w, inputs, args)
+        if broken is not None:
+            raise InvalidInputError(f"constraint {broken!r} of {d['name']} (workload {w.label})",
+                                    f"inputs drawn at random that satisfy it (tried {REDRAWS} draws; give the "
+                                    "inputs a custom_inputs_entrypoint that makes them satisfy it)",
+                                    f"false on every draw ({_shown(w)})")
+        return args
+
+    def draw_once(w: Workload, gen: torch.Generator, dist: str, dev: torch.device) -> list[Any]:
         if w.label.endswith("(custom)"):
             s = int(torch.randint(0, 2**62, (1,), generator=gen))
             with fork_rng(dev):
@@ -249,6 +290,25 @@ def load_problem(path: Path, overrides: dict[str, Number], *, seed: int, device:
                 args.append(_random_tensor(tuple(w.axes[a] for a in shape), dtype, dist, gen, dev))
         return args
 
+    cap_info: dict[str, Any] | None = None
+    if cap is not None:
+        cap_info = {"cap": cap, "applied": True, "consts": {}, "consts_kept": None, "workloads": {}}
+        full = {w.label: dict(w.axes) for w in workloads}
+        try:
+            workloads = all_workloads(capped_consts, cap)
+            if capped_consts != const:  # the reference must take the capped consts (it may assert them)
+                small = min(workloads, key=lambda w: math.prod(max(v, 1) for v in w.axes.values()))
+                with torch.no_grad():
+                    run(*draw_inputs(small, torch.Generator().manual_seed(seed), DISTRIBUTIONS[0], torch.device("cpu")))
+            cap_info["consts"] = {k: [const[k], v] for k, v in capped_consts.items() if v != const[k]}
+        except Exception as e:  # noqa: BLE001 - the reference (or a constraint) refuses the capped consts
+            workloads = all_workloads(const, cap)
+            cap_info["consts_kept"] = f"{type(e).__name__}: {e}"[:300]
+        for w in workloads:
+            before = full.get(w.label)
+            if before is not None and before != w.axes:
+                cap_info["workloads"][w.label] = {k: [before[k], v] for k, v in w.axes.items() if before.get(k) != v}
+
     def run_reference(args: list[Any]) -> tuple[Any, ...]:
         return as_outputs(run(*args), out_names)
 
@@ -265,18 +325,62 @@ def load_problem(path: Path, overrides: dict[str, Number], *, seed: int, device:
         output_names=out_names, draw_inputs=draw_inputs, run_reference=run_reference, run_oracle=run_oracle,
         allocate_outputs=allocate_outputs, seed=seed, overrides=dict(overrides),
         info={"definition": d["name"], "var_axes": var, "const_axes": const,
-              "outputs": {n: {"shape": s, "dtype": str(t).replace("torch.", "")} for n, (s, t) in outputs.items()}},
+              "outputs": {n: {"shape": s, "dtype": str(t).replace("torch.", "")} for n, (s, t) in outputs.items()},
+              **({"cpu_cap": cap_info} if cap_info is not None else {}),
+              **({"data_constraints": [c for c, _ in data_constraints]} if data_constraints else {})},
         context={"definition": d, "outputs": outputs, "reference_module": ref_name})
 
 
+def _split_constraints(constraints: Any, inputs: dict) -> tuple[list[Any], list[tuple[str, Any]]]:
+    """(axis constraints, data constraints with their compiled code): a constraint naming an input
+    is evaluated on the drawn inputs."""
+    if not isinstance(constraints, list):
+        raise InvalidInputError("definition.json constraints", "a list of Python-syntax comparisons", constraints)
+    axis, data = [], []
+    for c in constraints:
+        if not isinstance(c, str):
+            axis.append(c)
+            continue
+        try:
+            tree = ast.parse(c, mode="eval")
+        except SyntaxError:
+            raise InvalidInputError("constraint", "a Python-syntax expression", c) from None
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        if names & set(inputs):
+            data.append((c, compile(tree, f"<constraint {c}>", "eval")))
+        else:
+            axis.append(c)
+    return axis, data
+
+
+def _shown(w: Workload) -> str:
+    return ", ".join(f"{k}={v}" for k, v in w.axes.items())
+
+
+def _broken(data_constraints: list[tuple[str, Any]], w: Workload, inputs: dict, args: list[Any]) -> str | None:
+    """The first data constraint the drawn ``args`` break, or None."""
+    names: dict[str, Any] = {**w.axes, **dict(zip(inputs, args)), "torch": torch, "math": math}
+    for text, code in data_constraints:
+        try:
+            ok = eval(code, {"__builtins__": {"int": int, "float": float, "bool": bool, "len": len, "abs": abs,
+                                              "min": min, "max": max, "sum": sum, "all": all, "any": any}},
+                      names)  # noqa: S307 - the definition's own constraint, as trusted as its reference
+        except Exception as e:  # noqa: BLE001
+            raise InvalidInputError(f"constraint {text!r} (workload {w.label})", "an expression over axes and "
+                                    "inputs that evaluates", f"{type(e).__name__}: {e}") from None
+        if not bool(ok):
+            return text
+    return None
+
+
 def _workload(doc: dict, const: dict, var: list, expr: dict, constraints: list, inputs: dict,
-              overrides: dict) -> Workload:
+              overrides: dict, cap: int | None = None) -> Workload:
     line = doc["_line"]
     axes: dict[str, Any] = dict(const)
     for name, v in doc.get("axes", {}).items():
         if name not in var:
             raise InvalidInputError(f"workload line {line} axes", "only var axes: " + ", ".join(var), name)
-        axes[name] = v
+        axes[name] = min(v, cap) if cap is not None and isinstance(v, (int, float)) else v
     axes.update(overrides)
     missing = [a for a in var if a not in axes]
     if missing:

@@ -187,11 +187,17 @@ def exec_module(path: Path, name: str, tree: ast.Module | None = None, source: s
     The module stays in ``sys.modules`` under its unique name (Triton and dataclasses look
     their module up there); :func:`forget_module` removes it. Exceptions propagate unchanged.
     """
+    filename = str(path)
+    if source is not None:  # source held in the file (a definition.json's reference): a pseudo-file of its own,
+        filename = f"{path}:reference"  # so that inspect (and so @triton.jit) finds the functions' lines
+        import linecache
+
+        linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     if tree is None:
-        tree = ast.parse(source if source is not None else path.read_text(), filename=str(path))
-    code = compile(tree, str(path), "exec")
+        tree = ast.parse(source if source is not None else path.read_text(), filename=filename)
+    code = compile(tree, filename, "exec")
     module = types.ModuleType(name)
-    module.__file__ = str(path)
+    module.__file__ = filename
     sys.modules[name] = module
     exec(code, module.__dict__)
     return module
@@ -286,16 +292,22 @@ def problem_format(path: Path) -> str:
 
 
 def load_problem(path: str | Path, overrides: Mapping[str, Number] | None = None, *, seed: int = 0,
-                 device: str | torch.device = "cpu") -> CheckProblem:
-    """Load REFERENCE (file or folder) with ``--set`` overrides applied."""
+                 device: str | torch.device = "cpu", cap: int | None = None) -> CheckProblem:
+    """Load REFERENCE (file or folder) with ``--set`` overrides applied; ``cap``: the CPU cap of a
+    FlashInfer-Bench / SOL-ExecBench problem's axes (:mod:`.flashinfer`; KernelBench: use ``--set``)."""
     path, device = Path(path), torch.device(device)
     if not path.exists():
         raise InvalidInputError("REFERENCE", "an existing file or folder", str(path))
     if problem_format(path) == "kernelbench":
+        if cap is not None:
+            raise InvalidInputError("--cpu-cap", "a FlashInfer-Bench / SOL-ExecBench problem (KernelBench sizes are "
+                                    "set with --set)", str(path))
         from .kernelbench import load_problem as load
-    else:
-        from .flashinfer import load_problem as load
-    return load(path, dict(overrides or {}), seed=seed, device=device)
+
+        return load(path, dict(overrides or {}), seed=seed, device=device)
+    from .flashinfer import load_problem as load_fi
+
+    return load_fi(path, dict(overrides or {}), seed=seed, device=device, cap=cap)
 
 
 def load_candidate(path: str | Path, problem: CheckProblem, *, device: str | torch.device = "cpu") -> Candidate:

@@ -696,7 +696,8 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
           device: str | torch.device | None = None, timing: bool = True, workloads: Sequence[str] | None = None,
           budget_s: float | None = None, call_timeout_s: float = CALL_TIMEOUT_S,
           limits: dict[str, int] | None = None, eval_mode: bool = False,
-          progress: Callable[[str], None] | None = None, declared: Any = None) -> CheckReport:
+          progress: Callable[[str], None] | None = None, declared: Any = None,
+          cpu_cap: int | None = None) -> CheckReport:
     """Run every hardened check of CANDIDATE against REFERENCE (see the module docstring).
 
     Args:
@@ -719,6 +720,10 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
             :class:`warpsmith.compiler.precision.Declaration`): the error contract composed with it and
             capped at KernelBench's tolerance (:func:`~.compare.judge`, rule 4). A library argument
             only: the candidate never supplies it.
+        cpu_cap: FlashInfer-Bench / SOL-ExecBench: on a CPU, every axis above it is set to it (the
+            consts too, unless the reference refuses them; :mod:`.flashinfer`), so that GPU-sized
+            workloads finish under Triton's interpreter. On a GPU it is not applied: full sizes. The
+            report's ``problem.cpu_cap`` says what was capped.
 
     Raises:
         InvalidInputError: the files are unusable, or the reference is (:class:`ReferenceUnusable`):
@@ -746,7 +751,10 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
     ledger, session, stopped = Ledger(), None, None
     timing_doc: dict[str, Any] = {"kind": "not measured", "reason": "no GPU" if dev.type != "cuda" else "rejected"}
     try:
-        problem = load_problem(ref_path, sets, seed=seed, device=dev)
+        problem = load_problem(ref_path, sets, seed=seed, device=dev,
+                               cap=cpu_cap if dev.type == "cpu" else None)
+        if cpu_cap is not None and dev.type != "cpu":
+            problem.info["cpu_cap"] = {"cap": cpu_cap, "applied": False, "reason": f"full sizes on {dev.type}"}
         if eval_mode:
             problem.set_eval()
         chosen = _select(problem, workloads)

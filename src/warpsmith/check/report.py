@@ -149,6 +149,12 @@ class CheckReport:
             return ""
         done, total, chosen = c["workloads_checked"], c["workloads_total"], c["workloads_selected"]
         line = f"covered: {done} of {total} workload(s)"
+        cap = (self.problem or {}).get("cpu_cap") if isinstance(self.problem, dict) else None
+        if cap and cap.get("applied"):
+            consts = ", ".join(f"{k} {a}->{b}" for k, (a, b) in cap.get("consts", {}).items())
+            line += (f" at the CPU cap {cap['cap']} ({len(cap.get('workloads', {}))} workload(s) shrunk"
+                     + (f"; consts {consts}" if consts else "")
+                     + ("; consts kept: the reference refuses them capped" if cap.get("consts_kept") else "") + ")")
         if chosen < total:
             line += f" ({chosen} selected with --workloads)"
         if c.get("partial"):

@@ -52,10 +52,13 @@ def _table(report) -> Table:
 @click.option("--timeout", "call_timeout_s", type=float, default=300.0, show_default=True, metavar="SECONDS",
               help="Deadline of each candidate call (its process is killed with SIGKILL after it).")
 @click.option("--eval", "eval_mode", is_flag=True, help="Put Model and ModelNew in eval mode (e.g. dropout).")
+@click.option("--cpu-cap", type=click.IntRange(min=1), default=None, metavar="N",
+              help="FlashInfer-Bench/SOL-ExecBench: on a CPU, set every axis above N to N (consts too, unless the "
+                   "reference refuses them); the verdict line states it. Not applied on a GPU (full sizes).")
 @handle_errors
 def check(reference: Path, candidate: Path, json_out: Path | None, trials: int | None, seed: int,
           sets: tuple[str, ...], workloads: str | None, budget_s: float | None, call_timeout_s: float,
-          eval_mode: bool) -> None:
+          eval_mode: bool, cpu_cap: int | None) -> None:
     """Check CANDIDATE against REFERENCE with a harness built to resist gaming.
 
     REFERENCE is a KernelBench .py file (Model, get_inputs, get_init_inputs) or a
@@ -71,7 +74,8 @@ def check(reference: Path, candidate: Path, json_out: Path | None, trials: int |
     try:
         report = run_check(reference, candidate, trials=trials, seed=seed, overrides=list(sets),
                            workloads=[workloads] if workloads else None, budget_s=budget_s,
-                           call_timeout_s=call_timeout_s, eval_mode=eval_mode, progress=progress)
+                           call_timeout_s=call_timeout_s, eval_mode=eval_mode, progress=progress,
+                           cpu_cap=cpu_cap)
     except ReferenceUnusable as e:
         if json_out is not None:
             _write(json_out, {"verdict": "unusable", "reason": e.reason, "message": str(e)})

@@ -47,10 +47,14 @@ from .common import handle_errors, quiet_interpreter
 @click.option("--candidates", type=click.IntRange(min=1), default=3, show_default=True,
               help="Programs verified at most, best predicted first: a rejected one is replaced by the search's "
                    "next partition, and the report lists what it failed.")
+@click.option("--cpu-cap", type=click.IntRange(min=1), default=None, metavar="N",
+              help="SOL-ExecBench/FlashInfer-Bench: on a CPU, set every axis above N to N (consts too, unless the "
+                   "reference refuses them) so that GPU-sized workloads compile and check under Triton's "
+                   "interpreter; stated in the report. Not applied on a GPU (full sizes).")
 @handle_errors
 def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
           sets: tuple[str, ...], greedy: bool, target: str, workloads: tuple[str, ...], schema: str | None,
-          prove: bool, prove_timeout_ms: int | None, candidates: int) -> None:
+          prove: bool, prove_timeout_ms: int | None, candidates: int, cpu_cap: int | None) -> None:
     """Compile PROBLEM into a verified, self-contained solution.
 
     PROBLEM is a KernelBench file (Model, get_inputs, get_init_inputs; writes a ModelNew file), or
@@ -65,11 +69,11 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
         json_out.unlink()
     if problem.suffix != ".py" and (problem.is_dir() or problem.suffix == ".json"):
         return _solve_definition(problem, out, json_out, explain, strict, seed, sets, greedy, target, workloads,
-                                 schema or "sol-execbench", prove, prove_timeout_ms, candidates)
+                                 schema or "sol-execbench", prove, prove_timeout_ms, candidates, cpu_cap)
     if problem.suffix != ".py":
         raise InvalidInputError("PROBLEM", "a KernelBench .py file, a SOL-ExecBench/FlashInfer-Bench problem "
                                 "folder, or its definition.json", str(problem))
-    given = [o for o, v in (("--workloads", workloads), ("--schema", schema)) if v]
+    given = [o for o, v in (("--workloads", workloads), ("--schema", schema), ("--cpu-cap", cpu_cap)) if v]
     if given:
         raise InvalidInputError(" and ".join(given), "a SOL-ExecBench/FlashInfer-Bench problem (these options "
                                 "apply to definitions only)", str(problem))
@@ -107,8 +111,13 @@ def _echo_attempts(attempts, what: str, with_partition: bool = False) -> None:
 def _finish(res, fallbacks) -> None:
     """The verdict line and the exit status of a solve (one place for both problem formats)."""
     if res.status == "refused":
-        click.echo(f"refused (--strict): {len(fallbacks)} op(s) have no lowering or codegen: "
-                   + ", ".join(str(n.target) for n in fallbacks), err=True)
+        given = getattr(res, "as_given", None)
+        if given:
+            click.echo(f"refused (--strict): the reference launches its own Triton kernel(s) ({', '.join(given)}); "
+                       "the solution would run it as given, not compiled", err=True)
+        if fallbacks or not given:
+            click.echo(f"refused (--strict): {len(fallbacks)} op(s) have no lowering or codegen: "
+                       + ", ".join(str(n.target) for n in fallbacks), err=True)
         raise click.exceptions.Exit(1)
     if res.status == "rejected":
         click.echo(f"verdict: rejected ({res.verdict['reason']}: {res.verdict['message']}); nothing written", err=True)
@@ -128,7 +137,8 @@ def _echo_proofs(proofs, indent: str = "") -> None:
 
 def _solve_definition(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
                       sets: tuple[str, ...], greedy: bool, target: str, workloads: tuple[str, ...],
-                      schema: str, prove: bool, prove_timeout_ms: int | None, candidates: int) -> None:
+                      schema: str, prove: bool, prove_timeout_ms: int | None, candidates: int,
+                      cpu_cap: int | None = None) -> None:
     from ..compiler.solexec import solve_definition, write_report
 
     with quiet_interpreter():
@@ -137,12 +147,20 @@ def _solve_definition(problem: Path, out: Path | None, json_out: Path | None, ex
         res = solve_definition(problem, out, strict=strict, seed=seed, overrides=list(sets) or None,
                                workloads=list(workloads) or None, partitioner=partition if greedy else None,
                                target=target, schema=schema, progress=lambda s: click.echo(s, err=True),
-                               prove=prove, prove_timeout_ms=prove_timeout_ms, candidates=candidates)
+                               prove=prove, prove_timeout_ms=prove_timeout_ms, candidates=candidates,
+                               cpu_cap=cpu_cap)
     if explain:
         click.echo(res.explain())
     if json_out is not None:
         write_report(res, json_out)
     compiled, total = res.workloads_compiled, res.workloads_all
+    cap = res.cpu_cap
+    if cap:
+        consts = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in cap.get("consts", {}).items())
+        click.echo(f"CPU cap {cap['cap']}: {len(cap.get('workloads', {}))} workload(s) shrunk"
+                   + (f"; consts {consts}" if consts else "")
+                   + (f"; consts kept at full size (the reference refuses them capped: {cap['consts_kept']})"
+                      if cap.get("consts_kept") else ""))
     click.echo(f"{res.definition}: {len(res.signatures)} input signature(s) compiled, for {len(compiled)} of "
                f"{len(total)} workload(s)")
     for s in res.signatures:
@@ -152,6 +170,9 @@ def _solve_definition(problem: Path, out: Path | None, json_out: Path | None, ex
                    f"kernel(s), {len(p.library_calls)} library call(s), {len(p.fallbacks)} ATen fallback(s)")
         for n in p.fallbacks:
             click.echo(f"    fallback {n.name}: {n.target} {n.line}".rstrip())
+        if s.as_given:
+            click.echo(f"    the reference as given: it launches its own Triton kernel(s) ({', '.join(s.as_given)}); "
+                       "not compiled, judged on its outputs")
         _echo_proofs(s.proofs, "    ")
     _echo_attempts(res.attempts, "solution candidate")
     skipped = [w for w in total if w not in compiled]

@@ -14,6 +14,14 @@ compiled once: one draw of its inputs, ``torch.export`` of a small ``nn.Module``
 calls the reference's ``run`` (the compiler's own :func:`~.capture.capture`), then the compiler's
 IR, lowering, search (or a given partitioner), codegen and :func:`~.emit.emit_function`.
 
+**As SOL-ExecBench writes them.** The reference is captured with grad disabled (a ``@torch.no_grad()``
+``run`` then exports as plain ATen). A reference that launches its own Triton kernels
+(:func:`triton_kernels`) is not traced: its program is the reference as given, judged by the check
+on its outputs (``Signature.as_given``), and ``strict`` refuses it. ``cpu_cap`` is the check's CPU
+cap (:mod:`warpsmith.check.flashinfer`): applied only where the check runs on a CPU
+(:func:`cap_here`), to the compiled signatures and to the check alike. Constraints on input data
+(``.item()``) are met by the check loader's draws, which ``solve`` uses too.
+
 **Output.** A ``solution.json`` with inline sources: ``main.py`` (the entry point
 ``main.py::run``, parameters named as the definition's inputs, value-returning) and one
 ``shape_<i>.py`` per signature. ``run`` looks its arguments' signature up and calls that program;
@@ -24,6 +32,7 @@ problem over the compiled workloads, and written (atomically) only when accepted
 """
 from __future__ import annotations
 
+import ast
 import json
 import keyword
 import linecache
@@ -57,6 +66,7 @@ class Signature:
     notes: list[str] = field(default_factory=list)
     program: Program | None = None
     proofs: Any = None  # proofs.ProgramProofs of its generated kernels (None: not proved)
+    as_given: list[str] = field(default_factory=list)  # the reference's own Triton kernels: run as given
 
 
 @dataclass
@@ -73,10 +83,16 @@ class SolExecResult:
     verdict: dict[str, Any] = field(default_factory=dict)
     written: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)  # rejected candidates (see solve_definition)
+    cpu_cap: dict[str, Any] | None = None  # what the CPU cap shrank (check.flashinfer), None: full sizes
 
     @property
     def fallbacks(self) -> list[Any]:
         return [n for s in self.signatures if s.program for n in s.program.fallbacks]
+
+    @property
+    def as_given(self) -> list[str]:
+        """The reference's own Triton kernels, when its programs run it as given (not compiled)."""
+        return sorted({k for s in self.signatures for k in s.as_given})
 
     @property
     def workloads_compiled(self) -> list[str]:
@@ -100,7 +116,9 @@ class SolExecResult:
                 "status": self.status, "written": self.written, "entry_point": f"{ENTRY_FILE}::run",
                 "workloads": {"compiled": self.workloads_compiled,
                               "not_compiled": [w for w in self.workloads_all if w not in self.workloads_compiled]},
-                "programs": progs, "check": self.verdict, "rejected_candidates": self.attempts}
+                "programs": progs, "check": self.verdict, "rejected_candidates": self.attempts,
+                "reference_as_given": self.as_given,
+                "cpu_cap": self.cpu_cap}
 
 
 # ---- loading ------------------------------------------------------------------------------------
@@ -109,7 +127,12 @@ def _relabel(e: InvalidInputError, path: Path) -> InvalidInputError:
     return InvalidInputError(f"{e.what} (in {path})", e.expected, e.given)
 
 
-def load(path: str | Path, overrides: Any = None, seed: int = 0) -> Any:
+def cap_here(cpu_cap: int | None) -> int | None:
+    """The CPU cap as it applies on this machine: not at all where the check runs on a GPU (full sizes)."""
+    return cpu_cap if cpu_cap is not None and not torch.cuda.is_available() else None
+
+
+def load(path: str | Path, overrides: Any = None, seed: int = 0, cpu_cap: int | None = None) -> Any:
     """The problem as :func:`warpsmith.check.formats.load_problem` reads it, plus the checks compiling needs.
 
     Raises:
@@ -122,7 +145,7 @@ def load(path: str | Path, overrides: Any = None, seed: int = 0) -> Any:
         raise InvalidInputError("PROBLEM", "a problem folder with definition.json and workload.jsonl, "
                                 "or its definition.json", str(p))
     try:
-        problem = load_problem(p, parse_overrides(overrides), seed=seed, device="cpu")
+        problem = load_problem(p, parse_overrides(overrides), seed=seed, device="cpu", cap=cap_here(cpu_cap))
     except InvalidInputError as e:
         raise _relabel(e, p) from None
     d = problem.context["definition"]
@@ -265,11 +288,19 @@ def compile_signature(problem: Any, sig: Signature, args: list[Any],
     ``rewrites_on=False`` the program as written (as :func:`.solve.compile_problem`)."""
     d = problem.context["definition"]
     names, out_names = list(d["inputs"]), list(d["outputs"])
+    kernels = triton_kernels(d["reference"])
+    if kernels:  # its own Triton kernels: run as given, the solution judged on its outputs
+        sig.graph, sig.as_given = None, kernels
+        sig.notes = [f"the reference launches its own Triton kernel(s) ({', '.join(kernels)}): this program runs "
+                     "the reference as given (not compiled; --strict refuses it), judged on its outputs"]
+        sig.program = Program(_as_given_source(d, sig, kernels))
+        return sig
     ref_path, run = _reference(problem)
     model, refused = _wrapper(run, names, out_names, str(problem.path))
     loaded = LoadedProblem(ref_path, d["reference"], None, model, list(args), [])
     try:
-        cap = capture(loaded)
+        with torch.no_grad():  # as SOL-ExecBench runs it; a @torch.no_grad() reference then exports plainly
+            cap = capture(loaded)
     except InvalidInputError as e:
         if refused:  # raised as it is rather than as a failed trace
             raise refused[0] from None
@@ -287,6 +318,45 @@ def compile_signature(problem: Any, sig: Signature, args: list[Any],
     prog.search, prog.declared = found, declared
     sig.graph, sig.program = g, prog
     return sig
+
+
+def triton_kernels(source: str) -> list[str]:
+    """The functions of a reference source decorated with a Triton decorator (``@triton.jit``,
+    ``@triton.autotune``, ``@jit`` imported from triton, ...): a reference that launches its own kernels."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    from_triton = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                   and (n.module or "").split(".")[0] == "triton" for a in n.names}
+    tops = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+            if a.name.split(".")[0] == "triton"}
+
+    def is_triton(dec: ast.AST) -> bool:
+        dec = dec.func if isinstance(dec, ast.Call) else dec
+        while isinstance(dec, ast.Attribute):
+            if isinstance(dec.value, ast.Name) and dec.value.id in tops | {"triton"}:
+                return True
+            dec = dec.value
+        return isinstance(dec, ast.Name) and dec.id in from_triton
+
+    return [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and any(is_triton(dec) for dec in n.decorator_list)]
+
+
+def _as_given_source(d: dict[str, Any], sig: Signature, kernels: list[str]) -> str:
+    """A signature's program that is the reference itself: its source, then ``run`` returning a tuple of
+    the definition's outputs (as the compiled programs' ``run`` does)."""
+    outs = list(d["outputs"])
+    return (f'"""{d["name"]}, input signature {sig.text}: the reference as given (it launches its own Triton '
+            f'kernel(s): {", ".join(kernels)}), written by `warpsmith solve` (not compiled)."""\n'
+            + d["reference"].rstrip() + "\n\n\n"
+            f"_ws_reference_run = run\n_WS_OUTPUTS = {outs!r}\n\n\n"
+            "def run(*args):\n"
+            "    out = _ws_reference_run(*args)\n"
+            "    if isinstance(out, dict):\n"
+            "        return tuple(out[k] for k in _WS_OUTPUTS)\n"
+            "    return (out,) if not isinstance(out, (tuple, list)) else tuple(out)\n")
 
 
 @dataclass
@@ -393,17 +463,18 @@ def solution(d: dict[str, Any], sigs: list[Signature], schema: str = "sol-execbe
 def compile_definition(path: str | Path, *, workloads: Sequence[str] | None = None, overrides: Any = None,
                        seed: int = 0, partitioner: Callable[[Graph], Partition] | None = None,
                        target: str = "h100", schema: str = "sol-execbench", choice: int = 0,
-                       rewrites_on: bool = True) -> SolExecResult:
+                       rewrites_on: bool = True, cpu_cap: int | None = None) -> SolExecResult:
     """Load, compile every signature and build the solution document (no verification); ``choice``
     and ``rewrites_on`` as :func:`compile_signature`'s, for every signature."""
     if schema not in SCHEMAS:
         raise InvalidInputError("--schema", " or ".join(SCHEMAS), schema)
-    problem = load(path, overrides, seed)
+    problem = load(path, overrides, seed, cpu_cap)
     sigs, draws = signatures(problem, workloads)
     for s in sigs:
         compile_signature(problem, s, draws[s.file], partitioner, target, choice, rewrites_on)
     d = problem.context["definition"]
-    res = SolExecResult(str(path), d["name"], "unverified", sigs, [w.label for w in problem.workloads])
+    res = SolExecResult(str(path), d["name"], "unverified", sigs, [w.label for w in problem.workloads],
+                        cpu_cap=problem.info.get("cpu_cap"))
     res.solution = solution(d, sigs, schema)
     return res
 
@@ -413,7 +484,8 @@ def solve_definition(path: str | Path, out: str | Path | None = None, *, strict:
                      partitioner: Callable[[Graph], Partition] | None = None, target: str = "h100",
                      schema: str = "sol-execbench", check_kwargs: dict[str, Any] | None = None,
                      progress: Callable[[str], None] | None = None, prove: bool = True,
-                     prove_timeout_ms: int | None = None, candidates: int = MAX_CANDIDATES) -> SolExecResult:
+                     prove_timeout_ms: int | None = None, candidates: int = MAX_CANDIDATES,
+                     cpu_cap: int | None = None) -> SolExecResult:
     """Compile a SOL-ExecBench / FlashInfer-Bench problem into a verified ``solution.json``.
 
     The check runs over the compiled workloads (``workloads``, default all); ``out`` is written,
@@ -433,7 +505,8 @@ def solve_definition(path: str | Path, out: str | Path | None = None, *, strict:
     while (plan_ := order.next()) is not None:
         choice, rewrites_on = plan_
         cand = compile_definition(path, workloads=workloads, overrides=overrides, seed=seed, partitioner=partitioner,
-                                  target=target, schema=schema, choice=choice, rewrites_on=rewrites_on)
+                                  target=target, schema=schema, choice=choice, rewrites_on=rewrites_on,
+                                  cpu_cap=cpu_cap)
         rewritten = rewrites_on and any(_rewritten(s.program) for s in cand.signatures if s.program is not None)
         text = json.dumps(cand.solution, indent=2) + "\n"
         if not order.fresh(text, rewritten):  # every signature past its last partition: nothing new this way
@@ -442,7 +515,7 @@ def solve_definition(path: str | Path, out: str | Path | None = None, *, strict:
             continue
         res = _verify_solution(path, cand, text, out, strict=strict, verify=verify, workloads=workloads,
                                overrides=overrides, seed=seed, check_kwargs=check_kwargs, progress=progress,
-                               prove=prove, prove_timeout_ms=prove_timeout_ms)
+                               prove=prove, prove_timeout_ms=prove_timeout_ms, cpu_cap=cpu_cap)
         if res.status != "rejected":
             break
         attempts.append({"choice": choice, "rewrites": rewritten, "reason": res.verdict.get("reason"),
@@ -457,16 +530,20 @@ def solve_definition(path: str | Path, out: str | Path | None = None, *, strict:
 def _verify_solution(path: str | Path, res: SolExecResult, text: str, out: str | Path | None, *, strict: bool,
                      verify: bool, workloads: Sequence[str] | None, overrides: Any, seed: int,
                      check_kwargs: dict[str, Any] | None, progress: Callable[[str], None] | None, prove: bool,
-                     prove_timeout_ms: int | None) -> SolExecResult:
+                     prove_timeout_ms: int | None, cpu_cap: int | None = None) -> SolExecResult:
     """Prove and check one solution document; write it to ``out`` only when accepted."""
     import tempfile
 
-    if strict and res.fallbacks:
+    if strict and (res.fallbacks or res.as_given):
         res.status = "refused"
+        if res.as_given:
+            res.verdict = {"accepted": False, "reason": "refused",
+                           "message": f"--strict: the reference launches its own Triton kernel(s) "
+                                      f"({', '.join(res.as_given)}); the solution would run it as given, not compiled"}
         return res
     if prove:
         for s in res.signatures:
-            if s.program is not None:
+            if s.program is not None and not s.as_given:  # the reference's own kernels carry no launch contract
                 holder = SolveResult(s.file, res.status)
                 ok = proved(holder, s.program.text, s.file, prove_timeout_ms)
                 s.proofs = holder.proofs
@@ -484,7 +561,7 @@ def _verify_solution(path: str | Path, res: SolExecResult, text: str, out: str |
         cand = Path(tmp) / "solution.json"
         cand.write_text(text)
         report = check(path, cand, seed=seed, progress=progress, overrides=overrides, workloads=workloads,
-                       declared=declarations(res.signatures), **(check_kwargs or {}))
+                       declared=declarations(res.signatures), cpu_cap=cap_here(cpu_cap), **(check_kwargs or {}))
     doc = report.to_json() if hasattr(report, "to_json") else {}
     f = report.first_failure
     res.verdict = {"accepted": f is None, "reason": None if f is None else f.code,
