@@ -24,7 +24,23 @@ def pytest_addoption(parser):
                      help="Run the commands of the docs for real (tests/test_docs.py, marker `docs`; slow).")
 
 
+def _shares_a_module_fixture(item) -> bool:
+    """The item uses a fixture of its own module computed once per module (or session): one worker
+    should run all such items, or each worker computes it again (e.g. the compiler's solved problems)."""
+    infos = getattr(item, "_fixtureinfo", None)
+    module = getattr(getattr(item, "module", None), "__name__", None)
+    for defs in (infos.name2fixturedefs.values() if infos else ()):
+        d = defs[-1]
+        if d.scope in ("module", "session") and getattr(d.func, "__module__", None) == module:
+            return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     full, docs = config.getoption("--full"), config.getoption("--run-docs")
     skip_slow = pytest.mark.skip(reason="slow: the quick tier skips it (give pytest --full)")
     skip_docs = pytest.mark.skip(reason="runs a command of the docs for real: give pytest --run-docs")
