@@ -192,7 +192,8 @@ def _copy_tree(dest: Path) -> None:
 
 def _pytest(tree: Path, args: tuple[str, ...], timeout: float) -> tuple[int | None, str]:
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "TRITON_INTERPRET": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-o", "addopts=", "-p", "no:cacheprovider", *args]
+    # --full: a mutant must meet the tests marked `slow` too (the quick tier skips them)
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-o", "addopts=", "-p", "no:cacheprovider", "--full", *args]
     try:
         r = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -1,24 +1,54 @@
 """Test setup: kernels run under Triton's interpreter (no GPU here), and no test touches the
-user's tuning DB."""
+user's tuning DB.
+
+Tiers: ``python -m pytest`` (the README's command) runs the quick tier, which skips the tests
+marked ``slow``; ``python -m pytest --full`` runs them too (CI, ``scripts/mutate.py``). A test is
+marked ``slow`` only where a quick test covers the same code path (the same check, the same
+kernel at another size): the quick tier keeps a correctness test of every family and every cheat
+class of the check harness. ``--run-docs`` (marker ``docs``) is a tier of its own, as before.
+"""
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
 
+pytest_plugins = ("pytester",)  # tests/test_tiers.py runs pytest on a tiny suite of its own
+
 
 def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true", default=False,
+                     help="Run the whole suite, the tests marked `slow` included (CI's pass; "
+                          "without it the quick tier skips them).")
     parser.addoption("--run-docs", action="store_true", default=False,
                      help="Run the commands of the docs for real (tests/test_docs.py, marker `docs`; slow).")
 
 
+def _shares_a_module_fixture(item) -> bool:
+    """The item uses a fixture of its own module computed once per module (or session): one worker
+    should run all such items, or each worker computes it again (e.g. the compiler's solved problems)."""
+    infos = getattr(item, "_fixtureinfo", None)
+    module = getattr(getattr(item, "module", None), "__name__", None)
+    for defs in (infos.name2fixturedefs.values() if infos else ()):
+        d = defs[-1]
+        if d.scope in ("module", "session") and getattr(d.func, "__module__", None) == module:
+            return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("--run-docs"):
-        return
-    skip = pytest.mark.skip(reason="runs a command of the docs for real: give pytest --run-docs")
     for item in items:
-        if "docs" in item.keywords:
-            item.add_marker(skip)
+        if _shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    full, docs = config.getoption("--full"), config.getoption("--run-docs")
+    skip_slow = pytest.mark.skip(reason="slow: the quick tier skips it (give pytest --full)")
+    skip_docs = pytest.mark.skip(reason="runs a command of the docs for real: give pytest --run-docs")
+    for item in items:
+        if not docs and "docs" in item.keywords:
+            item.add_marker(skip_docs)
+        elif not full and "slow" in item.keywords:
+            item.add_marker(skip_slow)
 
 
 @pytest.fixture(autouse=True)

@@ -52,8 +52,33 @@ CORRECT = [
 
 TRITON = {"softmax_triton.py", "solutions/value_triton", "softmax_autotune.py"}  # memory_safe proves their launches
 
+# The quick tier (tests/conftest.py) runs a check of each kind once: these cases, each about 8 s of a
+# sandboxed process, run in the full tier (--full) only. Each is covered by a quick test: the correct
+# candidates by the test named; the cheats by a quick cheat rejected for the same reason code.
+SLOW_CORRECT = {
+    "softmax_triton.py": "test_cli_exit_0_when_accepted_and_json_lists_every_check",
+    "softmax_uses_dim.py": "test_set_overrides_constants_of_reference_and_candidate",
+    "solutions/dps_torch.json": "test_set_overrides_var_axes_of_a_flashinfer_problem",
+}
+SLOW_CHEATS = {
+    "layernorm_reinit.py", "softmax_autocast.py", "softmax_gc_oracle.py", "softmax_library_override.py",
+    "softmax_mode_sensing.py",                                              # wrong_result: softmax_off_by_little.py
+    "solutions/dps_partial.json",                                           # unwritten_output: softmax_unwritten.py
+    "softmax_memo_hash.py", "softmax_memo_version.py",                      # memoized: softmax_memo_ptr.py
+    "softmax_lazy.py",                                                      # lazy_output: test_cli_skipped_checks_...
+    "softmax_patch_eq.py", "softmax_patch_perf_counter.py", "softmax_patch_harness.py",
+    "solutions/hack_timer_patch.json",                                      # monkey_patch: softmax_patch_allclose.py
+    "softmax_exit_import.py", "softmax_exit_init.py",                       # exited: softmax_exit_forward.py
+    "softmax_late_worker.py", "solutions/hack_side_stream.json", "solutions/hack_thread.json",  # async_work: softmax_thread.py
+    "solutions/hack_subclass.json",                                         # tensor_subclass: softmax_subclass.py
+}
 
-@pytest.mark.parametrize("problem, candidate", CORRECT)
+
+def _params(cases, slow):
+    return [pytest.param(*c, id=c[1], marks=[pytest.mark.slow] if c[1] in slow else []) for c in cases]
+
+
+@pytest.mark.parametrize("problem, candidate", _params(CORRECT, SLOW_CORRECT))
 def test_correct_candidates_are_accepted_with_every_check_passed(problem, candidate):
     report = run(problem, candidate)
     assert report.verdict == "accepted", report.first_failure
@@ -108,13 +133,35 @@ ZOO_CHEATS = [
 ]
 
 
-@pytest.mark.parametrize("problem, candidate, code", ZOO_CHEATS, ids=[c[1] for c in ZOO_CHEATS])
+@pytest.mark.parametrize("problem, candidate, code", _params(ZOO_CHEATS, SLOW_CHEATS))
 def test_cheats_are_rejected_for_the_right_reason(problem, candidate, code):
+    import sys
+
+    original_allclose, original_judge = torch.allclose, compare.judge
+    modules, mode = set(sys.modules), torch._C._len_torch_function_stack()
     report = run(problem, candidate)
     assert report.verdict == "rejected"
     assert report.reason == code, [c.text for c in report.checks if c.status == "failed"]
     failed = next(c for c in report.checks if c.code == code)
     assert failed.text.startswith(f"failed({code}: ") and failed.message
+    assert MESSAGES.get(candidate, "") in report.first_failure.message
+    # whatever the candidate did, the library's process is as it was (test_patches_are_undone_after_the_check,
+    # test_a_library_call_leaves_no_global_state_changed: the same for some cheats in one test each)
+    assert torch.allclose is original_allclose and compare.judge is original_judge
+    assert "__eq__" not in vars(torch.Tensor) and time.perf_counter() > 0
+    assert torch._C._len_torch_function_stack() == mode and not torch.is_autocast_enabled("cpu")
+    assert not any("kb_cand" in m or "fi_cand" in m for m in set(sys.modules) - modules)
+
+
+# what the first failure's message says (test_failure_messages_say_what_happened, in one test)
+MESSAGES = {
+    "softmax_patch_allclose.py": "after loading the candidate: torch.allclose was replaced",
+    "softmax_patch_eq.py": "torch.Tensor.__eq__ was added",
+    "softmax_memo_ptr.py": "overwritten in place",
+    "softmax_memo_hash.py": "cache keyed on values",
+    "softmax_thread.py": "still running after it returned",
+    "matmul_relu_transposed.py": "reference's output is contiguous",
+}
 
 
 def test_a_hang_is_killed_at_the_deadline_even_ignoring_sigterm():
@@ -149,6 +196,7 @@ def test_the_zoo_covers_every_reason_code():
     assert len(ZOO_CHEATS) >= 14
 
 
+@pytest.mark.slow  # the quick tier: each cheat's test asserts the same after its check
 def test_patches_are_undone_after_the_check():
     original_allclose, original_judge = torch.allclose, compare.judge
     for candidate in ("softmax_patch_allclose.py", "softmax_patch_eq.py", "softmax_patch_perf_counter.py",
@@ -177,6 +225,7 @@ def test_torch_own_wrappers_are_not_patches_but_lookalikes_are():
     assert torch.manual_seed is original
 
 
+@pytest.mark.slow  # the quick tier: each cheat's test asserts its message (MESSAGES)
 def test_failure_messages_say_what_happened():
     assert "after loading the candidate: torch.allclose was replaced" in \
         run("softmax", "softmax_patch_allclose.py").first_failure.message
@@ -210,8 +259,10 @@ def test_inputs_are_drawn_after_the_candidate_is_loaded(monkeypatch):
     warm = events.count("draw") - trials - extra
     assert warm == report.protocol["warmup_calls"], events
     assert 1 <= warm <= 2 and 3 <= trials <= 5, events  # the counts are drawn at random within ranges
+    assert report.protocol["isolation"]["isolated"] and report.protocol["plain_calls"] >= 1  # one repeat at least is plain
 
 
+@pytest.mark.slow  # the quick tier: test_inputs_are_drawn_after_the_candidate_is_loaded asserts the same of one report
 def test_the_protocol_runs_some_calls_with_no_harness_state_and_random_counts():
     reports = [run("softmax", "softmax_triton.py", trials=2) for _ in range(3)]
     assert all(r.verdict == "accepted" and r.protocol["isolation"]["isolated"] for r in reports)
@@ -255,6 +306,7 @@ def test_workloads_can_be_chosen_and_the_report_states_the_coverage():
         run("rmsnorm", "solutions/dps_torch.json", workloads=["7"])
 
 
+@pytest.mark.slow  # the quick tier: each cheat's test asserts the same after its check
 def test_a_library_call_leaves_no_global_state_changed():
     import sys
 

@@ -41,8 +41,12 @@ def failed(report):
 
 
 # ---- settings that change only the candidate's own numbers -------------------------------------
-@pytest.mark.parametrize("candidate", ["softmax_flag_deterministic.py", "softmax_flag_tf32.py",
-                                       "softmax_flag_precision.py", "softmax_flag_default_dtype.py"])
+# the quick tier checks one (each is a sandboxed check of about 8 s); every setting is also in
+# softmax_flags_late_worker.py (below) and in the guard's own tests (SETTINGS)
+@pytest.mark.parametrize("candidate", [pytest.param("softmax_flag_deterministic.py", marks=pytest.mark.slow),
+                                       pytest.param("softmax_flag_tf32.py", marks=pytest.mark.slow),
+                                       pytest.param("softmax_flag_precision.py", marks=pytest.mark.slow),
+                                       "softmax_flag_default_dtype.py"])
 def test_numeric_settings_at_import_are_not_patches(candidate):
     report = softmax(candidate)
     assert report.verdict == "accepted", failed(report)

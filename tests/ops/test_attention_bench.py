@@ -29,4 +29,7 @@ def test_dry_run_checks_correctness_and_compiles_what_the_real_run_launches(tmp_
     assert all(p["dtype"] == "bfloat16" and p["shape"]["D"] == 64 for p in probs)
     assert doc["static_compile"]["ok"] and calls[0]["target"] == "h200"
     monkeypatch.setattr(warpsmith.gpucheck, "check_problems", fake_check(1, [], failing="attention_backward"))
-    assert bench.main(["--dry-run", "--out", str(tmp_path), "--dims", "64", "--seqs", "512"]) == 1
+    # the static compile alone fails the run (--total-time 0: its cases are skipped, the compile still runs)
+    assert bench.main(["--dry-run", "--out", str(tmp_path), "--dims", "64", "--seqs", "512", "--total-time", "0"]) == 1
+    doc = json.loads((tmp_path / "attention_dry.json").read_text())
+    assert not doc["cases"] and not doc["failed"] and len(doc["skipped"]) == 4 and not doc["static_compile"]["ok"]

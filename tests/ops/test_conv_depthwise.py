@@ -256,6 +256,7 @@ def _fresh(code: str):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # about a minute of z3; the quick tier proves the other conv contracts (test_conv_proofs.py)
 def test_contract_is_proved_for_every_shape_in_the_domain():
     """Every obligation of a depthwise contract (in_bounds of each access, int32, and race freedom and
     coverage of y by the writer witness): channels-last output, the "channels" order, the full epilogue
