@@ -232,6 +232,23 @@ def _ws_attention(q, k, v, causal, scale, bias=None, window=(None, None)):
 '''
 
 
+TOPK = '''
+def _ws_topk(x, k, largest):
+    """(values, indices) of the k largest (or smallest) of each row over the last dim, best first;
+    ties to the lowest index (a stable sort's order)."""
+    n = x.shape[-1]
+    x2 = x.reshape(-1, n)
+    m = x2.shape[0]
+    vals = torch.empty((m, k), dtype=x.dtype, device=x.device)
+    idx = torch.empty((m, k), dtype=torch.int64, device=x.device)
+    if m > 0:
+        topk_rows_kernel[(m,)](x2, vals, idx, m, n, k, x2.stride(0), x2.stride(1), vals.stride(0), idx.stride(0),
+                               BLOCK_N=triton.next_power_of_2(n), BLOCK_K=max(2, triton.next_power_of_2(k)),
+                               LARGEST=largest, num_warps=4)
+    return vals.view(*x.shape[:-1], k), idx.view(*x.shape[:-1], k)
+'''
+
+
 def needs(n: Node) -> tuple[list[Any], str]:
     """The jit kernels and the launcher text of one library node."""
     if n.op == "matmul":
@@ -250,6 +267,10 @@ def needs(n: Node) -> tuple[list[Any], str]:
         from ..ops.attention.kernel import attention_fwd_kernel
 
         return [attention_fwd_kernel], ATTENTION
+    if n.op == "topk":
+        from ..ops.topk.kernel import topk_rows_kernel
+
+        return [topk_rows_kernel], TOPK
     if n.op == "pool":
         from ..ops.pool.kernel import pool_fwd_kernel
 
@@ -289,6 +310,8 @@ def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
     if n.op == "attention":
         extra = (f", {v(a[3])}" if len(a) > 3 else ", None") + (f", {n.attrs['window']!r}" if n.attrs.get("window") else "")
         return f"_ws_attention({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['causal']}, {n.attrs['scale']!r}{extra})"
+    if n.op == "topk":
+        return f"_ws_topk({v(a[0])}, {n.attrs['k']}, {n.attrs['largest']})"
     if n.op == "cross_entropy":
         t = n.attrs
         return f"_ws_cross_entropy({v(a[0])}, {v(a[1])}, {t['reduction']}, {t['ignore_index']}, {t['smoothing']!r})"
