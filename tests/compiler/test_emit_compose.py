@@ -159,6 +159,11 @@ def _attention(m):
     q4, k2, v2 = torch.randn(1, 4, 5, 8), torch.randn(1, 2, 7, 8), torch.randn(1, 2, 7, 8)  # GQA
     ref = F.scaled_dot_product_attention(q4, k2.repeat_interleave(2, 1), v2.repeat_interleave(2, 1), scale=0.3)
     _close(m._ws_attention(q4, k2, v2, False, 0.3), ref)
+    bias = torch.randn(1, 1, 5, 5)  # an additive mask, then a sliding window as the kernel's band
+    _close(m._ws_attention(q, k, v, False, None, bias), F.scaled_dot_product_attention(q, k, v, attn_mask=bias))
+    i = torch.arange(5)
+    band = (i[None, :] <= i[:, None]) & (i[None, :] >= i[:, None] - 1)
+    _close(m._ws_attention(q, k, v, False, None, None, (1, 0)), F.scaled_dot_product_attention(q, k, v, attn_mask=band))
 
 
 def _cross_entropy(m):
@@ -188,6 +193,14 @@ def _gather(m):
     _close(m._ws_gather(x, idx, 1, False, False, "gather", "idx"), torch.gather(x, 1, idx), 0.0)
 
 
+def _topk(m):
+    x = torch.randn(3, 37)
+    vals, idx = m._ws_topk(x, 4, True)
+    ref = torch.topk(x, 4)
+    _close(vals, ref.values, 0.0)
+    _close(idx, ref.indices, 0.0)  # no ties in a random draw
+
+
 def _scatter(m):
     src, idx = torch.randn(6, 5), torch.tensor([2, 0, 2, 3, 0, 1])
     ref = torch.zeros(4, 5).index_add_(0, idx, src)
@@ -197,7 +210,7 @@ def _scatter(m):
 # one case per row of library.LAUNCHERS: a new library op fails here until it has its case
 CASES = {"matmul": _matmul, "conv": _conv, "pool": _pool, "attention": _attention,
          "cross_entropy": _cross_entropy, "softmax": _softmax, "rms_norm": _norm, "layer_norm": _norm,
-         "gather": _gather, "scatter": _scatter}
+         "gather": _gather, "scatter": _scatter, "topk": _topk}
 
 
 def test_every_library_op_has_a_case():

@@ -198,8 +198,9 @@ def _ws_cross_entropy(x, t, reduction, ignore_index, smoothing):
 
 
 ATTENTION = '''
-def _ws_attention(q, k, v, causal, scale):
-    """softmax(q k^T * scale [causal, top-left as SDPA's is_causal]) v over (B, H, S, D); GQA when H_q > H_k."""
+def _ws_attention(q, k, v, causal, scale, bias=None, window=(None, None)):
+    """softmax(q k^T * scale [+ bias] [causal, top-left as SDPA's is_causal] [band i - lo <= j <= i + hi])
+    v over (B, H, S, D); GQA when H_q > H_k. The bias (an additive mask) broadcasts to (B, H_q, S_q, S_k)."""
     q, k, v = (t if t.stride(-1) == 1 else _ws_clone(t) for t in (q, k, v))
     b, hq, sq, d = q.shape
     hk, sk, dv = k.shape[1], k.shape[2], v.shape[3]
@@ -210,13 +211,42 @@ def _ws_attention(q, k, v, causal, scale):
     lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
     bm, bn = (16, 16) if _EMULATE else (64, 64)
     grid = (triton.cdiv(sq, bm), hq, b)
+    lo, hi = window
+    has_lo, has_hi = lo is not None, causal or hi is not None
+    sb = (0, 0, 0, 0)
+    if bias is not None:
+        while bias.dim() < 4:
+            bias = bias.unsqueeze(0)
+        bias = bias.expand(b, hq, sq, sk)
+        sb = bias.stride()
+        if (sq + 256) * sb[2] + (sk + 256) * sb[3] >= 2**31:
+            raise ValueError("attention: offsets within one (batch, head) of the mask must stay below 2^31")
     attention_fwd_kernel[grid](
-        q, k, v, o, lse, lse, lse, lse, sq, sk, d, dv, hq // hk, scale if scale is not None else d ** -0.5, 1.0,
-        0, 0, 0, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], lse.stride(0), lse.stride(1),
-        0, 0, 0, 0, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=max(16, triton.next_power_of_2(d)),
-        BLOCK_DV=max(16, triton.next_power_of_2(dv)), HAS_LO=False, HAS_HI=causal, SOFTCAP=False, HAS_BIAS=False,
-        VARLEN=False, IS_FP32=q.dtype == torch.float32, EMULATE=_EMULATE and q.dtype == torch.bfloat16, num_warps=4)
+        q, k, v, o, lse, lse, lse, bias if bias is not None else lse, sq, sk, d, dv, hq // hk,
+        scale if scale is not None else d ** -0.5, 1.0, lo or 0, 0 if causal or hi is None else hi,
+        0, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], lse.stride(0), lse.stride(1),
+        *sb, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=max(16, triton.next_power_of_2(d)),
+        BLOCK_DV=max(16, triton.next_power_of_2(dv)), HAS_LO=has_lo, HAS_HI=has_hi, SOFTCAP=False,
+        HAS_BIAS=bias is not None, VARLEN=False, IS_FP32=q.dtype == torch.float32,
+        EMULATE=_EMULATE and q.dtype == torch.bfloat16, num_warps=4)
     return o
+'''
+
+
+TOPK = '''
+def _ws_topk(x, k, largest):
+    """(values, indices) of the k largest (or smallest) of each row over the last dim, best first;
+    ties to the lowest index (a stable sort's order)."""
+    n = x.shape[-1]
+    x2 = x.reshape(-1, n)
+    m = x2.shape[0]
+    vals = torch.empty((m, k), dtype=x.dtype, device=x.device)
+    idx = torch.empty((m, k), dtype=torch.int64, device=x.device)
+    if m > 0:
+        topk_rows_kernel[(m,)](x2, vals, idx, m, n, k, x2.stride(0), x2.stride(1), vals.stride(0), idx.stride(0),
+                               BLOCK_N=triton.next_power_of_2(n), BLOCK_K=max(2, triton.next_power_of_2(k)),
+                               LARGEST=largest, num_warps=4)
+    return vals.view(*x.shape[:-1], k), idx.view(*x.shape[:-1], k)
 '''
 
 
@@ -234,6 +264,7 @@ LAUNCHERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "layer_norm": (NORM, ("norm.kernel:norm_fwd_row_kernel", "norm.kernel:norm_fwd_looped_kernel")),
     "gather": (lower_gather.LAUNCHER, ("gather.kernel:gather_kernel", "gather.kernel:scatter_kernel")),
     "scatter": (lower_gather.LAUNCHER, ("gather.kernel:gather_kernel", "gather.kernel:scatter_kernel")),
+    "topk": (TOPK, ("topk.kernel:topk_rows_kernel",)),
 }
 
 
@@ -270,7 +301,10 @@ def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
         return (f"_ws_pool({v(a[0])}, {t['nd']}, {t['kernel']}, {t['stride']}, {t['padding']}, {t['dilation']}, "
                 f"{t['ceil_mode']}, {t['is_max']}, {t['count_include_pad']}, {t['divisor']})")
     if n.op == "attention":
-        return f"_ws_attention({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['causal']}, {n.attrs['scale']!r})"
+        extra = (f", {v(a[3])}" if len(a) > 3 else ", None") + (f", {n.attrs['window']!r}" if n.attrs.get("window") else "")
+        return f"_ws_attention({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['causal']}, {n.attrs['scale']!r}{extra})"
+    if n.op == "topk":
+        return f"_ws_topk({v(a[0])}, {n.attrs['k']}, {n.attrs['largest']})"
     if n.op == "cross_entropy":
         t = n.attrs
         return f"_ws_cross_entropy({v(a[0])}, {v(a[1])}, {t['reduction']}, {t['ignore_index']}, {t['smoothing']!r})"

@@ -17,7 +17,7 @@ not matched stays as it was: fused by codegen if pointwise or a reduction, else 
 """
 from __future__ import annotations
 
-from . import lower_conv, lower_gather, lower_norm, lower_ops
+from . import lower_attention, lower_conv, lower_gather, lower_norm, lower_ops, lower_rnn, lower_route
 from .ir import FLOATS, Graph, Node
 
 ACTIVATIONS = {"relu": "relu", "silu": "silu"}
@@ -41,8 +41,9 @@ def lower_graph(g: Graph, depth: int) -> list[str]:
         before = len(notes)
         for rule in (_inplace, _identity, _gemm, lower_conv.conv, lower_conv.batch_norm, _softmax, _norm,
                      lower_norm.group_norm, lower_norm.instance_norm, lower_norm.batch_norm, lower_norm.layer_norm,
-                     lower_ops.pool, lower_ops.cross_entropy, lower_ops.attention, lower_gather.gather,
-                     lower_gather.scatter, _rms_written_out, _epilogue):
+                     lower_ops.pool, lower_ops.cross_entropy, lower_ops.attention, lower_attention.masked_attention,
+                     lower_gather.gather, lower_gather.scatter, lower_route.topk_sort, lower_rnn.recurrent,
+                     lower_rnn.split_through, _rms_written_out, _epilogue):
             for n in list(g.nodes):
                 if n in g.nodes:
                     note = rule(g, n)

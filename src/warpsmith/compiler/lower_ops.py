@@ -8,7 +8,7 @@
   library's row kernel plus its fixed-order reduction (``mean`` over non-ignored rows, ``sum`` or
   ``none``), with ``ignore_index`` and ``label_smoothing``;
 - ``scaled_dot_product_attention`` with no mask and no dropout (``is_causal`` top-left as SDPA's,
-  ``scale``, GQA) becomes the library's flash-attention forward.
+  ``scale``, GQA) becomes the library's flash-attention forward (with a mask: :mod:`.lower_attention`).
 """
 from __future__ import annotations
 
