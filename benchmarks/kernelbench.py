@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 URL = "https://github.com/ScalingIntelligence/KernelBench"
+SOLVE_MARGIN_S = 15.0  # solve gets --timeout (--timeout - this); the process group is killed at --timeout + this
 WORK_BUDGET = 2e8  # FLOPs + parameter and input elements of the capped forward (see plan_caps)
 CATEGORIES = (("convolution", r"conv"), ("pooling", r"pool"), ("attention", r"attention"),
               ("normalization", r"norm"), ("matmul", r"matmul|gemm|matrix|bmm|linear|dense|mlp"),
@@ -309,6 +310,24 @@ def plan(source: str, cap: int, budget: float) -> dict:
     return best
 
 
+RUNNING: set[subprocess.Popen] = set()  # the solve in progress, ended if the driver is stopped (SIGTERM)
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """End a solve's process group (its check's processes run in sessions of their own and end with
+    their harness)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stopped(signum: int, _frame: object) -> None:
+    for proc in list(RUNNING):
+        _end(proc)
+    raise SystemExit(128 + signum)
+
+
 def run_one(path: Path, cap: int, timeout: float, workdir: Path, budget: float = WORK_BUDGET) -> dict:
     plan_ = plan(path.read_text(), cap, budget)
     source, tuples, sets = plan_["source"], plan_["tuples"], plan_["sets"]
@@ -329,27 +348,37 @@ def run_one(path: Path, cap: int, timeout: float, workdir: Path, budget: float =
         copy.write_text(source)
         path = copy
     report = workdir / f"{path.stem}.json"
-    cmd = [sys.executable, "-m", "warpsmith.cli.main", "solve", str(path), "--strict", "--json", str(report)]
+    cmd = [sys.executable, "-m", "warpsmith.cli.main", "solve", str(path), "--strict", "--json", str(report),
+           "--timeout", f"{max(1.0, timeout - SOLVE_MARGIN_S):g}"]
     for s in sets:
         cmd += ["--set", s]
     t0 = time.time()
     env = {**os.environ, "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)  # its own group: a timeout ends the check's children too
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
+                            start_new_session=True)  # its own group; the check's processes die with it (PR_SET_PDEATHSIG)
+    RUNNING.add(proc)
+    try:  # solve stops itself (exit 3, a partial report); the margin covers its start and its clean-up
+        stdout, stderr = proc.communicate(timeout=timeout + SOLVE_MARGIN_S)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        _end(proc)
         _, stderr = proc.communicate()
         last = [ln for ln in (stderr or "").splitlines() if ln.strip()]
         row.update(outcome="timeout", seconds=round(time.time() - t0, 1),
                    reason=f"stopped at: {last[-1][:200]}" if last else "no output")
         return row
+    finally:
+        RUNNING.discard(proc)
     r = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     row["seconds"] = round(time.time() - t0, 1)
     doc = json.loads(report.read_text()) if report.exists() else {}
     fallbacks = sorted({f["op"] for f in doc.get("fallbacks", [])})
-    if r.returncode == 0:
+    if r.returncode == 3 and doc.get("status") == "timeout":
+        w = doc.get("stopped") or {}
+        cand = f", candidate {w.get('candidate')}/{w.get('candidates')}" if w.get("candidates") else ""
+        row.update(outcome="timeout", stopped=w,
+                   reason=f"stopped after {w.get('elapsed_s')} s during {w.get('stage')}{cand}, "
+                          f"{w.get('check_calls_all', 0)} check call(s)")
+    elif r.returncode == 0:
         row["outcome"] = "solved"
     elif r.returncode == 2:
         row.update(outcome="capture", reason=(r.stderr.strip().splitlines() or [""])[-1][:300])
@@ -417,7 +446,9 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--rows", type=Path, help="print the tables of an earlier --json file; runs nothing")
     p.add_argument("--levels", default="1,2")
     p.add_argument("--cap", type=int, default=32, help="largest value kept for a top-level int constant")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per problem (its solve process group is killed)")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds per problem: solve gets --timeout SECONDS-15 (it stops itself, saying where), and "
+                        "its process group is killed at SECONDS+15")
     p.add_argument("--work-budget", type=float, default=WORK_BUDGET,
                    help="largest work (FLOPs + parameter and input elements, counted on the meta device) of a capped "
                         "forward: above it the sizes inside the model are capped too, and a problem still above it "
@@ -430,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--markdown", type=Path, default=None)
     a = p.parse_args(argv)
     levels = [int(x) for x in a.levels.split(",") if x]
+    signal.signal(signal.SIGTERM, _stopped)
     if a.rows:
         rows = json.loads(a.rows.read_text())["rows"]
         levels = sorted({r["level"] for r in rows})
