@@ -3,24 +3,32 @@
 The public KernelBench repository is read at run time (``--repo`` a clone, or ``--fetch`` to clone
 it into a temporary folder); nothing of it is vendored here. Each problem's top-level integer
 constants above ``--cap`` are rewritten to ``--cap`` (``--cap - 1`` where the constant was odd, to
-keep odd sizes odd) through ``solve --set``, so that the program is compiled and checked at sizes
-a CPU runs under Triton's interpreter; the compiled program is specialized to those sizes.
+keep odd sizes odd) through ``solve --set``, and lists and tuples of them element-wise, so that the
+program is compiled and checked at sizes a CPU runs under Triton's interpreter; the compiled
+program is specialized to those sizes. Where the capped forward still does more than
+``--work-budget`` work, the sizes written inside the model (layer widths, constructor defaults,
+literal input shapes) are capped too, each rewrite kept only if the capped model's forward still
+runs on the meta device (:func:`plan_caps`).
 
-Every problem runs as its own ``warpsmith solve --strict`` process with a time limit. Outcomes:
+Every problem runs as its own ``warpsmith solve --strict --timeout`` process. Outcomes:
 
 - ``solved``: verified by ``warpsmith check``, no ATen fallback (exit 0);
 - ``fallbacks``: ``--strict`` refused it; the fallback ops are listed (what is missing);
 - ``rejected``: the check rejected the program (a compiler bug: the reason is kept);
 - ``capture``: the problem could not be captured or built (exit 2);
-- ``timeout``.
+- ``timeout``: with the stage, candidate and check calls where ``solve --timeout`` stopped;
+- ``gpu_only``: no cap the forward allows brings the problem under ``--work-budget`` (the reason
+  names the sizes that cannot be capped and the error capping them raises); not run.
 
 Usage::
 
     python benchmarks/kernelbench.py --fetch --levels 1,2 --json kb.json
     python benchmarks/kernelbench.py --repo /path/to/KernelBench --levels 1 --limit 10
+    python benchmarks/kernelbench.py --repo /path/to/KernelBench --levels 3 --timeout 45 --table
+    python benchmarks/kernelbench.py --rows kb.json --table
 
 The table printed at the end (and ``--markdown FILE``) gives per level the counts by outcome and by
-category, the solve times, and the most frequent missing ops.
+category, the solve times, and the most frequent missing ops; ``--table`` adds one line per problem.
 """
 from __future__ import annotations
 
@@ -402,10 +410,15 @@ def table(rows: list[dict], levels: list[int]) -> str:
         solved_nc = sum(r["outcome"] == "solved" for r in non_conv)
         times = sorted(r["seconds"] for r in rs if r["outcome"] == "solved")
         med = times[len(times) // 2] if times else 0
+        verifying = sum(r["outcome"] == "timeout" and (r.get("stopped") or {}).get("stage") in ("prove", "check")
+                        for r in rs)
         out.append(f"### level {lv}: {len(rs)} problems")
         out.append(f"solved strictly {c['solved']}, refused for fallbacks {c['fallbacks']}, rejected {c['rejected']}, "
                    f"not captured {c['capture']}, timeout {c['timeout']}, gpu_only {c['gpu_only']}; non-convolution: {solved_nc} of "
                    f"{len(non_conv)} solved strictly; median solve time {med} s")
+        if verifying:
+            out.append(f"of the timeouts, {verifying} stopped while the program was proved or checked: lowered "
+                       "whole, with no ATen fallback (--strict passed), its verdict not known")
         out.append("")
         out.append("| category | problems | solved | fallbacks | rejected | not captured | timeout | gpu_only |")
         out.append("|---|---|---|---|---|---|---|---|")
