@@ -77,7 +77,7 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
 
     if json_out is not None and json_out.exists():
         json_out.unlink()
-    tell = Progress() if quiet else Progress(stream=click.get_text_stream("stderr"))
+    tell = Progress() if quiet else Progress(stream=sys.stderr)
     if problem.suffix != ".py" and (problem.is_dir() or problem.suffix == ".json"):
         with _limited(timeout_s, tell, problem, json_out):
             return _solve_definition(problem, out, json_out, explain, strict, seed, sets, greedy, target, workloads,
