@@ -152,8 +152,10 @@ def _unit_roundoff(args: Sequence[Any]) -> float:
 
 class _Session:
     def __init__(self, problem: CheckProblem, ledger: Ledger, device: torch.device, settle_s: float,
-                 timeout_s: float, rng: random.Random, exchange: str, declared: Any = None) -> None:
+                 timeout_s: float, rng: random.Random, exchange: str, declared: Any = None,
+                 on_call: Callable[[str], None] | None = None) -> None:
         self.problem, self.ledger, self.device, self.declared = problem, ledger, device, declared
+        self.on_call = on_call
         self.settle_s, self.timeout_s, self.rng, self.exchange = settle_s, timeout_s, rng, exchange
         self.child = None
         self.calls, self.plain_calls, self.trials = 0, 0, 0
@@ -226,6 +228,8 @@ class _Session:
 
     def _ask(self, doc: dict[str, Any] | None, what: str, timeout_s: float | None = None) -> dict[str, Any]:
         """Send ``doc`` (None: only wait) and return the reply; a child gone is a failure of its own."""
+        if doc is not None and self.on_call is not None:
+            self.on_call(what)
         try:
             if doc is not None:
                 self.child.send(doc)  # type: ignore[union-attr]
@@ -697,7 +701,7 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
           budget_s: float | None = None, call_timeout_s: float = CALL_TIMEOUT_S,
           limits: dict[str, int] | None = None, eval_mode: bool = False,
           progress: Callable[[str], None] | None = None, declared: Any = None,
-          cpu_cap: int | None = None) -> CheckReport:
+          cpu_cap: int | None = None, on_call: Callable[[str], None] | None = None) -> CheckReport:
     """Run every hardened check of CANDIDATE against REFERENCE (see the module docstring).
 
     Args:
@@ -715,6 +719,7 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
         limits: the child's resource limits (:func:`default_limits`'s keys).
         eval_mode: put both models in eval mode (KernelBench; e.g. for dropout).
         progress: told one line per workload.
+        on_call: told each request sent to the candidate's process (what it is), before it is sent.
         declared: a deviation the candidate's compiler declares (an object with ``run(args)``, the
             program in float64 with the deviation, ``summary`` and ``to_json()``; e.g.
             :class:`warpsmith.compiler.precision.Declaration`): the error contract composed with it and
@@ -759,7 +764,7 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
             problem.set_eval()
         chosen = _select(problem, workloads)
         per_workload = trials or len(problem.distributions)
-        session = _Session(problem, ledger, dev, settle_s, call_timeout_s, rng, exchange, declared)
+        session = _Session(problem, ledger, dev, settle_s, call_timeout_s, rng, exchange, declared, on_call)
         gen = torch.Generator().manual_seed(seed + 0x5EED)
         probe = problem.draw_inputs(chosen[0], torch.Generator().manual_seed(seed), problem.distributions[0], dev)
         _interpreter_distributions(problem, probe, dev)

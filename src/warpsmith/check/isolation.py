@@ -55,6 +55,7 @@ HELLO_TIMEOUT_S = 60.0  # the launcher's first line (what the sandbox achieved)
 KILL_TIMEOUT_S = 20.0  # the launcher's own end after a kill (the namespace emptied)
 CHILD_COMMAND = (sys.executable, "-m", "warpsmith.check.child")
 _SANDBOX = os.path.abspath(sandbox.__file__)
+LIVE: set[subprocess.Popen] = set()  # launchers whose candidate may still run (see end_all)
 
 
 class ChildGone(Exception):
@@ -197,6 +198,7 @@ class Child:
                 self.isolation = dict(self.isolation, isolated=False, missing=[
                     *self.isolation.get("missing", []), "the launcher did not confirm the end of the candidate's "
                                                         "processes"])
+        LIVE.discard(self.launcher)
         for fd in (self.ctrl_w, self.reply_r):
             try:
                 os.close(fd)
@@ -217,6 +219,28 @@ class Child:
             except subprocess.TimeoutExpired:
                 pass
         self.kill()
+
+
+def end_all(timeout_s: float = 10.0) -> int:
+    """End every candidate process a check started and did not end yet (a solve stopped by its time
+    limit, possibly between a launcher's start and its first reply); returns how many launchers."""
+    left = list(LIVE)
+    for launcher in left:
+        if launcher.poll() is None:
+            try:
+                launcher.send_signal(signal.SIGTERM)  # the launcher SIGKILLs the sandbox and reaps it all
+            except ProcessLookupError:
+                pass
+    for launcher in left:
+        try:
+            launcher.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(launcher.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        LIVE.discard(launcher)
+    return len(left)
 
 
 def child_env(exchange: str) -> dict[str, str]:
@@ -258,6 +282,7 @@ def spawn(exchange: str, env_extra: dict[str, str] | None = None, *, writable: t
             "command": list(command or CHILD_COMMAND), "mount_setattr": sandbox.USE_MOUNT_SETATTR}
     launcher = subprocess.Popen([sys.executable, "-I", _SANDBOX], pass_fds=(ctrl_r, reply_w), env=env,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, cwd=exchange)
+    LIVE.add(launcher)
     os.close(ctrl_r)
     os.close(reply_w)
     try:  # on stdin, not in the command line the sandbox's processes can read (it names the harness's pid)

@@ -9,11 +9,20 @@ rejected by the check or by a failed proof obligation of a generated kernel, or 
 its ATen fallbacks (nothing written to ``-o``);
 2 unusable input (the file does not import, lacks Model/get_inputs/get_init_inputs, its model or
 inputs cannot be built, or its forward cannot be captured; a definition, workload or reference
-the check's loader or the compiler refuses); nothing written.
+the check's loader or the compiler refuses); nothing written;
+3 ``--timeout`` expired: the solve stopped (the check's processes ended), nothing written to ``-o``,
+and the ``--json`` report is partial: ``status`` ``timeout`` and ``stopped`` (the stage, the candidate
+i of n, the check calls made, the seconds), with the candidates rejected before.
+
+Progress (stage, candidate i/n, check calls) goes to stderr, one line per event (on a terminal the
+check's calls update one line); ``--quiet`` prints none of it.
 """
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -51,10 +60,15 @@ from .common import handle_errors, quiet_interpreter
               help="SOL-ExecBench/FlashInfer-Bench: on a CPU, set every axis above N to N (consts too, unless the "
                    "reference refuses them) so that GPU-sized workloads compile and check under Triton's "
                    "interpreter; stated in the report. Not applied on a GPU (full sizes).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Stop after SECONDS: the check's processes are ended, --json gets a partial report saying the "
+                   "stage and candidate where it stopped, and the exit status is 3.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines (stage, candidate, check calls) on stderr.")
 @handle_errors
 def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
           sets: tuple[str, ...], greedy: bool, target: str, workloads: tuple[str, ...], schema: str | None,
-          prove: bool, prove_timeout_ms: int | None, candidates: int, cpu_cap: int | None) -> None:
+          prove: bool, prove_timeout_ms: int | None, candidates: int, cpu_cap: int | None, timeout_s: float | None,
+          quiet: bool) -> None:
     """Compile PROBLEM into a verified, self-contained solution.
 
     PROBLEM is a KernelBench file (Model, get_inputs, get_init_inputs; writes a ModelNew file), or
@@ -63,13 +77,16 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
     verified with `warpsmith check`, before anything is written to -o.
     """
     from ..compiler import solve as run_solve, write_report
+    from ..compiler.progress import Progress
     from ..core.errors import InvalidInputError
 
     if json_out is not None and json_out.exists():
         json_out.unlink()
+    tell = Progress() if quiet else Progress(stream=sys.stderr)
     if problem.suffix != ".py" and (problem.is_dir() or problem.suffix == ".json"):
-        return _solve_definition(problem, out, json_out, explain, strict, seed, sets, greedy, target, workloads,
-                                 schema or "sol-execbench", prove, prove_timeout_ms, candidates, cpu_cap)
+        with _limited(timeout_s, tell, problem, json_out):
+            return _solve_definition(problem, out, json_out, explain, strict, seed, sets, greedy, target, workloads,
+                                     schema or "sol-execbench", prove, prove_timeout_ms, candidates, tell, cpu_cap)
     if problem.suffix != ".py":
         raise InvalidInputError("PROBLEM", "a KernelBench .py file, a SOL-ExecBench/FlashInfer-Bench problem "
                                 "folder, or its definition.json", str(problem))
@@ -77,12 +94,13 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
     if given:
         raise InvalidInputError(" and ".join(given), "a SOL-ExecBench/FlashInfer-Bench problem (these options "
                                 "apply to definitions only)", str(problem))
-    with quiet_interpreter():
+    with quiet_interpreter(), _limited(timeout_s, tell, problem, json_out):
         from ..compiler.fuse import partition
 
         res = run_solve(problem, out, strict=strict, seed=seed, overrides=list(sets) or None,
-                        progress=lambda s: click.echo(s, err=True), partitioner=partition if greedy else None,
+                        progress=tell, partitioner=partition if greedy else None,
                         target=target, prove=prove, prove_timeout_ms=prove_timeout_ms, candidates=candidates)
+    tell.close()
     if explain:
         click.echo(res.explain())
     if json_out is not None:
@@ -98,6 +116,62 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
     _echo_proofs(res.proofs)
     _echo_attempts(res.attempts, "candidate", with_partition=True)
     _finish(res, p.fallbacks)
+
+
+class _limited:
+    """``--timeout``: run the block under :func:`~warpsmith.compiler.progress.time_limit`; on expiry end
+    the check's processes, write the partial report to ``json_out`` and exit 3."""
+
+    def __init__(self, timeout_s: float | None, tell: Any, problem: Path, json_out: Path | None) -> None:
+        from ..compiler.progress import time_limit
+
+        self.timeout_s, self.tell, self.problem, self.json_out = timeout_s, tell, problem, json_out
+        self.cm = time_limit(timeout_s, tell, on_hard_stop=self._hard_stop)
+
+    def __enter__(self) -> None:
+        self.cm.__enter__()
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        from ..compiler.progress import SolveTimeout
+
+        self.cm.__exit__(kind, exc, tb)
+        if isinstance(exc, SolveTimeout):
+            self._stop(exc.where, exc.attempts)
+        return False
+
+    def _report(self, where: dict[str, Any], attempts: list[dict[str, Any]]) -> None:
+        from ..check.isolation import end_all
+
+        end_all()
+        self.tell.close()
+        if self.json_out is not None:
+            import json
+
+            from ..compiler.solve import _write_atomic
+
+            _write_atomic(json.dumps({"problem": str(self.problem), "status": "timeout", "written": None,
+                                      "timeout_s": self.timeout_s, "stopped": where,
+                                      "rejected_candidates": attempts}, indent=2, default=str), self.json_out)
+        cand = f", candidate {where['candidate']}/{where['candidates']}" if where.get("candidates") else ""
+        click.echo(f"timeout: stopped after {where['elapsed_s']} s (limit {self.timeout_s:g} s) during "
+                   f"{where['stage']}{cand}, {where['check_calls']} check call(s); nothing written"
+                   + (f"; partial report in {self.json_out}" if self.json_out is not None else ""), err=True)
+
+    def _stop(self, where: dict[str, Any], attempts: list[dict[str, Any]]) -> None:
+        self._report(where, attempts)
+        raise click.exceptions.Exit(TIMEOUT_EXIT)
+
+    def _hard_stop(self, where: dict[str, Any]) -> None:
+        """From the watchdog thread: a stage did not return to Python within the grace period."""
+        where = dict(where, hard_stop=True)
+        try:
+            self._report(where, [])
+        finally:
+            sys.stderr.flush()
+            os._exit(TIMEOUT_EXIT)
+
+
+TIMEOUT_EXIT = 3  # --timeout expired (see the module docstring)
 
 
 def _echo_attempts(attempts, what: str, with_partition: bool = False) -> None:
@@ -137,7 +211,7 @@ def _echo_proofs(proofs, indent: str = "") -> None:
 
 def _solve_definition(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
                       sets: tuple[str, ...], greedy: bool, target: str, workloads: tuple[str, ...],
-                      schema: str, prove: bool, prove_timeout_ms: int | None, candidates: int,
+                      schema: str, prove: bool, prove_timeout_ms: int | None, candidates: int, tell: Any,
                       cpu_cap: int | None = None) -> None:
     from ..compiler.solexec import solve_definition, write_report
 
@@ -146,7 +220,7 @@ def _solve_definition(problem: Path, out: Path | None, json_out: Path | None, ex
 
         res = solve_definition(problem, out, strict=strict, seed=seed, overrides=list(sets) or None,
                                workloads=list(workloads) or None, partitioner=partition if greedy else None,
-                               target=target, schema=schema, progress=lambda s: click.echo(s, err=True),
+                               target=target, schema=schema, progress=tell,
                                prove=prove, prove_timeout_ms=prove_timeout_ms, candidates=candidates,
                                cpu_cap=cpu_cap)
     if explain:

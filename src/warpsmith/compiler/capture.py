@@ -76,7 +76,9 @@ def load_problem(path: str | Path, seed: int = 0, overrides: Any = None) -> Load
         exec(compile(source, str(p), "exec"), module.__dict__)  # noqa: S102 - the user's own problem file
     except BaseException as e:  # noqa: BLE001 - any failure of the user's file is bad input
         sys.modules.pop(name, None)
-        if isinstance(e, KeyboardInterrupt):
+        from .progress import SolveTimeout
+
+        if isinstance(e, (KeyboardInterrupt, SolveTimeout)):  # the user's or the time limit's, not the file's
             raise
         raise InvalidInputError("PROBLEM", "a Python file that imports",
                                 f"{p}: {type(e).__name__}: {e}{_where(e, p)}") from None

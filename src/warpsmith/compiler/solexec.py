@@ -560,7 +560,8 @@ def _verify_solution(path: str | Path, res: SolExecResult, text: str, out: str |
     with tempfile.TemporaryDirectory(prefix="warpsmith-solve-") as tmp:
         cand = Path(tmp) / "solution.json"
         cand.write_text(text)
-        report = check(path, cand, seed=seed, progress=progress, overrides=overrides, workloads=workloads,
+        report = check(path, cand, seed=seed, progress=progress, on_call=getattr(progress, "check_call", None),
+                       overrides=overrides, workloads=workloads,
                        declared=declarations(res.signatures), cpu_cap=cap_here(cpu_cap), **(check_kwargs or {}))
     doc = report.to_json() if hasattr(report, "to_json") else {}
     f = report.first_failure

@@ -22,6 +22,7 @@ from .hoist import hoist
 from .ir import Graph, build
 from .lower import lower
 from .precision import lower_storage
+from .progress import Progress, SolveTimeout, as_progress
 from .rewrite import rewrite
 from .search import predict_ms, search as run_search
 
@@ -95,7 +96,7 @@ class SolveResult:
 def compile_problem(path: str | Path, seed: int = 0,
                     partitioner: Callable[[Graph], Partition] | None = None,
                     overrides: Any = None, target: str = "h100", choice: int = 0,
-                    rewrites_on: bool = True) -> tuple[Graph, list[str], Program]:
+                    rewrites_on: bool = True, progress: Progress | None = None) -> tuple[Graph, list[str], Program]:
     """Capture, lower, partition and emit (no verification); ``overrides`` are ``--set`` items (size
     constants rewritten before the problem runs). With no ``partitioner``, the search
     (:mod:`.search`: rewrites, then partitions ranked by the cost model for ``target``) chooses, and
@@ -104,12 +105,17 @@ def compile_problem(path: str | Path, seed: int = 0,
     last explored one): the next candidate when a better one failed verification; ``rewrites_on=False``
     compiles the program as written (no rewrite, nothing folded out of the call). With the search and
     rewrites on, values between kernels may be stored in 16 bits (:mod:`.precision`), declared in
-    ``Program.declared`` for the check."""
+    ``Program.declared`` for the check. ``progress`` is told each stage (capture, search, emit)."""
+    tell = progress or Progress()
+    tell.stage("capture")
     problem = load_problem(path, seed=seed, overrides=overrides)
     cap = capture(problem)
     g = build(cap)
+    tell.stage("search", "greedy partition" if partitioner is not None else f"partition rank {choice}"
+               + ("" if rewrites_on else ", no rewrite"))
     notes, part, found = plan(g, partitioner, target, choice, rewrites_on)
     declared = store_low(g, part, found, cap.program, problem.inputs, target, notes) if rewrites_on else None
+    tell.stage("emit")
     shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
     values = [None if hasattr(x, "shape") else x for x in problem.inputs]
     prog = emit(g, part, problem.source, Path(path).name, shapes, values)
@@ -178,7 +184,7 @@ MAX_CANDIDATES = 3  # programs verified at most, best predicted first, before so
 def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = False, verify: bool = True,
           seed: int = 0, check_kwargs: dict[str, Any] | None = None,
           partitioner: Callable[[Graph], Partition] | None = None, overrides: Any = None,
-          progress: Callable[[str], None] | None = None, target: str = "h100", prove: bool = True,
+          progress: Callable[[str], None] | Progress | None = None, target: str = "h100", prove: bool = True,
           prove_timeout_ms: int | None = None, candidates: int = MAX_CANDIDATES) -> SolveResult:
     """Compile a KernelBench problem into a verified ``ModelNew`` file.
 
@@ -188,41 +194,55 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     at most ``candidates`` programs in all) is emitted, proved and checked in its place, and
     ``SolveResult.attempts`` says what each rejected one failed. When the search took a rewrite or
     folded values out of the call, the last of them is the program as written (no rewrite): a rewrite
-    that fails verification costs its gain, never the solution.
+    that fails verification costs its gain, never the solution. ``progress`` (a callable told lines, or
+    a :class:`~.progress.Progress`) is told each stage, candidate and check call.
 
     Raises:
         InvalidInputError: the problem file is unusable (exit 2); nothing is written.
+        SolveTimeout: a time limit (:func:`~.progress.time_limit`) expired; its ``attempts`` are the
+            candidates rejected before, nothing is written.
     """
     attempts: list[dict[str, Any]] = []
     res = None
+    tell = as_progress(progress)
     order = Candidates(max(1, candidates) if partitioner is None else 1)
-    while (plan_ := order.next()) is not None:
-        choice, rewrites_on = plan_
-        try:
-            g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides,
-                                             target=target, choice=choice, rewrites_on=rewrites_on)
-        except IndexError:  # no other partition was explored
-            if order.exhausted():
+    try:
+        while (plan_ := order.next()) is not None:
+            choice, rewrites_on = plan_
+            tell.candidate(order.tried + 1, order.budget)
+            try:
+                g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides,
+                                                 target=target, choice=choice, rewrites_on=rewrites_on, progress=tell)
+            except IndexError:  # no other partition was explored
+                if order.exhausted():
+                    break
+                continue
+            if not order.fresh(prog.text, _rewritten(prog)):  # the very same program again: nothing new to verify
+                continue
+            res = _verify_one(path, g, notes, prog, out, strict=strict, verify=verify, seed=seed,
+                              check_kwargs=check_kwargs, overrides=overrides, progress=tell, prove=prove,
+                              prove_timeout_ms=prove_timeout_ms)
+            if res.status != "rejected":
                 break
-            continue
-        if not order.fresh(prog.text, _rewritten(prog)):  # the very same program again: nothing new to verify
-            continue
-        res = _verify_one(path, g, notes, prog, out, strict=strict, verify=verify, seed=seed,
-                          check_kwargs=check_kwargs, overrides=overrides, progress=progress, prove=prove,
-                          prove_timeout_ms=prove_timeout_ms)
-        if res.status != "rejected":
-            break
-        search = prog.search
-        attempts.append({"choice": choice, "rewrites": rewrites_on and _rewritten(prog),
-                         "reason": res.verdict.get("reason"), "message": res.verdict.get("message"),
-                         "kernels": len(prog.kernels),
-                         "predicted_ms": search.best_ms if search is not None else None,
-                         "partition": search.ranked[choice][0].label if search is not None else "given"})
-        if progress is not None:
-            progress(f"candidate {choice} rejected ({attempts[-1]['reason']}): trying the next")
+            _rejected(attempts, res, prog, choice, rewrites_on, tell)
+    except SolveTimeout as stop:
+        stop.attempts = attempts
+        raise
     assert res is not None
     res.attempts = attempts  # when accepted, the better-predicted ones rejected; when rejected, every one tried
     return res
+
+
+def _rejected(attempts: list[dict[str, Any]], res: SolveResult, prog: Program, choice: int, rewrites_on: bool,
+              tell: Progress) -> None:
+    """Record a rejected candidate in ``attempts`` and tell ``tell``."""
+    search = prog.search
+    attempts.append({"choice": choice, "rewrites": rewrites_on and _rewritten(prog),
+                     "reason": res.verdict.get("reason"), "message": res.verdict.get("message"),
+                     "kernels": len(prog.kernels),
+                     "predicted_ms": search.best_ms if search is not None else None,
+                     "partition": search.ranked[choice][0].label if search is not None else "given"})
+    tell(f"candidate {choice} rejected ({attempts[-1]['reason']}): trying the next")
 
 
 class Candidates:
@@ -270,12 +290,14 @@ def _rewritten(prog: Program) -> bool:
 
 def _verify_one(path: str | Path, g: Graph, notes: list[str], prog: Program, out: str | Path | None, *,
                 strict: bool, verify: bool, seed: int, check_kwargs: dict[str, Any] | None, overrides: Any,
-                progress: Callable[[str], None] | None, prove: bool, prove_timeout_ms: int | None) -> SolveResult:
+                progress: Progress, prove: bool, prove_timeout_ms: int | None) -> SolveResult:
     """Prove and check one emitted program; write it to ``out`` only when accepted."""
     res = SolveResult(str(path), "unverified", prog, g, notes)
     if strict and prog.fallbacks:
         res.status = "refused"
         return res
+    if prove:
+        progress.stage("prove", f"{len(prog.kernels)} generated kernel(s)")
     if prove and not proved(res, prog.text, Path(out).name if out is not None else "model_new.py", prove_timeout_ms):
         return res
     if not verify:
@@ -288,8 +310,9 @@ def _verify_one(path: str | Path, g: Graph, notes: list[str], prog: Program, out
     with tempfile.TemporaryDirectory(prefix="warpsmith-solve-") as tmp:
         cand = Path(tmp) / (Path(out).name if out is not None else "model_new.py")
         cand.write_text(prog.text)
+        progress.stage("check")
         report = check(path, cand, seed=seed, progress=progress, overrides=overrides, declared=prog.declared,
-                       **(check_kwargs or {}))
+                       on_call=progress.check_call, **(check_kwargs or {}))
         doc = report.to_json() if hasattr(report, "to_json") else {}
         f = report.first_failure
         res.verdict = {"accepted": f is None, "reason": None if f is None else f.code,
