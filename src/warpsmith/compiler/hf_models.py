@@ -50,7 +50,8 @@ def build(name: str, layers: int = 2, hidden: int = 32, vocab: int = 128, seed: 
     elif name == "mistral":
         cfg, cls = tf.MistralConfig(**common, num_key_value_heads=2, sliding_window=None), tf.MistralForCausalLM
     elif name == "gpt2":
-        cfg = tf.GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=heads, n_positions=64)
+        cfg = tf.GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=heads, n_positions=64,
+                            bos_token_id=0, eos_token_id=0)
         cls = tf.GPT2LMHeadModel
     elif name == "vit":
         cfg = tf.ViTConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
