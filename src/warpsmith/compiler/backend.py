@@ -17,6 +17,11 @@ same places, other outputs equal. A graph that fails, cannot be compiled (symbol
 emitter cannot write) or has no float64 oracle runs as the original ATen graph, and the report says
 why. Nothing unverified runs silently.
 
+Tensor constants the program built (``get_attr`` nodes) become the generator ``full`` when all their
+elements hold one value; the others (a Hugging Face Llama's empty tensors, ``torch.tensor([1., 2.])``)
+are passed to the compiled program as extra inputs, never inlined. Backward graphs are compiled and
+verified as forwards are; an ATen op returning ``None`` (a gradient nobody needs) stays whole.
+
 Every graph's report (:class:`GraphReport`: the IR, the lowering notes, kernels, library calls,
 fallbacks, the verification) is kept by the backend instance; ``warpsmith.compile`` returns it with
 the compiled callable.
