@@ -21,7 +21,8 @@ Two tiers, one test each per command (id ``file:line``):
   positional argument names must exist (or be written by an earlier command of its block), and a
   module name must be importable. ``python -m pytest PATHS`` checks that the paths exist;
   ``python SCRIPT.py`` and ``bash SCRIPT.sh`` check that the script exists and, for a Python script
-  with an argparse or click ``--help``, that every option shown is one it accepts.
+  with an argparse or click ``--help``, that every option shown is one it accepts; ``python -m
+  warpsmith.X`` checks that the module imports and its ``--help`` lists every option shown.
 - **run** (marker ``docs``; skipped unless pytest is given ``--run-docs``): the command runs for
   real in a subprocess (``bash -c``, timeout ``RUN_TIMEOUT_S``) in a temporary folder holding
   symlinks to the repo's ``tests``, ``src``, ``scripts`` and ``benchmarks`` (so relative repo
@@ -212,6 +213,8 @@ def _kind(argv: tuple[str, ...]) -> str:
         return "pytest"
     if argv[0] in PYTHONS and len(argv) > 1 and argv[1].endswith(".py"):
         return "python-script"
+    if argv[0] in PYTHONS and len(argv) > 2 and argv[1] == "-m" and argv[2].startswith("warpsmith."):
+        return "python-module"
     if (argv[0] == "bash" and len(argv) > 1 and argv[1].endswith(".sh")) or argv[0].endswith(".sh"):
         return "shell-script"
     return "unknown"
@@ -364,6 +367,14 @@ def _parse_part(cmd: Command, argv: tuple[str, ...]) -> None:
         for i, arg in enumerate(args):
             if not arg.startswith("-") and (i == 0 or args[i - 1] not in PYTEST_VALUE_OPTIONS):
                 assert (ROOT / arg.split("::")[0]).exists(), f"{arg}: no such test file"
+    elif kind == "python-module":  # python -m warpsmith.X: importable, and its --help lists every option shown
+        assert importlib.util.find_spec(argv[2]) is not None, f"{argv[2]}: no such module"
+        r = subprocess.run([sys.executable, "-m", argv[2], "--help"], capture_output=True, text=True, timeout=300,
+                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+        assert r.returncode == 0, f"python -m {argv[2]} --help exited {r.returncode}:\n{r.stderr[-2000:]}"
+        known = frozenset(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", r.stdout))
+        unknown = sorted({a.split("=", 1)[0] for a in argv[3:] if a.startswith("-") and a != "-"} - known)
+        assert not unknown, f"python -m {argv[2]} does not accept {', '.join(unknown)} (see its --help)"
     else:
         script = argv[1] if argv[0] in PYTHONS or argv[0] == "bash" else argv[0]
         assert (ROOT / script).is_file(), f"{script}: no such script"

@@ -152,11 +152,36 @@ BAD = {
     "no_model.py": "import torch\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n",
     "bad_inputs.py": ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
                       "def get_inputs():\n    return [torch.randn(-1)]\ndef get_init_inputs():\n    return []\n"),
-    # a lifted tensor constant of differing values (one value is taken: lifted_constants.py)
+    # a lifted tensor constant of differing values too large to write into the file (a small one is
+    # kept as a buffer: test_constant_of_differing_values_is_a_non_persistent_buffer)
     "ramp_constant.py": ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
-                         "        return x + torch.tensor([1.0, 2.0, 3.0])\n"
-                         "def get_inputs():\n    return [torch.randn(2, 3)]\ndef get_init_inputs():\n    return []\n"),
+                         "        return x + torch.tensor([float(i) for i in range(70000)])\n"
+                         "def get_inputs():\n    return [torch.randn(2, 70000)]\ndef get_init_inputs():\n    return []\n"),
 }
+
+RAMP = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return x + torch.tensor([1.0, 2.0, 3.0]) * torch.tensor([[2.0], [-1.5]])\n"
+        "def get_inputs():\n    return [torch.randn(2, 3)]\ndef get_init_inputs():\n    return []\n")
+
+
+def test_constant_of_differing_values_is_a_non_persistent_buffer(tmp_path):
+    """torch.tensor([1.0, 2.0, 3.0]) built in forward: the written ModelNew keeps it as a
+    non-persistent buffer holding its values (state_dict unchanged), and the check accepts it."""
+    import torch
+
+    (tmp_path / "ramp.py").write_text(RAMP)
+    out = tmp_path / "out.py"
+    r = CliRunner().invoke(cli, ["solve", str(tmp_path / "ramp.py"), "-o", str(out), "--no-prove"])
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert "torch.tensor([1.0, 2.0, 3.0], dtype=torch.float32)" in text and "persistent=False" in text
+    ns: dict = {}
+    exec(compile(text, str(out), "exec"), ns)  # noqa: S102 - the file just written
+    new, ref = ns["ModelNew"](), ns["Model"]()
+    assert list(new.state_dict()) == list(ref.state_dict()) == []
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(new(x), ref(x), rtol=0, atol=0)
+
 
 
 @pytest.mark.parametrize("name", list(BAD) + ["data_dependent.py", "missing.py"])
@@ -179,7 +204,7 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path, name):
     if name == "no_model.py":
         assert "no Model" in r.output
     if name == "ramp_constant.py":
-        assert "shape (3,) with differing elements" in r.output and "as a buffer" in r.output
+        assert "shape (70000,) with differing elements" in r.output and "as a buffer" in r.output
 
 
 @pytest.mark.parametrize("spelling", [

@@ -18,6 +18,11 @@ same places, other outputs equal. A graph that fails, cannot be compiled (an op 
 write, a symbolic size a kernel's text would carry) or has no float64 oracle runs as the original ATen graph, and the report says
 why. Nothing unverified runs silently.
 
+Tensor constants the program built (``get_attr`` nodes) become the generator ``full`` when all their
+elements hold one value; the others (a Hugging Face Llama's empty tensors, ``torch.tensor([1., 2.])``)
+are passed to the compiled program as extra inputs, never inlined. Backward graphs are compiled and
+verified as forwards are; an ATen op returning ``None`` (a gradient nobody needs) stays whole.
+
 Every graph's report (:class:`GraphReport`: the IR, the lowering notes, kernels, library calls,
 fallbacks, the verification) is kept by the backend instance; ``warpsmith.compile`` returns it with
 the compiled callable.
@@ -67,6 +72,9 @@ class GraphReport:
     guards: list[str] = field(default_factory=list)
     sizes_verified: list[dict[str, int]] = field(default_factory=list)
     guard_fallbacks: int = 0
+    # tensor constants of differing values passed to the program as extra inputs (name: dtype[shape])
+    constants: list[str] = field(default_factory=list)
+    coverage: dict[str, Any] = field(default_factory=dict)  # compiler.coverage of the compiled program
 
     def summary(self) -> str:
         what = (f"{self.kernels} generated kernel(s), library {', '.join(self.library_calls) or 'none'}, "
@@ -158,6 +166,8 @@ def _compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any
                 report.reason = "an input that is not a tensor"
                 return eager, report
         kept, positions = _without_none_outputs(gm)
+        constants = _lift_constants(kept)
+        report.constants = [f"{name}: {str(t.dtype).replace('torch.', '')}{list(t.shape)}" for name, t in constants]
         with sym.probing() if sym is not None else contextlib.nullcontext():
             g = build_fx(kept.graph)
             if sym is not None:
@@ -172,8 +182,10 @@ def _compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any
                 if n.kind in ("pointwise", "reduction", "scan") and n.name not in grouped and not is_generator(n):
                     n.kind = "aten"
             report.ir = g.format()
-            prog = emit_function(g, part, f"{kind} graph", [tuple(m[0]) if m is not None else None for m in metas])
+            prog = emit_function(g, part, f"{kind} graph", [tuple(m[0]) if m is not None else None for m in metas]
+                                 + [tuple(t.shape) for _, t in constants])
             text = prog.text if sym is None else sym.finalize(prog, [f"v_{n.name}" for n in g.inputs])
+        report.coverage = prog.coverage
         report.source = text
         report.kernels = len(prog.kernels)
         report.library_calls = [n.op for n in prog.library_calls]
@@ -185,9 +197,11 @@ def _compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any
             report.reason += " (symbolic shapes)"
         return eager, report
 
+    lifted = [t for _, t in constants]
+
     def compiled(*args: Any) -> list[Any]:
         try:
-            out = list(run(*args))
+            out = list(run(*args, *lifted))
         except RuntimeError as e:  # a size outside warpsmith's guards: this call runs the original graph
             if type(e).__name__ != ShapeGuardFailed.__name__:
                 raise
@@ -255,6 +269,47 @@ def _without_none_outputs(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModul
     graph.output(tuple(r for r in items if r is not None))
     g2 = torch.fx.GraphModule(gm, graph)
     return g2, positions
+
+
+def _lift_constants(gm: torch.fx.GraphModule) -> list[tuple[str, torch.Tensor]]:
+    """Turn the tensor constants of ``gm`` (``get_attr`` nodes: tensors the program built from Python
+    values, e.g. ``torch.tensor([1.0, 2.0])``) whose elements do not all hold one value into trailing
+    placeholders, in place; returns (placeholder name, the real tensor) for each, in order. The
+    compiled program receives them as extra arguments (never inlined as a wrong value); constants of
+    one value stay ``get_attr`` and become the generator ``full`` in the IR."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from .ir import uniform_value
+
+    graph = gm.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    lifted: list[tuple[str, torch.Tensor]] = []
+    for n in list(graph.nodes):
+        if n.op != "get_attr":
+            continue
+        t = getattr(gm, n.target, None)
+        if not isinstance(t, torch.Tensor):
+            continue
+        with unset_fake_temporarily():  # AOTAutograd calls compilers under its fake mode; t is real
+            if uniform_value(t) is not None:
+                continue
+            t = t.detach()
+        anchor = placeholders[-1] if placeholders else next(iter(graph.nodes))
+        with (graph.inserting_after(anchor) if placeholders else graph.inserting_before(anchor)):
+            p = graph.placeholder(f"_ws_constant_{len(lifted)}")
+        p.meta = dict(n.meta)
+        if "val" not in p.meta:
+            from torch._subclasses.fake_tensor import FakeTensorMode
+
+            with unset_fake_temporarily():
+                p.meta["val"] = FakeTensorMode(allow_non_fake_inputs=True).from_tensor(t)
+        n.replace_all_uses_with(p)
+        graph.erase_node(n)
+        placeholders.append(p)
+        lifted.append((p.name, t))
+    if lifted:
+        gm.recompile()
+    return lifted
 
 
 def _load(text: str, kind: str) -> Callable[..., Any]:

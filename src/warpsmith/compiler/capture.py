@@ -45,6 +45,9 @@ class Captured:
     # tensors the forward creates from Python values (``torch.tensor(c)``), which torch.export lifts
     # into inputs: placeholder -> the one value all their elements hold (the IR makes them ``full``)
     constants: dict[str, bool | int | float] = field(default_factory=dict)
+    # such tensors whose elements differ (``torch.tensor([1.0, 2.0])``): placeholder -> the tensor; the
+    # emitted ModelNew keeps each as a non-persistent buffer written into the file (never inlined)
+    tensor_constants: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 def load_problem(path: str | Path, seed: int = 0, overrides: Any = None) -> LoadedProblem:
@@ -118,7 +121,7 @@ def capture(problem: LoadedProblem) -> Captured:
     Raises:
         InvalidInputError: the trace failed (data-dependent control flow, an unsupported Python
             construct), the program mutates its buffers, or it lifts a tensor constant whose elements
-            differ (only constants of one value, e.g. ``torch.tensor(0.5)``, are taken).
+            differ and that is too large to write into the emitted file (:data:`MAX_CONSTANT_ELEMENTS`).
     """
     try:
         ep = torch.export.export(problem.model, tuple(problem.inputs), strict=False)
@@ -138,7 +141,12 @@ def capture(problem: LoadedProblem) -> Captured:
         elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
             out.state[name] = (spec.target, spec.kind == InputKind.BUFFER)
         elif spec.kind == InputKind.CONSTANT_TENSOR:
-            out.constants[name] = _uniform_value(ep.constants[spec.target], problem.path.name, name)
+            t = ep.constants[spec.target]
+            value = _uniform_value(t, problem.path.name, name)
+            if value is None:
+                out.tensor_constants[name] = t.detach().clone()
+            else:
+                out.constants[name] = value
         else:
             raise InvalidInputError("PROBLEM", "a forward without lifted tensor constants or custom objects",
                                     f"{problem.path.name}: input {name} of kind {spec.kind.name}")
@@ -150,14 +158,18 @@ def capture(problem: LoadedProblem) -> Captured:
     return out
 
 
-def _uniform_value(t: torch.Tensor, problem: str, name: str) -> bool | int | float:
-    """The value every element of the lifted constant ``t`` holds; refused when they differ."""
+MAX_CONSTANT_ELEMENTS = 1 << 16  # a larger constant of differing values is refused (the file would carry it)
+
+
+def _uniform_value(t: torch.Tensor, problem: str, name: str) -> bool | int | float | None:
+    """The value every element of the lifted constant ``t`` holds, or None when they differ (the
+    constant is then kept as a buffer); refused when it differs and is too large to write out."""
     from .ir import uniform_value
 
     value = uniform_value(t)
-    if value is None:
-        raise InvalidInputError("PROBLEM", "a forward whose lifted tensor constants hold one value each "
-                                "(e.g. torch.tensor(0.5)); build others in __init__ as a buffer",
+    if value is None and t.numel() > MAX_CONSTANT_ELEMENTS:
+        raise InvalidInputError("PROBLEM", f"a forward whose lifted tensor constants hold one value each or at most "
+                                f"{MAX_CONSTANT_ELEMENTS} elements; build others in __init__ as a buffer",
                                 f"{problem}: constant {name} of shape {tuple(t.shape)} with differing elements")
     return value
 

@@ -41,10 +41,14 @@ def node_flops(n: Node) -> float:
         w = a[1].shape
         per = (w[0] if n.attrs.get("transposed") else w[1]) * math.prod(w[2:])
         return 2.0 * _elems(n) * per
-    if op in ("attention", "scaled_dot_product_attention") and a and a[0].shape and len(a[0].shape) == 4:
-        b, h, sq, d = a[0].shape
-        sk = a[1].shape[-2] if len(a) > 1 and a[1].shape else sq
-        return 4.0 * b * h * sq * sk * d
+    if (op == "attention" or "scaled_dot_product" in op) and a and a[0].shape and len(a[0].shape) == 4:
+        # ATen's attention ops (_scaled_dot_product_flash_attention_for_cpu, ...) too; a backward reads
+        # (grad_out, q, k, ...) and does twice the forward's work
+        bwd = op.endswith("_backward") and len(a) > 2
+        q, k = (a[1], a[2]) if bwd else (a[0], a[1] if len(a) > 1 else a[0])
+        b, h, sq, d = q.shape
+        sk = k.shape[-2] if k.shape else sq
+        return (8.0 if bwd else 4.0) * b * h * sq * sk * d
     if (n.kind in ("reduction", "scan") or n.shape is None) and a:  # (a tuple result: weighed by its input)
         return float(max(_elems(x) for x in a))
     return float(_elems(n))

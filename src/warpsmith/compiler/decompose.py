@@ -7,7 +7,9 @@ torch's core ATen decomposition table (plus ``linalg_vector_norm``'s, ``_softmax
 itself implements with other ops: ``triplet_margin_loss``, ``kl_div``, ``einsum``, ...) decompose
 in the same trace. The traced graph becomes IR (:func:`.ir.build_fx`), is lowered and expanded
 like the program itself (recursively, to a bounded depth), and replaces the op only if no ATen
-fallback is left in it; otherwise the op stays as it was, a fallback the report names.
+fallback is left in it; otherwise the op stays as it was, a fallback the report names. An op whose
+decomposition returns something other than tensors (a backward op's ``None`` gradient for an input its
+``output_mask`` declines) is kept whole.
 """
 from __future__ import annotations
 
@@ -76,6 +78,11 @@ def _trace(n: Node) -> tuple[Any, list[Node]] | None:
     calls = [m for m in gm.graph.nodes if m.op == "call_function"]
     if len(calls) == 1 and calls[0].target is target:
         return None  # nothing to decompose into
+    out = next(m for m in gm.graph.nodes if m.op == "output").args[0]
+    if any(not isinstance(r, torch.fx.Node) for r in (out if isinstance(out, (list, tuple)) else [out])):
+        # a result that is not a tensor (None: a backward op's gradient its output_mask declines, e.g.
+        # native_layer_norm_backward's or convolution_backward's): the op stays whole
+        return None
     return gm, operands
 
 

@@ -295,6 +295,7 @@ def emit_function(g: Graph, part: Partition, name: str, shapes: list[tuple[int, 
     returning the tuple of its outputs; what the torch.compile backend loads (and, one per shape,
     a SOL-ExecBench solution: ``origin`` names the user in the docstring)."""
     prog, code, body, _ = _program(g, part, reserved={"run"})
+    prog.coverage = coverage(g, part)
     args = [f"v_{n.name}" for n in g.inputs]
     tensors = [a for a, s in zip(args, shapes) if s is not None]
     head = [f'"""{name}, compiled by warpsmith ({origin}).', "", *_summary(prog),
@@ -334,6 +335,18 @@ def _folded_method(g: Graph, init: list[str]) -> list[str]:
             ""]
 
 
+def _constant_lines(g: Graph) -> list[str]:
+    """``ModelNew.__init__`` lines registering the tensor constants of differing values the forward
+    built (``torch.tensor([1.0, 2.0])``) as non-persistent buffers, their values written out (so the
+    ``state_dict`` stays ``Model``'s)."""
+    out = []
+    for key, t in g.constants.items():
+        values = _render(t.detach().cpu().tolist()) if t.dim() else _render(t.item())
+        out.append(f"        self.register_buffer({key!r}, torch.tensor({values}, dtype={t.dtype}).reshape("
+                   f"{tuple(t.shape)!r}), persistent=False)  # a constant the forward builds")
+    return out
+
+
 def _model_new(g: Graph, shapes: list[tuple[int, ...] | None], body: list[str],
                values: list[Any] | None = None, init: list[str] | None = None) -> str:
     args = [f"v_{n.name}" for n in g.inputs]
@@ -347,6 +360,7 @@ def _model_new(g: Graph, shapes: list[tuple[int, ...] | None], body: list[str],
              "            self.register_buffer(name, b, persistent=name not in ref._non_persistent_buffers_set)",
              "        for name, m in ref._modules.items():",
              "            self.add_module(name, m)",
+             *_constant_lines(g),
              ""]
     if g.init is not None:
         lines += _folded_method(g, init or [])

@@ -80,6 +80,9 @@ class Graph:
     # values computed from the parameters alone, folded out of the call (compiler.hoist): their graph,
     # whose outputs are the call's ``param`` nodes of op ``folded``; None when nothing is folded
     init: "Graph | None" = None
+    # tensor constants of differing values the program built (``torch.tensor([1.0, 2.0])``): state key
+    # (in ``state``, a buffer) -> the tensor; the emitted ModelNew registers them as non-persistent buffers
+    constants: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def results(self) -> list[Node]:
         """What the program must compute: its outputs and the values its mutations write."""
@@ -153,6 +156,10 @@ def build(captured: Any) -> Graph:
     for n in g.nodes:
         if n.name in captured.constants:  # a lifted ``torch.tensor(c)``: a generator like ``full``
             _make_full(n, captured.constants[n.name])
+    for i, (name, t) in enumerate(getattr(captured, "tensor_constants", {}).items()):
+        key = f"_ws_constant_{i}"  # one of differing values: a buffer of the emitted ModelNew
+        g.state[name] = (key, True)
+        g.constants[key] = t
     g.single_output = g.single_output or len(g.outputs) == 1 and _single_leaf(ep)
     return g
 
