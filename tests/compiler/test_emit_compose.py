@@ -292,6 +292,7 @@ def test_rename_touches_global_references_only():
     assert ns.name(1, "a") == "a_2" and ns.name(1, "b") == "a_2" and ns.name(2, "min") == "min_1"
 
 
+@pytest.mark.slow  # the composed-file tests above cover the name clash it hit
 def test_lenet_small_is_solved_and_accepted(tmp_path):
     """conv -> relu -> pool twice, then three linear layers: the conv and matmul kernels (each with
     its own ``store_tile``) in one file. Before the fix: rejected, ``store_tile() missing 14 required

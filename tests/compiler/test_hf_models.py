@@ -13,10 +13,8 @@ pytest.importorskip("transformers")
 
 from warpsmith.compiler import hf_models as H  # noqa: E402
 
-# graphs known to run eagerly today, and why (each still verified: the step matches eager):
-# ViT's forward holds a library conv and a library matmul, whose copied jit helpers are both named
-# `store_tile` (library.py's name hygiene, another change, fixes it): the program raises in the
-# verification, which rejects it, and the original graph runs.
+# graphs known to run eagerly today, and why (each still verified: the step matches eager); none since
+# the emitted names compose (ViT's forward, a library conv beside a library matmul, ran eagerly before)
 KNOWN_EAGER: dict[tuple[str, str], str] = {}
 
 

@@ -147,6 +147,7 @@ def test_out_of_range_index_raises_before_any_kernel_runs():
             c(torch.tensor([[1, 2], [-1, 4]]))
 
 
+@pytest.mark.slow  # the training and lowering tests above cover the lowering; this adds solve, check and sm_90
 def test_solve_writes_verified_programs_with_no_fallback_that_compile_for_sm_90(tmp_path):
     """``warpsmith solve --strict`` of two KernelBench-style problems (an embedding with a weighted
     cross-entropy with ignore_index and a torch.gather; every gather and scatter form): accepted by the
