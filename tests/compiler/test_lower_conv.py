@@ -5,6 +5,8 @@ import ast
 import sys
 from pathlib import Path
 
+import pytest
+
 from warpsmith.compiler import solve
 from warpsmith.compiler.solve import compile_problem
 
@@ -47,6 +49,8 @@ def test_a_bf16_conv_with_bias_and_batch_norm_is_folded_in_float32_at_init(tmp_p
     assert "def _ws_folded(self, _dev):" in (tmp_path / "new.py").read_text()
 
 
+@pytest.mark.slow  # the library conv lowering is solved quickly by test_conv_bn_relu_is_folded_fused_and_verified;
+# these three variants' attributes (about 90 s of interpreter) are checked in the full tier
 def test_transposed_grouped_dilated_same_and_depthwise(tmp_path):
     res = solve(HERE / "conv_variants.py", tmp_path / "new.py", strict=True)
     assert res.status == "accepted", res.verdict

@@ -216,13 +216,13 @@ def test_workloads_and_set_choose_what_is_compiled_and_checked(tmp_path):
 
 def test_strict_refuses_fallbacks_and_writes_nothing(tmp_path):
     out, rep = tmp_path / "sol.json", tmp_path / "r.json"
-    r = CliRunner().invoke(cli, ["solve", str(HERE / "sort_fallback"), "-o", str(out), "--json", str(rep),
+    r = CliRunner().invoke(cli, ["solve", str(HERE / "median_fallback"), "-o", str(out), "--json", str(rep),
                                  "--strict"])
     assert r.exit_code == 1, r.output
-    assert "aten.sort.default" in r.output and not out.exists()
+    assert "aten.median.dim" in r.output and not out.exists()
     doc = json.loads(rep.read_text())
-    assert doc["status"] == "refused" and [f["op"] for f in doc["programs"][0]["fallbacks"]] == ["aten.sort.default"]
-    assert "line 5: return torch.sort" in doc["programs"][0]["fallbacks"][0]["line"]
+    assert doc["status"] == "refused" and [f["op"] for f in doc["programs"][0]["fallbacks"]] == ["aten.median.dim"]
+    assert "line 5: return torch.median" in doc["programs"][0]["fallbacks"][0]["line"]
 
 
 def test_a_rejected_solution_is_never_written(tmp_path, monkeypatch):

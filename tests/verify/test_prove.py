@@ -35,21 +35,28 @@ def test_planted_kernel_bugs_fail_the_right_obligation_with_a_counterexample(nam
     assert all(o.counterexample for o in failed)
 
 
-def test_library_gemm_contracts_prove_or_bound_everything():
+def _gemm_contracts():
+    """Each library GEMM contract; the persistent kernel's (about a minute of z3) is slow-tier, its grid-stride
+    witness being covered quickly in test_prove_witness."""
     from warpsmith.ops.matmul.contract import CONTRACTS
 
-    for c in CONTRACTS:
-        for r in prove(c):
-            for o in r.obligations:
-                assert o.status == "proved" or o.status.startswith("bounded("), (c.name, o.to_json())
-            # the masked loads and stores of the plain kernels are proved over the whole domain
-            if c.name == "matmul_tiled_kernel" and not r.constexprs["EVEN_K"]:
-                assert all(o.status == "proved" for o in r.obligations if o.name == "in_bounds")
-            # race freedom and coverage of C (grouped order, grid-stride loop) and of split-K's workspace,
-            # through the writer witnesses; the atomic form has no witness
-            if "atomic" not in c.name:
-                assert all(o.status == "proved" for o in r.obligations if o.name in ("race_free", "coverage")), \
-                    (c.name, [(o.name, o.status) for o in r.obligations])
+    return [pytest.param(c, id=c.name, marks=[pytest.mark.slow] if "persistent" in c.name else [])
+            for c in CONTRACTS]
+
+
+@pytest.mark.parametrize("c", _gemm_contracts())
+def test_library_gemm_contracts_prove_or_bound_everything(c):
+    for r in prove(c):
+        for o in r.obligations:
+            assert o.status == "proved" or o.status.startswith("bounded("), (c.name, o.to_json())
+        # the masked loads and stores of the plain kernels are proved over the whole domain
+        if c.name == "matmul_tiled_kernel" and not r.constexprs["EVEN_K"]:
+            assert all(o.status == "proved" for o in r.obligations if o.name == "in_bounds")
+        # race freedom and coverage of C (grouped order, grid-stride loop) and of split-K's workspace,
+        # through the writer witnesses; the atomic form has no witness
+        if "atomic" not in c.name:
+            assert all(o.status == "proved" for o in r.obligations if o.name in ("race_free", "coverage")), \
+                (c.name, [(o.name, o.status) for o in r.obligations])
 
 
 def test_guard_is_needed_for_even_k():
