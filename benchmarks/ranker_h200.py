@@ -179,7 +179,8 @@ def markdown(rep: dict[str, Any]) -> str:
         f"    {rep['command']}",
         "",
         f"- training target: **{rep['training_target']}** of measured records only; the analytic model's",
-        "  predictions (this checkout's cost model, target h200, no compiler facts) are the comparison, never a target;",
+        "  predictions (this checkout's cost model, target h200, no compiler facts) are the comparison,",
+        "  never a target;",
         f"- model: {rep['model']}; features: {', '.join(rep['features'])};",
         f"- held-out split: {ev['split']} (group = {ev['group']}), {ev['held_out_records']} held-out records,",
         f"  {ev['groups']} groups; each prediction comes from the fold that did not see its group.",
@@ -283,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
                     for s, p, q, a in zip(samples, ev["predicted_log_ms"], stacked["predicted_log_ms"], analytic)],
         "caveats": [
             f"Small data: the H200 JSONs hold per-config measured times for the decode sweeps only "
-            f"({len(dec_problems)} problems, {len(dec_shapes)} shapes); the matmul and memory-bound rows add one config per problem, so they inform the pooled "
+            f"({len(dec_problems)} problems, {len(dec_shapes)} shapes); the matmul and memory-bound rows add one "
+            "config per problem, so they inform the pooled "
             "(across-problem) correlation, not the within-problem ranking the prescreen uses.",
             "Within-problem figures come from leaving a decode shape out and training on the other "
             f"{len(dec_shapes) - 1} decode shapes (and the GEMMs): that is little to generalize from, so they are "

@@ -238,7 +238,9 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
             done = {id(result.winner)} | {id(r.score) for r in result.rejected}
             for s in board:
                 if id(s) not in done and s.measured_ms is not None:
-                    db.put(_record(result, s, None, False), allow_unverified=True)
+                    note = {"verdict": "not verified", "note": "a measured search candidate (learned ranker data)",
+                            "compiler_facts": s.facts.to_json() if s.facts else None}
+                    db.put(_record(result, s, note, False), allow_unverified=True)
             from .search.ranker import maybe_retrain
 
             if maybe_retrain(db, tgt.name) is not None:

@@ -161,6 +161,19 @@ def test_tune_prescreen_uses_the_ranker_before_the_cost_model():
     assert plain == _prescreen(space, ev, 16, random.Random(0), ranker=None)  # off: as before
 
 
+def test_compiler_facts_are_features_only_when_asked():
+    facts = [{"name": "k", "num_warps": 4, "num_stages": 2, "regs": 96, "spill_bytes": 0, "smem_bytes": 8192,
+              "loop_loads": 2, "pipelined_loads": 2, "grid": None}]
+    samples = _matmul_samples(n_shapes=2, per_shape=6)
+    for s in samples[:6]:
+        s.facts = facts
+    plain = rk.fit(samples, "h100", n_estimators=5)
+    assert not any(n.startswith("facts.") for n in plain.featurizer.names) and plain.trained_on["samples"] == 12
+    with_facts = rk.fit(samples, "h100", n_estimators=5, facts=True)
+    assert "facts.regs" in with_facts.featurizer.names and with_facts.trained_on["samples"] == 6
+    assert rk.Ranker.from_json(with_facts.to_json()).featurizer.facts
+
+
 def test_group_folds_never_split_a_group():
     groups = ["a", "a", "b", "c", "c", "c", "d", "e", "e"]
     loo = rk.group_folds(groups)

@@ -123,12 +123,15 @@ def ranker_group() -> None:
               help="The trees: warpsmith's own numpy implementation, or xgboost where it is installed.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--analytic-feature", is_flag=True,
-              help="Stacked ranker: the analytic cost model's log prediction is one more feature (the target stays measured).")
+              help="Stacked ranker: the analytic cost model's log prediction is one more feature "
+                   "(the target stays measured).")
+@click.option("--facts", "use_facts", is_flag=True,
+              help="The compiler's facts are features (only records carrying them train it; see docs/cli.md).")
 @click.option("--eval/--no-eval", "do_eval", default=True, show_default=True,
               help="Also report held-out (leave one problem shape out) Spearman of the ranker and the analytic model.")
 @_handle_errors
 def ranker_train_cmd(target: str, db_path: Path | None, backend: str, seed: int, analytic_feature: bool,
-                     do_eval: bool) -> None:
+                     use_facts: bool, do_eval: bool) -> None:
     """Train (or retrain) the ranker of TARGET on the database's measured records and save it."""
     from ..core.errors import WarpsmithError
     from ..search import ranker as rk
@@ -138,7 +141,7 @@ def ranker_train_cmd(target: str, db_path: Path | None, backend: str, seed: int,
     store = TuningDB(db_path)
     try:
         r, rep = rk.train_from_db(store, target, backend=backend, seed=seed, analytic=analytic_feature,
-                                  evaluate_heldout=do_eval)
+                                  facts=use_facts, evaluate_heldout=do_eval)
     except ValueError as e:
         raise WarpsmithError(str(e)) from None
     click.echo(f"trained the {target} ranker on {r.trained_on['samples']} measured records "

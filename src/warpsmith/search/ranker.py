@@ -15,9 +15,14 @@ Features (:func:`features`), all computed without compiling or timing anything:
   can rebuild the problem;
 - every config knob (numbers as they are, booleans 0/1, strings as categorical codes) and every
   key attribute of the problem;
-- the compiler's facts where a sample carries them (registers, spill bytes, shared memory, loop
-  loads and pipelined loads of the main kernel, kernels per launch); missing values are ``NaN``
-  and go to their own histogram bin.
+- with ``facts=True`` only, the compiler's facts (registers, spill bytes, shared memory, loop loads
+  and pipelined loads of the main kernel, kernels per launch), and then only samples that carry
+  them train it. Off by default: the prescreen ranks configs before anything is compiled, so facts
+  would be present when training and absent when ranking (and a tuning run stores them for its
+  measured candidates, not its winner: missing facts would mark the winners). A facts ranker is
+  for re-ranking candidates whose facts are known (``Ranker.predict_log_ms``).
+
+Missing values are ``NaN`` and go to their own histogram bin.
 
 The model (:class:`GBTRegressor`) is a small, deterministic numpy implementation: features are
 cut into at most ``max_bins`` quantile bins (bin 0 holds missing values), each tree is grown
@@ -135,7 +140,7 @@ def _facts_terms(facts: Any) -> dict[str, float]:
     return out
 
 
-def raw_features(s: Sample) -> dict[str, float | str]:
+def raw_features(s: Sample, facts: bool = False) -> dict[str, float | str]:
     """Named feature values of one sample (strings are categorical; mapped to codes by the vocabulary)."""
     f: dict[str, float | str] = {"op": s.op, "variant": s.op + "/" + s.variant,
                                  "dtype_bytes": float(_DTYPE_BYTES.get(s.dtype, 4))}
@@ -153,7 +158,8 @@ def raw_features(s: Sample) -> dict[str, float | str]:
             elif isinstance(v, str):
                 f[f"{prefix}.{k}"] = v
     f.update(_problem_terms(s))
-    f.update(_facts_terms(s.facts))
+    if facts:
+        f.update(_facts_terms(s.facts))
     return f
 
 
@@ -164,16 +170,18 @@ class Featurizer:
     names: list[str] = field(default_factory=list)
     categories: dict[str, list[str]] = field(default_factory=dict)
     analytic: str | None = None     # the target of the analytic.log_ms feature, where used
+    facts: bool = False             # whether the compiler's facts are features
 
     @staticmethod
-    def fit(rows: Sequence[Mapping[str, float | str]], analytic: str | None = None) -> "Featurizer":
+    def fit(rows: Sequence[Mapping[str, float | str]], analytic: str | None = None,
+            facts: bool = False) -> "Featurizer":
         names = sorted({k for r in rows for k in r})
         cats: dict[str, set[str]] = {}
         for r in rows:
             for k, v in r.items():
                 if isinstance(v, str):
                     cats.setdefault(k, set()).add(v)
-        return Featurizer(names, {k: sorted(v) for k, v in sorted(cats.items())}, analytic)
+        return Featurizer(names, {k: sorted(v) for k, v in sorted(cats.items())}, analytic, facts)
 
     def matrix(self, rows: Sequence[Mapping[str, float | str]]) -> np.ndarray:
         """Rows as a float matrix; unknown names are ignored, missing or unseen values are NaN."""
@@ -192,17 +200,19 @@ class Featurizer:
         return x
 
     def to_json(self) -> dict[str, Any]:
-        return {"names": self.names, "categories": self.categories, "analytic": self.analytic}
+        return {"names": self.names, "categories": self.categories, "analytic": self.analytic, "facts": self.facts}
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> "Featurizer":
-        return Featurizer(list(d["names"]), {k: list(v) for k, v in d["categories"].items()}, d.get("analytic"))
+        return Featurizer(list(d["names"]), {k: list(v) for k, v in d["categories"].items()}, d.get("analytic"),
+                          bool(d.get("facts", False)))
 
 
-def features(samples: Sequence[Sample], analytic_target: str | None = None) -> list[dict[str, float | str]]:
+def features(samples: Sequence[Sample], analytic_target: str | None = None,
+             facts: bool = False) -> list[dict[str, float | str]]:
     """Feature rows; with ``analytic_target``, also ``analytic.log_ms``, the analytic cost model's
     log prediction on that target (a *feature* of a stacked ranker; the target stays measured)."""
-    rows = [raw_features(s) for s in samples]
+    rows = [raw_features(s, facts) for s in samples]
     if analytic_target is not None:
         for r, a in zip(rows, analytic_log_ms(samples, analytic_target)):
             if math.isfinite(a):
@@ -417,7 +427,7 @@ class Ranker:
     def predict_log_ms(self, samples: Sequence[Sample]) -> np.ndarray:
         if not samples:
             return np.zeros(0)
-        rows = features(samples, self.featurizer.analytic)
+        rows = features(samples, self.featurizer.analytic, self.featurizer.facts)
         return np.asarray(self.model.predict(self.featurizer.matrix(rows)), dtype=float)
 
     def prescreen(self, samples: Sequence[Sample], keep: float = KEEP_FRACTION, min_keep: int = 1) -> list[int]:
@@ -476,21 +486,24 @@ class Ranker:
 
 
 def fit(samples: Sequence[Sample], target: str, *, backend: str = "numpy", seed: int = 0,
-        trained_on: Mapping[str, Any] | None = None, analytic: bool = False, **params: Any) -> Ranker:
+        trained_on: Mapping[str, Any] | None = None, analytic: bool = False, facts: bool = False,
+        **params: Any) -> Ranker:
     """Train a ranker on measured samples (``time_ms`` required): the target is ``log(time_ms)``.
 
     With ``analytic``, the analytic model's log prediction for ``target`` is one more feature (a
     stacked ranker that learns where the analytic model is wrong); the target is still measured."""
-    data = [s for s in samples if s.time_ms is not None and s.time_ms > 0 and math.isfinite(s.time_ms)]
+    data = [s for s in samples if s.time_ms is not None and s.time_ms > 0 and math.isfinite(s.time_ms)
+            and (s.facts or not facts)]
     if not data:
-        raise ValueError("no measured samples to train the ranker on (predicted times are never used)")
-    rows = features(data, target if analytic else None)
-    fz = Featurizer.fit(rows, target if analytic else None)
+        raise ValueError("no measured samples to train the ranker on (predicted times are never used"
+                         + ("; with facts, only samples carrying the compiler's facts count)" if facts else ")"))
+    rows = features(data, target if analytic else None, facts)
+    fz = Featurizer.fit(rows, target if analytic else None, facts)
     y = np.log(np.array([s.time_ms for s in data], dtype=float))
     model = make_model(backend, seed, **params).fit(fz.matrix(rows), y)
     info = {"samples": len(data), "groups": len({s.group for s in data}),
             "ops": sorted({s.op for s in data}), "backend": backend, "seed": seed, "analytic_feature": analytic,
-            **dict(trained_on or {})}
+            "facts_features": facts, **dict(trained_on or {})}
     return Ranker(target, fz, model, info)
 
 
@@ -535,20 +548,24 @@ def group_folds(groups: Sequence[str], k: int | None = None) -> list[tuple[np.nd
 
 def evaluate(samples: Sequence[Sample], target: str, *, analytic: Sequence[float] | None = None,
              k: int | None = None, backend: str = "numpy", seed: int = 0, analytic_feature: bool = False,
-             **params: Any) -> dict[str, Any]:
+             facts: bool = False, **params: Any) -> dict[str, Any]:
     """Held-out-by-group Spearman of the ranker (and of ``analytic`` predictions, where given)
     against the measured times.
 
     Returns the pooled correlation over all held-out predictions (each from the fold that did not
     see its group), the mean within-problem correlation over held-out problems with at least 3
     configs (a problem: op, shape, attributes, dtype), and per-fold rows."""
-    data = list(samples)
+    keep = [i for i, s in enumerate(samples) if s.facts or not facts]
+    data = [samples[i] for i in keep]
+    if analytic is not None:
+        analytic = [analytic[i] for i in keep]
     y = np.array([s.time_ms for s in data], dtype=float)
     groups = [s.group for s in data]
     pred = np.full(len(data), np.nan)
     folds = []
     for train_idx, test_idx in group_folds(groups, k):
-        r = fit([data[i] for i in train_idx], target, backend=backend, seed=seed, analytic=analytic_feature, **params)
+        r = fit([data[i] for i in train_idx], target, backend=backend, seed=seed, analytic=analytic_feature,
+                facts=facts, **params)
         pred[test_idx] = r.predict_log_ms([data[i] for i in test_idx])
         folds.append({"held_out": sorted({groups[i] for i in test_idx}), "train": int(len(train_idx)),
                       "test": int(len(test_idx))})
@@ -557,7 +574,7 @@ def evaluate(samples: Sequence[Sample], target: str, *, analytic: Sequence[float
     out: dict[str, Any] = {
         "records": len(data), "groups": len(set(groups)), "held_out_records": int(done.sum()),
         "split": "leave one group out" if k is None else f"{k} folds by group",
-        "analytic_feature": analytic_feature,
+        "analytic_feature": analytic_feature, "facts_features": facts,
         "group": "op and shape",
         "spearman_pooled": {"ranker": spearman(pred[done], y[done])},
         "folds": folds,
@@ -624,8 +641,8 @@ LOO_MAX_GROUPS = 30  # up to this many problem shapes the evaluation leaves one 
 
 
 def train_from_db(db: Any, target: str, *, backend: str = "numpy", seed: int = 0, save: bool = True,
-                  analytic: bool = False, evaluate_heldout: bool = True, loo_max_groups: int = LOO_MAX_GROUPS,
-                  **params: Any) -> tuple[Ranker, dict[str, Any] | None]:
+                  analytic: bool = False, facts: bool = False, evaluate_heldout: bool = True,
+                  loo_max_groups: int = LOO_MAX_GROUPS, **params: Any) -> tuple[Ranker, dict[str, Any] | None]:
     """Train the ranker of ``target`` on the database's measured records and save it beside the DB.
 
     With ``evaluate_heldout`` (and records of at least two problem shapes), it is first evaluated
@@ -643,12 +660,12 @@ def train_from_db(db: Any, target: str, *, backend: str = "numpy", seed: int = 0
     if evaluate_heldout and groups >= 2:
         rep = evaluate(samples, target, analytic=analytic_log_ms(samples, target),
                        k=None if groups <= loo_max_groups else 5, backend=backend, seed=seed,
-                       analytic_feature=analytic, **params)
+                       analytic_feature=analytic, facts=facts, **params)
         info["heldout"] = {"split": rep["split"], "records": rep["held_out_records"], "groups": rep["groups"],
                            "pooled": {k: v for k, v in rep["spearman_pooled"].items() if k in ("ranker", "analytic")},
                            "within_mean": rep.get("spearman_within_mean", {}),
                            "within_problems": len(rep["within_problem"])}
-    r = fit(samples, target, backend=backend, seed=seed, analytic=analytic, trained_on=info, **params)
+    r = fit(samples, target, backend=backend, seed=seed, analytic=analytic, facts=facts, trained_on=info, **params)
     if save:
         r.save(ranker_path(db.path, target))
     return r, rep
@@ -666,8 +683,9 @@ def maybe_retrain(db: Any, target: str, every: int = RETRAIN_EVERY) -> Ranker | 
         return None
     backend = current.trained_on.get("backend", "numpy") if current else "numpy"
     analytic = bool(current.trained_on.get("analytic_feature", False)) if current else False
+    facts = bool(current.trained_on.get("facts_features", False)) if current else False
     return train_from_db(db, target, backend=backend if backend != "xgboost" or xgboost_available() else "numpy",
-                         analytic=analytic, loo_max_groups=0)[0]  # 5 folds: cheap enough inside a tune
+                         analytic=analytic, facts=facts, loo_max_groups=0)[0]  # 5 folds: cheap enough inside a tune
 
 
 def analytic_log_ms(samples: Sequence[Sample], target: str) -> list[float]:
