@@ -234,13 +234,7 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
         if result.winner is not None:
             result.record_id = db.put(_record(result, result.winner, result.certificate.to_json(), True))
         if measured and ranker:
-            # every other measured candidate, unverified (never dispatched): the learned ranker's data
-            done = {id(result.winner)} | {id(r.score) for r in result.rejected}
-            for s in board:
-                if id(s) not in done and s.measured_ms is not None:
-                    note = {"verdict": "not verified", "note": "a measured search candidate (learned ranker data)",
-                            "compiler_facts": s.facts.to_json() if s.facts else None}
-                    db.put(_record(result, s, note, False), allow_unverified=True)
+            _record_candidates(db, result, board)
             from .search.ranker import maybe_retrain
 
             if maybe_retrain(db, tgt.name) is not None:
@@ -249,6 +243,21 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
         reasons = "; ".join(f"{r.score.variant}: {r.reason}" for r in result.rejected) or "no valid candidate found"
         raise VerificationError(f"no finalist of {problem.describe()} passed verification ({reasons})", result)
     return result
+
+
+def _record_candidates(db: TuningDB, result: TuneResult, board: Sequence[Score]) -> int:
+    """Record every measured candidate of ``board`` other than the winner and the rejected finalists
+    (already recorded) as an unverified record (never dispatched), with its compiler facts: the
+    learned ranker's training data. Returns how many were written."""
+    done = {id(result.winner)} | {id(r.score) for r in result.rejected}
+    n = 0
+    for s in board:
+        if id(s) not in done and s.measured_ms is not None and math.isfinite(s.measured_ms) and s.measured_ms > 0:
+            note = {"verdict": "not verified", "note": "a measured search candidate (learned ranker data)",
+                    "compiler_facts": s.facts.to_json() if s.facts else None}
+            db.put(_record(result, s, note, False), allow_unverified=True)
+            n += 1
+    return n
 
 
 def _config_line(cfg: dict[str, Any]) -> str:

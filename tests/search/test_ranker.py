@@ -236,6 +236,28 @@ def test_only_measured_records_train_and_retrain_follows_new_ones(tmp_path):
     assert rk.maybe_retrain(db, "h100", every=1).trained_on["measured_records"] == 5
 
 
+def test_a_measured_tune_records_its_candidates_for_the_ranker(tmp_path):
+    from warpsmith.measure import Score
+    from warpsmith.targets import ConfigFacts, KernelFacts
+    from warpsmith.tune import TuneResult, _record_candidates
+
+    p = get_op("matmul").problem({"M": 64, "N": 64, "K": 64}, "float16")
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 1, "num_warps": 2, "num_stages": 2,
+           "EVEN_K": True, "PRECISION": "ieee"}
+    facts = ConfigFacts((KernelFacts("k", 2, 2, 64, 0, 4096, 2, 2),))
+    board = [Score("tiled", {**cfg, "BLOCK_M": bm}, 0.01, measured_ms=0.02 * (i + 1), facts=facts)
+             for i, bm in enumerate((16, 32, 64))]
+    result = TuneResult(p, get_target("h100"), "measured", "random", 0, board, 3, 0.0, winner=board[0])
+    db = TuningDB(tmp_path / "t.db")
+    assert _record_candidates(db, result, board) == 2  # the winner is recorded apart
+    recs = db.list()
+    assert [r.timing_kind for r in recs] == ["measured", "measured"] and not any(r.verified for r in recs)
+    samples = rk.samples_from_records(recs, "h100")
+    assert len(samples) == 2 and samples[0].facts[0]["regs"] == 64
+    assert db.best("matmul", p.shape, "float16", p.key_attrs, "h100", {"tiled": recs[0].fingerprint["source_hash"]}) \
+        is None  # unverified: never dispatched
+
+
 def test_cli_ranker_train_and_show(tmp_path):
     db = TuningDB(tmp_path / "t.db")
     for i, s in enumerate(_matmul_samples(n_shapes=3, per_shape=4)):
