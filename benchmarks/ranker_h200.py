@@ -231,6 +231,18 @@ def markdown(rep: dict[str, Any]) -> str:
         "",
     ]
     lines += [f"- {c}" for c in rep["caveats"]]
+    lines += [
+        "",
+        "## Retraining on the next GPU run",
+        "",
+        "A measured `warpsmith tune` (the GEMM and memory suites tune through it) now records every measured",
+        "candidate of its search (unverified, never dispatched) and retrains the ranker itself after 64 new",
+        "measured records. The suites' tuning DBs come back in `results.tgz` (`benchmarks/h200_session.sh`);",
+        "to train and evaluate on one of them:",
+        "",
+        "    warpsmith db ranker train --target h200 --db RUN.db",
+        "    warpsmith db ranker show --target h200 --db RUN.db",
+    ]
     return "\n".join(lines) + "\n"
 
 
