@@ -67,18 +67,33 @@ class TuneResult:
 
 
 def _prescreen(space: JointSpace, evaluator: Evaluator, budget: int, rng: random.Random,
-               log: Callable[[str], None] | None = None) -> list[dict]:
-    """Rank many random points (and each variant's default) by the cost model; return the best."""
+               log: Callable[[str], None] | None = None, ranker: Any = None) -> list[dict]:
+    """Rank many random points (and each variant's default) by the cost model; return the best.
+
+    With a learned ranker (``warpsmith.search.ranker``, trained on measured times), the pool is first
+    ranked by it and only its best ``ranker.KEEP_FRACTION`` (at least ``budget`` points) go on to the
+    cost model; without one (none trained for the target) the cost model ranks the whole pool."""
     n = min(PRESCREEN_MAX, PRESCREEN_PER_EVAL * budget, space.size())
     pool = {space.key(p): p for p in space.defaults()}
     for _ in range(n):
         p = space.sample(rng)
         pool.setdefault(space.key(p), p)
-    predicted = sorted(((evaluator.predict(p).predicted_ms, i, p) for i, p in enumerate(pool.values())),
+    points = list(pool.values())
+    note = ""
+    if ranker is not None and len(points) > budget:
+        from .search import ranker as learned
+
+        prob = evaluator.problem
+        samples = [learned.Sample(prob.op, p["variant"], dict(prob.shape), prob.dtype_name, dict(prob.key_attrs),
+                                  {k: v for k, v in p.items() if k != "variant"}) for p in points]
+        keep = ranker.prescreen(samples, learned.KEEP_FRACTION, min_keep=budget)
+        note = f" (the learned ranker kept {len(keep)} of them)"
+        points = [points[i] for i in sorted(keep)]  # pool order: ties of the cost model stay seed-fixed
+    predicted = sorted(((evaluator.predict(p).predicted_ms, i, p) for i, p in enumerate(points)),
                        key=lambda t: t[:2])
     kept = [p for ms, _, p in predicted[: max(1, budget // 4)] if math.isfinite(ms)]
     if log:
-        log(f"prescreen: ranked {len(pool)} configs by the cost model, the best {len(kept)} start the search")
+        log(f"prescreen: ranked {len(pool)} configs{note} by the cost model, the best {len(kept)} start the search")
     return kept
 
 
@@ -131,7 +146,7 @@ def search(space: JointSpace, evaluator: Evaluator, strategy: str, *, budget: in
 def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_budget_s: float | None = None,
          strategy: str = "evolutionary", seed: int = 0, finalists: int = 4, db: TuningDB | None = None,
          verify_trials: int = 1, prove: bool = False, batch: int = 8, progress: Callable[[int, int, Score | None], None] | None = None,
-         compiler_facts: bool = False, log: Callable[[str], None] | None = None) -> TuneResult:
+         compiler_facts: bool = False, log: Callable[[str], None] | None = None, ranker: bool = True) -> TuneResult:
     """Search the variants of ``problem``'s op for it, verify the best, and record the winner in ``db``.
 
     With a GPU the candidates are compiled in parallel and timed (``measured``); without one the
@@ -145,6 +160,12 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
     ``compiler_facts`` each candidate the search evaluates is also compiled for the target's GPU in a
     compile-only worker (``warpsmith.targets.compiler.CompilerFacts``; cached on disk), and the cost model uses
     those facts the same way.
+
+    With ``ranker`` (the default) and a ``db``, a learned ranker trained for the target (saved beside
+    the DB by ``warpsmith db ranker train``) prescreens the random pool before the cost model ranks
+    it (off where none is trained, or with ``WARPSMITH_RANKER=0``); a measured run also records every
+    measured candidate (unverified, never dispatched) as the ranker's training data and retrains it
+    once ``RETRAIN_EVERY`` new measured records are in (``warpsmith.search.ranker.maybe_retrain``).
 
     ``progress`` is called after each batch of the search (evaluations done, budget, best so far);
     ``log`` gets one line per stage (prescreen, search finished, each finalist verified, proving,
@@ -171,7 +192,14 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
     say(f"tuning {problem.describe()} for {tgt.name}: {kind} times"
         + ("" if measured else " (no GPU here: the cost model ranks, finalists run under Triton's interpreter)")
         + f", {len(variants)} variant(s), budget {budget} evaluations")
-    initial = _prescreen(space, evaluator, budget, random.Random(seed), say)
+    learned = None
+    if db is not None and ranker:
+        from .search.ranker import for_prescreen
+
+        learned, why = for_prescreen(db.path, tgt.name)
+        if learned is not None or "no ranker trained" not in why:
+            say(f"learned ranker: {why}")
+    initial = _prescreen(space, evaluator, budget, random.Random(seed), say, learned)
     scores = search(space, evaluator, strategy, budget=budget, seed=seed, initial=initial, batch=batch,
                     deadline=None if time_budget_s is None else t0 + time_budget_s, progress=progress)
 
@@ -205,10 +233,31 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
             db.put(_record(result, r.score, r.certificate, False), allow_unverified=True)
         if result.winner is not None:
             result.record_id = db.put(_record(result, result.winner, result.certificate.to_json(), True))
+        if measured and ranker:
+            _record_candidates(db, result, board)
+            from .search.ranker import maybe_retrain
+
+            if maybe_retrain(db, tgt.name) is not None:
+                say(f"learned ranker for {tgt.name} retrained on the measured records of {db.path}")
     if result.winner is None:
         reasons = "; ".join(f"{r.score.variant}: {r.reason}" for r in result.rejected) or "no valid candidate found"
         raise VerificationError(f"no finalist of {problem.describe()} passed verification ({reasons})", result)
     return result
+
+
+def _record_candidates(db: TuningDB, result: TuneResult, board: Sequence[Score]) -> int:
+    """Record every measured candidate of ``board`` other than the winner and the rejected finalists
+    (already recorded) as an unverified record (never dispatched), with its compiler facts: the
+    learned ranker's training data. Returns how many were written."""
+    done = {id(result.winner)} | {id(r.score) for r in result.rejected}
+    n = 0
+    for s in board:
+        if id(s) not in done and s.measured_ms is not None and math.isfinite(s.measured_ms) and s.measured_ms > 0:
+            note = {"verdict": "not verified", "note": "a measured search candidate (learned ranker data)",
+                    "compiler_facts": s.facts.to_json() if s.facts else None}
+            db.put(_record(result, s, note, False), allow_unverified=True)
+            n += 1
+    return n
 
 
 def _config_line(cfg: dict[str, Any]) -> str:

@@ -106,3 +106,72 @@ def import_cmd(file: str, db_path: Path | None, allow_unverified: bool) -> None:
     source: Any = click.get_text_stream("stdin") if file == "-" else file
     n = store.import_(source, allow_unverified=allow_unverified)
     click.echo(f"imported {n} new records into {store.path}")
+
+
+@db.group("ranker")
+def ranker_group() -> None:
+    """The learned ranker: gradient-boosted trees trained on the DB's *measured* records, one per target.
+
+    It is saved beside the database (``<db stem>.ranker.<target>.json``); ``warpsmith tune`` uses it to
+    prescreen candidates when one exists (``WARPSMITH_RANKER=0`` turns that off)."""
+
+
+@ranker_group.command("train")
+@click.option("--target", required=True, help="Hardware model whose measured records train it (e.g. h200).")
+@_db_option
+@click.option("--backend", type=click.Choice(["numpy", "xgboost"]), default="numpy", show_default=True,
+              help="The trees: warpsmith's own numpy implementation, or xgboost where it is installed.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--analytic-feature", is_flag=True,
+              help="Stacked ranker: the analytic cost model's log prediction is one more feature "
+                   "(the target stays measured).")
+@click.option("--facts", "use_facts", is_flag=True,
+              help="The compiler's facts are features (only records carrying them train it; see docs/cli.md).")
+@click.option("--eval/--no-eval", "do_eval", default=True, show_default=True,
+              help="Also report held-out (leave one problem shape out) Spearman of the ranker and the analytic model.")
+@_handle_errors
+def ranker_train_cmd(target: str, db_path: Path | None, backend: str, seed: int, analytic_feature: bool,
+                     use_facts: bool, do_eval: bool) -> None:
+    """Train (or retrain) the ranker of TARGET on the database's measured records and save it."""
+    from ..core.errors import WarpsmithError
+    from ..search import ranker as rk
+
+    if backend == "xgboost" and not rk.xgboost_available():
+        raise WarpsmithError("the xgboost backend needs `import xgboost` to work (it is optional); use --backend numpy")
+    store = TuningDB(db_path)
+    try:
+        r, rep = rk.train_from_db(store, target, backend=backend, seed=seed, analytic=analytic_feature,
+                                  facts=use_facts, evaluate_heldout=do_eval)
+    except ValueError as e:
+        raise WarpsmithError(str(e)) from None
+    click.echo(f"trained the {target} ranker on {r.trained_on['samples']} measured records "
+               f"({r.trained_on['groups']} problem shapes; target {rk.TRAINING_TARGET}); "
+               f"saved to {rk.ranker_path(store.path, target)}")
+    if rep is not None:
+        click.echo(rk.summary_line(rep))
+    elif do_eval:
+        click.echo("held-out evaluation: needs records of at least 2 problem shapes")
+    ok, why = r.gate()
+    click.echo(f"prescreen: {'uses it' if ok else 'does not use it'} ({why})")
+
+
+@ranker_group.command("show")
+@click.option("--target", required=True, help="Hardware model of the ranker.")
+@_db_option
+@_handle_errors
+def ranker_show_cmd(target: str, db_path: Path | None) -> None:
+    """Print what the ranker of TARGET was trained on, as JSON (not its trees)."""
+    from ..core.errors import WarpsmithError
+    from ..search import ranker as rk
+
+    store = TuningDB(db_path)
+    path = rk.ranker_path(store.path, target)
+    if not path.exists():
+        raise WarpsmithError(f"no ranker for {target} at {path} (train one with `warpsmith db ranker train "
+                             f"--target {target}`); the prescreen is off")
+    r = rk.Ranker.load(path)
+    ok, why = r.gate()
+    click.echo(json.dumps({"path": str(path), "target": r.target, "training_target": rk.TRAINING_TARGET,
+                           "prescreen": {"uses_it": ok, "why": why},
+                           "trained_on": r.trained_on, "features": r.featurizer.names,
+                           "model": r.model.to_json()["kind"], "trees": len(getattr(r.model, "trees", []))}, indent=2))
