@@ -63,8 +63,27 @@ class _Generated:  # what kernel_code reads of a generated kernel (codegen.Kerne
     launcher: str
 
 
+def _epilogue_node():
+    """A library GEMM (linear + bias, relu) whose epilogue (compiler.gemm_epilogue) reads a per-row and a
+    full operand: tanh(relu(x W^T + b) * 2) * r + f, fused by the rewrite's own functions."""
+    from warpsmith.compiler import gemm_epilogue
+    from warpsmith.compiler.ir import Graph, Node
+
+    f32 = torch.float32
+    x, r, f = (Node(n, "input", n, [], s, f32) for n, s in (("x", (5, 7)), ("r", (5, 1)), ("f", (5, 6))))
+    w, b = Node("w", "param", "w", [], (6, 7), f32), Node("b", "param", "b", [], (6,), f32)
+    mm = Node("mm", "library", "matmul", [x, w, b], (5, 6), f32, {"form": "linear", "activation": "relu"})
+    s = Node("s", "pointwise", "mul", [mm, 2.0], (5, 6), f32)
+    t = Node("t", "pointwise", "tanh", [s], (5, 6), f32)
+    u = Node("u", "pointwise", "mul", [t, r], (5, 6), f32)
+    v = Node("epi", "pointwise", "add", [u, f], (5, 6), f32)
+    g = Graph([x, r, f, w, b, mm, s, t, u, v], [v], [x, r, f], {})
+    nodes, sink = gemm_epilogue.chain(g, mm)
+    return gemm_epilogue.fuse_one(g, mm, nodes, sink)
+
+
 def _every_row():
-    """Every kernel and launcher of library.LAUNCHERS, each once."""
+    """Every kernel and launcher of library.LAUNCHERS, each once, and a GEMM's generated epilogue kernel."""
     jit, launchers = [], []
     for op in library.LAUNCHERS:
         text, refs = library.LAUNCHERS[op]
@@ -72,6 +91,8 @@ def _every_row():
         jit += [k for k in kernels if k not in jit]
         if text not in [t for t, _ in launchers]:
             launchers.append((text, kernels))
+    epi = _epilogue_node()
+    launchers += [(text, library.needs(epi)[0]) for text in library.generated(epi)]
     return jit, launchers
 
 
@@ -207,10 +228,16 @@ def _scatter(m):
     _close(m._ws_scatter(None, idx, src, 0, True, True, None, 4, None, (4, 5), torch.float32, "index_add", "idx"), ref)
 
 
+def _gemm_epilogue(m):
+    x, w, b, r, f = torch.randn(5, 7), torch.randn(6, 7), torch.randn(6), torch.rand(5, 1), torch.randn(5, 6)
+    y = m._ws_gemm_epilogue(m._ws_gemm_epi_epi, "linear", x, w, b, [r, f], (5, 6), torch.float32)
+    _close(y, torch.tanh(torch.relu(F.linear(x, w, b)) * 2.0) * r + f)
+
+
 # one case per row of library.LAUNCHERS: a new library op fails here until it has its case
 CASES = {"matmul": _matmul, "conv": _conv, "pool": _pool, "attention": _attention,
          "cross_entropy": _cross_entropy, "softmax": _softmax, "rms_norm": _norm, "layer_norm": _norm,
-         "gather": _gather, "scatter": _scatter, "topk": _topk}
+         "gather": _gather, "scatter": _scatter, "topk": _topk, "gemm_epilogue": _gemm_epilogue}
 
 
 def test_every_library_op_has_a_case():

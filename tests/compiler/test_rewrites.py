@@ -40,7 +40,7 @@ def test_a_sum_over_a_gemms_features_is_folded_into_the_weight_and_verified(tmp_
 def test_a_mean_of_a_linear_with_bias_on_a_3d_input_keepdim_false(tmp_path):
     res = solve(PROBLEMS / "linear_mean.py", tmp_path / "m.py", candidates=1)
     assert res.status == "accepted", res.verdict
-    [rec] = res.program.search.rewrites
+    [rec] = [r for r in res.program.search.rewrites if r["rewrite"] == "fold_reduction"]
     assert rec["taken"] and rec["reduction"] == "mean"
     assert set(res.program.search.hoisted["read"]) == {"linear_wsum", "linear_bsum"}
     [mm] = [n for n in res.program.library_calls if n.op == "matmul"]
@@ -49,7 +49,7 @@ def test_a_mean_of_a_linear_with_bias_on_a_3d_input_keepdim_false(tmp_path):
 
 def test_an_added_constant_does_not_commute_with_the_sum_so_nothing_is_folded():
     _, _, prog = compile_problem(PROBLEMS / "linear_shift_sum.py")
-    assert not prog.search.rewrites
+    assert not any(r["rewrite"] == "fold_reduction" for r in prog.search.rewrites)
     [mm] = [n for n in prog.library_calls if n.op == "matmul"]
     assert mm.shape == (16, 40)
 

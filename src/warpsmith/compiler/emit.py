@@ -124,6 +124,7 @@ def _program(g: Graph, part: Partition, init_part: Partition | None = None,
                 jit.extend(x for x in kernels if x not in jit)
                 if launcher not in [t for t, _ in launchers]:
                     launchers.append((launcher, kernels))
+                launchers.extend((text, kernels) for text in library.generated(n))  # a GEMM's generated epilogue
                 prog.library_calls.append(n)
                 body.append(f"        v_{n.name} = {library.call(n, _render)}  # library {n.op}")
             elif n.kind == "view" and n.op in RESHAPES:
@@ -166,6 +167,8 @@ def kernel_code(jit: list[Any], launchers: list[tuple[str, list[Any]]], kernels:
         from ..ops.shared.kernel import to_output
 
         jit.append(to_output)
+    helper_names = names.defined(HELPERS)  # a GEMM's generated epilogue (launcher text) may call them too
+    helpers = bool(kernels) or any(names.global_names(t) & helper_names for t, _ in launchers)
     ns = _namespace(reserved, [HELPERS, RUNTIME] + [t for t, _ in launchers] + [k.source + k.launcher for k in kernels])
     code = "# " + "-" * 96 + "\n# kernels: the warpsmith library's (copied) and the generated ones\n# " + "-" * 96 + "\n"
     if jit:
@@ -174,6 +177,7 @@ def kernel_code(jit: list[Any], launchers: list[tuple[str, list[Any]]], kernels:
         out_name = library.name_of(to_output, ns)
         for k in kernels:  # the generated kernels call the library's to_output by its name in the file
             k.source = names.rename_globals(k.source, {to_output.fn.__name__: out_name})
+    if helpers:
         code += HELPERS + "\n\n" + "\n\n".join(k.source for k in kernels) + "\n\n"
     return code + "\n\n".join([library.launcher_source(t, ks, ns) for t, ks in launchers] +
                                [k.launcher for k in kernels]) + "\n\n"

@@ -140,6 +140,45 @@ def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, 
 '''
 
 
+GEMM_EPILOGUE = '''
+def _ws_gemm_epilogue(kernel, form, x, w, bias, extra, shape, dtype):
+    """A GEMM with a generated epilogue (compiler.gemm_epilogue): ``kernel`` computes x @ w (``form``: linear,
+    x (..., K) @ w (N, K)^T; nd, x (..., K) @ w (K, N); mm; bmm) [+ bias (N,)] on fp32 tiles, then its
+    pointwise chain, reading each tensor of ``extra`` at the tile's offsets (broadcast to ``shape`` through
+    stride 0), and stores the result once, as ``dtype``. The GEMM's own output is never written."""
+    if form in ("linear", "nd"):
+        a3 = x.reshape(-1, x.shape[-1]).unsqueeze(0)
+        b3 = (w.t() if form == "linear" else w).unsqueeze(0)
+    elif form == "mm":
+        a3, b3 = x.unsqueeze(0), w.unsqueeze(0)
+    else:
+        a3, b3 = x, w
+    nb, m, k = a3.shape
+    n = b3.shape[2]
+    c = torch.empty(shape, dtype=dtype, device=x.device)
+    c3 = c.view(nb, m, n)
+    ops, strides = [], []
+    for e in extra:
+        e3 = e.expand(shape)
+        try:
+            e3 = e3.view(nb, m, n)
+        except RuntimeError:  # rows that do not flatten to one stride: a copy kernel first
+            e3 = _ws_clone(e3).view(nb, m, n)
+        ops.append(e3)
+        strides += list(e3.stride())
+    bm, bn, bk = (16, 16, 16) if _EMULATE else (64, 64, 32)
+    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), nb)
+    bias1 = bias.reshape(-1) if bias is not None else None
+    kernel[grid](
+        a3, b3, c3, bias1 if bias1 is not None else c3, *ops, m, n, k,
+        a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2),
+        c3.stride(0), c3.stride(1), c3.stride(2), bias1.stride(0) if bias1 is not None else 0, *strides,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, EVEN_K=k % bk == 0, HAS_BIAS=bias1 is not None,
+        IS_FP32=a3.dtype == torch.float32, PRECISION="ieee", EMULATE=_EMULATE)
+    return c
+'''
+
+
 def depthwise(n: Node) -> bool:
     """A library conv that ``_ws_conv`` runs with the direct depthwise kernel: forward, one input channel
     per group (the same condition as its branch)."""
@@ -265,6 +304,10 @@ LAUNCHERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "gather": (lower_gather.LAUNCHER, ("gather.kernel:gather_kernel", "gather.kernel:scatter_kernel")),
     "scatter": (lower_gather.LAUNCHER, ("gather.kernel:gather_kernel", "gather.kernel:scatter_kernel")),
     "topk": (TOPK, ("topk.kernel:topk_rows_kernel",)),
+    # a matmul with a generated epilogue (attrs["epilogue"], compiler.gemm_epilogue): the launcher of its
+    # specialized kernel, whose text (one per node: gemm_epilogue.kernel_source) calls these library functions
+    "gemm_epilogue": (GEMM_EPILOGUE, ("matmul.kernel:tile_coords", "matmul.kernel:tile_dot",
+                                      "shared.kernel:to_output")),
 }
 
 
@@ -277,13 +320,33 @@ def kernel(ref: str) -> Any:
 
 
 def needs(n: Node) -> tuple[list[Any], str]:
-    """The jit kernels and the launcher text of one library node (its row of :data:`LAUNCHERS`)."""
-    text, refs = LAUNCHERS[n.op]
+    """The jit kernels and the launcher text of one library node (its row of :data:`LAUNCHERS`; a matmul
+    with a generated epilogue: the row ``gemm_epilogue``)."""
+    text, refs = LAUNCHERS["gemm_epilogue" if epilogue(n) else n.op]
     return [kernel(r) for r in refs], text
+
+
+def epilogue(n: Node) -> bool:
+    """Whether library node ``n`` is a GEMM with a generated epilogue (compiler.gemm_epilogue)."""
+    return n.op == "matmul" and bool(n.attrs.get("epilogue"))
+
+
+def generated(n: Node) -> list[str]:
+    """The text of the kernels generated for library node ``n`` alone (a GEMM's epilogue), emitted beside
+    the launchers; their calls of the row's library functions are renamed as the launchers' are."""
+    if not epilogue(n):
+        return []
+    from . import gemm_epilogue
+
+    return [gemm_epilogue.kernel_source(n)]
 
 
 def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
     """The emitted expression computing library node ``n``."""
+    if epilogue(n):
+        from . import gemm_epilogue
+
+        return gemm_epilogue.call(n, v)
     if n.op in lower_gather.OPS:
         return lower_gather.call(n, v)
     a = n.args

@@ -18,6 +18,7 @@ from ..targets import get_target
 from .capture import capture, load_problem
 from .emit import Program, emit
 from .fuse import Partition, mark_unfused, partition, problems
+from .gemm_epilogue import fuse_epilogues
 from .hoist import hoist
 from .ir import Graph, build
 from .lower import lower
@@ -142,7 +143,8 @@ def store_low(g: Graph, part: Partition, found: Any, program: Any, inputs: Seque
 
 _REWRITE_NOTE = {"reassociate": "matmul chain reassociated to A @ (B @ C)",
                  "fold_reduction": "reduction over a GEMM's features folded into its weight",
-                 "storage": "float32 values between kernels stored in"}
+                 "storage": "float32 values between kernels stored in",
+                 "gemm_epilogue": "pointwise chain computed in the GEMM's epilogue (its output never written)"}
 
 
 def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
@@ -164,6 +166,10 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
         hoisted = hoist(g, tgt) if rewrites_on else None
         if hoisted is not None:
             notes.append(hoisted["line"])
+        epilogues = fuse_epilogues(g, tgt) if rewrites_on else []  # after the rewrites: they match bare GEMMs
+        notes += [f"{r['at']}: {_REWRITE_NOTE[r['rewrite']]} ({r['chain']}; predicted {r['before_ms'] * 1e3:.2f} -> "
+                  f"{r['after_ms'] * 1e3:.2f} us on {target})" for r in epilogues if r["taken"]]
+        rewrites = rewrites + epilogues
         found = run_search(g, tgt)
         found.greedy_ms, found.rewrites, found.hoisted = greedy_ms, rewrites, hoisted
         part = found.pick(min(choice, len(found.ranked) - 1) if clamp else choice)
