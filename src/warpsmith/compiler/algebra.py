@@ -15,15 +15,22 @@ be no result of the program; every value is floating point, of one dtype):
 - ``scalar_matmul``: a constant factor on a matmul's operand or on its output, ``(a A) @ B = A @ (a B)
   = a (A @ B)``, moved to whichever of the three is predicted cheapest (a weight: the product is
   folded out of the call by :mod:`.hoist`). No bias (it would be scaled too) and no activation.
-- ``log_exp``: ``log(exp(x)) -> x`` (exact, and better than the program: no overflow of ``exp``).
+- ``log_exp``: ``log(exp(x)) -> x``.
 - ``exp_product``: ``exp(a) * exp(b) -> exp(a + b)``: one ``exp`` fewer. The relative error becomes
   about ``|a + b| u`` (the rounding of the sum), which is the element's own sensitivity (the check's
   element scale) rather than a deviation.
-- ``log_product``: ``log(exp(x) * y) -> x + log(y)``: exact for every ``y`` (``y > 0``: equal;
-  ``y = 0``: both ``-inf``; ``y < 0``: both NaN), and one ``exp`` and a multiplication fewer.
-  ``log(a * b) -> log(a) + log(b)`` in general is not made: it is wrong for two negative factors.
+- ``log_product``: ``log(exp(x) * y) -> x + log(y)``, one ``exp`` and a multiplication fewer.
+  ``log(a * b) -> log(a) + log(b)`` in general is not made: it is wrong (NaN) for two negative factors.
+
+  The three exp/log rules are made only where :func:`bounds` (an interval analysis from ``tanh``,
+  ``sigmoid``, ``clamp``, constants, through affine steps) shows that no ``exp`` involved overflows or
+  leaves the normal numbers of the dtype (:data:`EXP_SAFE`; for ``log_product``, ``y`` bounded
+  away from 0 with ``exp(x) y`` in that range too): elsewhere the program as written has ``-inf``
+  (``log`` of an underflowed ``exp``) or NaN (``inf * 0``) where the rewritten one has a number,
+  and the check compares those patterns with the reference's.
 - ``online_softmax`` (:mod:`.lower_softmax_attention`): the user's own
-  ``softmax(q @ k^T * scale [masked]) @ v`` lowered to the library's flash attention.
+  ``softmax(q @ k^T * scale [masked]) @ v`` lowered to the library's flash attention; its exp2
+  rounding is declared (``declares`` in the record, :mod:`.precision`'s rule ``online_softmax``).
 
 Each record: ``rewrite`` ("algebra"), ``rule``, ``at``, ``shapes``, ``before_ms``/``after_ms``
 (predicted, :func:`.search.predict_ms` under greedy fusion, what :mod:`.hoist` would fold free),
