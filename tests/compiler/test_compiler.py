@@ -263,7 +263,9 @@ def test_fusion_merges_siblings_and_row_shaped_producers():
     rows = [k for k in prog.kernels if k.group.kind == "rows"]
     assert len(rows) == 1
     # var is written as mean, squared deviations, sum, divide (expand.py): all in the one row kernel
-    assert {n.op for n in rows[0].group.nodes} >= {"mean", "sub", "sum", "sqrt", "div", "amin"}
+    ops = {n.op for n in rows[0].group.nodes}
+    # x / sqrt(v) may be x * rsqrt(v) (compiler.precision's approximate rewrite, declared)
+    assert ops >= {"mean", "sub", "sum", "div", "amin"} and ops & {"sqrt", "rsqrt"}
     assert [n.name for n in rows[0].outputs] == ["mul", "amin"]
 
 

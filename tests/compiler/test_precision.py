@@ -139,3 +139,47 @@ def test_a_sol_execbench_solution_declares_per_signature_and_the_check_uses_it(t
         assert y.dtype == torch.float64 and tuple(y.shape) == (w.axes["rows"],)
     with pytest.raises(KeyError):
         decl.run([torch.randn(7, 48).half(), torch.randn(48).half()])
+
+
+# ---- approximate functions in generated kernels (compiler.precision.approximate) ----------------------
+def test_approximate_exp_division_and_rsqrt_are_declared_and_verified(tmp_path):
+    out = tmp_path / "model_new.py"
+    res = solve(PROBLEMS / "approx_math.py", out, strict=True, candidates=1)
+    assert res.status == "accepted", res.verdict
+    recs = {r["rule"]: r for r in res.program.search.rewrites if r["rewrite"] == "approximate"}
+    assert set(recs) == {"exp2", "fast_div", "rsqrt"}
+    for r in recs.values():
+        assert r["taken"] and 0 < r["deviation_share"] <= 0.5 and r["after_ms"] == r["before_ms"]
+    decl = res.program.declared
+    assert decl is not None and not decl.points
+    assert sorted(decl.approx.values()) == ["exp2", "fast_div", "rsqrt"]
+    assert res.verdict["report"]["protocol"]["declared"]["approx"] == decl.approx
+    text = "".join(k.source for k in res.program.kernels)
+    assert "tl.exp2(" in text and "1.4426950408889634" in text and "approx=True" in text and "tl.rsqrt(" in text
+    assert "tl.sqrt(" not in text and "tl.exp(" not in text
+    # the declared deviation is small, and not nothing
+    x = [torch.randn(16, 40), torch.randn(16, 40)]
+    exact, moved = Declaration(decl.program).run(x)[0], decl.run(x)[0]
+    assert 0 < float((exact - moved).abs().max()) < 1e-5 * (1 + float(exact.abs().max()))
+
+
+def test_a_wrong_exp2_prescale_is_rejected_and_the_program_as_written_is_solved(monkeypatch, tmp_path):
+    from warpsmith.compiler import codegen_expr
+
+    monkeypatch.setattr(codegen_expr, "LOG2E", 1.443)  # log2(e) = 1.44269504...: wrong in the 4th digit
+    out = tmp_path / "model_new.py"
+    res = solve(PROBLEMS / "approx_math.py", out, candidates=2)
+    assert res.status == "accepted", res.verdict
+    [bad] = res.attempts
+    assert bad["rewrites"] and bad["reason"] == "wrong_result", bad
+    assert res.program.declared is None and not res.program.search.rewrites
+    assert "tl.exp2(" not in out.read_text()
+
+
+def test_an_approximation_past_the_tolerance_share_is_not_taken():
+    """exp(8x) - exp(8x + 1e-3): a few ulps of each exp are hundreds of times the difference."""
+    _, _, prog = compile_problem(PROBLEMS / "exp_cancel.py")
+    [rec] = [r for r in prog.search.rewrites if r["rewrite"] == "approximate"]
+    assert rec["rule"] == "exp2" and not rec["taken"] and rec["deviation_share"] > 0.5
+    assert "KernelBench's tolerance" in rec["why_not"]
+    assert prog.declared is None and "tl.exp2(" not in prog.text

@@ -65,6 +65,8 @@ def _ws_signbit(x):
     return (x.to(tl.uint32, bitcast=True) >> 31) != 0
 '''
 
+LOG2E = 1.4426950408889634  # the prescale of exp as exp2 (compiler.precision, rewrite "approximate")
+
 TL_DTYPE = {torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16", torch.float32: "tl.float32",
             torch.int32: "tl.int32", torch.int64: "tl.int64", torch.bool: "tl.int1"}
 
@@ -222,6 +224,10 @@ def _float(op: str, at: dict, a: str, b: str, xs: list[str]) -> str:
         sb = b if al == 1 else f"({lit(al)} * {b})"
         sa = a if al == 1 else f"({lit(al)} * {a})"
         return {"add": f"({a} + {sb})", "sub": f"({a} - {sb})", "rsub": f"({b} - {sa})"}[op]
+    if op == "div" and at.get("approx") == "fast_div":  # compiler.precision: declared, div.approx.f32 on NVIDIA
+        return f"tl.fdiv({a}, {b}, approx=True)"
+    if op == "exp" and at.get("approx") == "exp2":  # compiler.precision: declared, exp2 with a prescale
+        return f"tl.exp2({a} * {lit(LOG2E)})"
     if op in ("mul", "div"):
         return f"({a} {'*' if op == 'mul' else '/'} {b})"
     if op in ("maximum", "minimum"):

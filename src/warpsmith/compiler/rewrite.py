@@ -13,6 +13,13 @@ candidate (:func:`.solve.solve`).
   (M, 1) one; the weight's sum is a reduction over the weight alone, which :mod:`.hoist` computes
   once rather than at each call when the weight is a parameter.
 
+- **Algebra** (:mod:`.algebra`): scalars distributed and collected, division by a constant as
+  multiplication, a constant factor moved through a matmul, exp/log identities, and the user's own
+  softmax-then-matmul as online softmax (:mod:`.lower_softmax_attention`).
+
+Approximate functions and lower-precision storage, which need a declared deviation, are
+:mod:`.precision`'s (after the partition is chosen).
+
 Each rewrite returns one record per site: ``rewrite``, ``at``, ``shapes``, ``before_ms`` and
 ``after_ms`` (predicted), ``taken``.
 """
@@ -29,17 +36,32 @@ from .search import node_ms, predict_ms
 
 def rewrite(graph: Graph, target: Any) -> list[dict[str, Any]]:
     """Every rewrite of this module, in order, on ``graph`` (in place); their records."""
-    return reassociate(graph, target) + fold_reductions(graph, target)
+    from .algebra import algebra
+
+    return reassociate(graph, target) + fold_reductions(graph, target) + algebra(graph, target)
 
 
 def describe(r: dict[str, Any]) -> str:
     """One line for a rewrite record (``--explain``, the CLI)."""
     what = {"reassociate": "(AB)C -> A(BC)", "fold_reduction": f"{r.get('reduction', 'sum')} over a GEMM's "
             "features -> GEMM of the summed weight",
-            "storage": f"float32 between kernels -> {r.get('dtype')} (declared deviation)"}.get(r["rewrite"], r["rewrite"])
+            "storage": f"float32 between kernels -> {r.get('dtype')} (declared deviation)",
+            "algebra": f"{r.get('rule')}: {_ALGEBRA.get(r.get('rule'), '')}"
+            + (f", removes {r['removes']}" if r.get("removes") else "") + (f", {r['moved']}" if r.get("moved") else ""),
+            "approximate": f"{r.get('rule')}: {_APPROX.get(r.get('rule'), '')} (declared deviation)",
+            }.get(r["rewrite"], r["rewrite"])
     why = f" ({r['why_not']})" if r.get("why_not") else ""
     return (f"rewrite {r['rewrite']} at {r['at']} {r['shapes']}: {what}: {r['before_ms'] * 1e3:.4g} us -> "
             f"{r['after_ms'] * 1e3:.4g} us predicted -> {'taken' if r['taken'] else 'kept as written'}{why}")
+
+
+_ALGEBRA = {"scalar_chain": "(x * a) * b -> x * (a b)", "reciprocal": "x / c -> x * (1 / c)",
+            "collect": "x * a + y * a -> (x + y) * a", "scalar_matmul": "a constant factor moved through a matmul",
+            "log_exp": "log(exp(x)) -> x", "exp_product": "exp(a) * exp(b) -> exp(a + b)",
+            "log_product": "log(exp(x) * y) -> x + log(y)",
+            "online_softmax": "softmax(q @ k^T * scale) @ v -> library flash attention (online softmax)"}
+_APPROX = {"exp2": "exp(x) -> exp2(x * log2(e))", "fast_div": "x / y -> approximate division",
+           "rsqrt": "1 / sqrt(x) -> rsqrt(x)"}
 
 
 # ---- reassociation ----------------------------------------------------------------------------------

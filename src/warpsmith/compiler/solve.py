@@ -22,7 +22,7 @@ from .gemm_epilogue import fuse_epilogues
 from .hoist import hoist
 from .ir import Graph, build
 from .lower import lower
-from .precision import lower_storage
+from .precision import approximate, lower_storage
 from .progress import Progress, SolveTimeout, as_progress
 from .rewrite import rewrite
 from .search import predict_ms, search as run_search
@@ -126,14 +126,23 @@ def compile_problem(path: str | Path, seed: int = 0,
 
 def store_low(g: Graph, part: Partition, found: Any, program: Any, inputs: Sequence[Any], target: str,
               notes: list[str]) -> Any:
-    """After the search (``found``, None: no search, nothing done): the values between kernels stored in
-    16 bits where :func:`.precision.lower_storage` takes it (``g`` changed in place), its record added
-    to the search's and a line to ``notes``; the declaration for the check, or None."""
+    """After the search (``found``, None: no search, nothing done): approximate functions in the
+    generated kernels where :func:`.precision.approximate` takes them, then the values between kernels
+    stored in 16 bits where :func:`.precision.lower_storage` takes it (``g`` changed in place), their
+    records added to the search's and a line to ``notes``; the declaration for the check, or None."""
     if found is None:
         return None
-    records, declared = lower_storage(g, part, program, inputs, get_target(target))
+    tgt = get_target(target)
+    declares = {k: v for r in found.rewrites if r["taken"] for k, v in (r.get("declares") or {}).items()}
+    approx_records, approx = approximate(g, part, program, inputs, tgt, declares)
+    found.rewrites += approx_records
+    for r in approx_records:
+        if r["taken"]:
+            notes.append(f"{r['at']}: {_REWRITE_NOTE['approximate']} ({r['rule']}, bound {r['bound']}, "
+                         f"{r['deviation_share']:.3g}x KernelBench's tolerance on the problem's inputs; declared to the check)")
+    records, declared = lower_storage(g, part, program, inputs, tgt, base=approx)
     found.rewrites += records
-    if declared is not None:
+    if declared is not None and declared is not approx:
         r = records[0]
         found.best_ms = r["after_ms"]
         notes.append(f"{r['at']}: {_REWRITE_NOTE['storage']} {r['dtype']} (predicted {r['before_ms'] * 1e3:.4g} -> "
@@ -142,6 +151,7 @@ def store_low(g: Graph, part: Partition, found: Any, program: Any, inputs: Seque
 
 
 _REWRITE_NOTE = {"reassociate": "matmul chain reassociated to A @ (B @ C)",
+                 "algebra": "algebraic rewrite", "approximate": "approximate transcendental functions",
                  "fold_reduction": "reduction over a GEMM's features folded into its weight",
                  "storage": "float32 values between kernels stored in",
                  "gemm_epilogue": "pointwise chain computed in the GEMM's epilogue (its output never written)"}
@@ -161,7 +171,7 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
         tgt = get_target(target)
         greedy_ms = predict_ms(g, partition(g), tgt)  # the baseline: this graph, greedy fusion, no rewrite
         rewrites = rewrite(g, tgt) if rewrites_on else []
-        notes += [f"{r['at']}: {_REWRITE_NOTE[r['rewrite']]} (predicted {r['before_ms'] * 1e3:.2f} -> "
+        notes += [f"{r['at']}: {_REWRITE_NOTE[r['rewrite']]}{' ' + r['rule'] if r.get('rule') else ''} (predicted {r['before_ms'] * 1e3:.2f} -> "
                   f"{r['after_ms'] * 1e3:.2f} us on {target})" for r in rewrites if r["taken"]]
         hoisted = hoist(g, tgt) if rewrites_on else None
         if hoisted is not None:
