@@ -36,7 +36,9 @@ def describe(r: dict[str, Any]) -> str:
     """One line for a rewrite record (``--explain``, the CLI)."""
     what = {"reassociate": "(AB)C -> A(BC)", "fold_reduction": f"{r.get('reduction', 'sum')} over a GEMM's "
             "features -> GEMM of the summed weight",
-            "storage": f"float32 between kernels -> {r.get('dtype')} (declared deviation)"}.get(r["rewrite"], r["rewrite"])
+            "storage": f"float32 between kernels -> {r.get('dtype')} (declared deviation)",
+            "view_through": f"{r.get('view')} sunk below {r.get('producers')} pointwise producer(s)",
+            "split_reduction": f"{r.get('reduction')} split into {r.get('parts')} float32 partials + a combine"}.get(r["rewrite"], r["rewrite"])
     why = f" ({r['why_not']})" if r.get("why_not") else ""
     return (f"rewrite {r['rewrite']} at {r['at']} {r['shapes']}: {what}: {r['before_ms'] * 1e3:.4g} us -> "
             f"{r['after_ms'] * 1e3:.4g} us predicted -> {'taken' if r['taken'] else 'kept as written'}{why}")
