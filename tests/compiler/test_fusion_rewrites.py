@@ -6,17 +6,23 @@ generated kernel's; a planted unsound split (the last partial dropped) is reject
 the program as written is solved instead."""
 from __future__ import annotations
 
+import dataclasses
+import importlib
 from pathlib import Path
 
+import pytest
 import torch
 
+from warpsmith.compiler import search as S
 from warpsmith.compiler import solve
 from warpsmith.compiler import split as SP
 from warpsmith.compiler.fuse import Partition, partition, problems
 from warpsmith.compiler.ir import Node
+from warpsmith.compiler.proofs import prove_text
 from warpsmith.compiler.solve import compile_problem
 
 PROBLEMS = Path(__file__).parent / "problems"
+solve_mod = importlib.import_module("warpsmith.compiler.solve")  # the module (the package exports the function)
 
 
 def _proved(res) -> None:
@@ -66,18 +72,44 @@ def test_views_are_fused_through_and_verified(tmp_path):
     assert len(written.kernels) == 4  # the views as barriers: each chain, then its consumer
 
 
-def test_a_long_reduction_over_few_rows_is_split_and_verified(tmp_path):
-    res = solve(PROBLEMS / "fusion_split.py", tmp_path / "m.py", candidates=1)
+def test_a_long_reduction_over_few_rows_is_split_and_its_kernels_proved():
+    """At the default thresholds (rows of 131072 and a full reduction of 131072 elements): the split
+    is taken for both, the input chains fused into the partials, and every kernel's contract proved."""
+    _, _, prog = compile_problem(PROBLEMS / "fusion_split.py")
+    recs = [r for r in prog.search.rewrites if r["rewrite"] == "split_reduction"]
+    assert [(r["reduction"], r["parts"], r["taken"]) for r in recs] == [("sum", 64, True), ("mean", 64, True)]
+    assert all(r["after_ms"] < r["before_ms"] for r in recs)
+    doms = sorted((tuple(k.group.domain), k.group.red) for k in prog.kernels)
+    # the partials (x * x fused into the first pass, |y| too), then the combining passes
+    assert doms == [((2, 64), (1,)), ((2, 64, 2048), (2,)), ((64,), (0,)), ((64, 4, 512), (1, 2))]
+    first = next(k for k in prog.kernels if k.group.domain == (2, 64, 2048))
+    assert {n.op for n in first.group.nodes} == {"mul", "sum"}
+    proofs = prove_text(prog.text, "fusion_split_new.py", 1500)
+    assert len(proofs.kernels) == 4 and not proofs.failed, proofs.lines()
+    for k in proofs.kernels:
+        got = {o.name: o.status for o in k.obligations}
+        assert all(got.get(n) == "proved" for n in ("launch", "in_bounds", "int32_no_overflow")), (k.kernel, got)
+
+
+@pytest.fixture
+def small_split(monkeypatch):
+    """Interpreter-sized split reductions: rows of 2048 count as long, slices of 256, and a GPU whose
+    launch costs 0.3 us (as in a CUDA graph): the cost model is otherwise the same."""
+    monkeypatch.setattr(S, "SPLIT_MIN", 2048)
+    monkeypatch.setattr(SP, "SPLIT_MIN", 2048)
+    monkeypatch.setattr(SP, "SLICE_MIN", 256)
+    real = solve_mod.get_target
+    monkeypatch.setattr(solve_mod, "get_target", lambda name: dataclasses.replace(real(name), launch_us=0.3))
+
+
+def test_a_split_reduction_is_verified(small_split, tmp_path):
+    res = solve(PROBLEMS / "fusion_split_small.py", tmp_path / "m.py", candidates=1)
     assert res.status == "accepted", res.verdict
     _proved(res)
     recs = [r for r in res.program.search.rewrites if r["rewrite"] == "split_reduction"]
-    assert [(r["reduction"], r["parts"], r["taken"]) for r in recs] == [("sum", 64, True), ("mean", 64, True)]
-    assert all(r["after_ms"] < r["before_ms"] for r in recs)
+    assert [(r["reduction"], r["parts"], r["taken"]) for r in recs] == [("sum", 16, True), ("mean", 16, True)]
     doms = sorted((tuple(k.group.domain), k.group.red) for k in res.program.kernels)
-    # the partials (x * x fused into the first pass, |y| too), then the combining passes
-    assert doms == [((2, 64), (1,)), ((2, 64, 2048), (2,)), ((64,), (0,)), ((64, 4, 512), (1, 2))]
-    first = next(k for k in res.program.kernels if k.group.domain == (2, 64, 2048))
-    assert {n.op for n in first.group.nodes} == {"mul", "sum"}
+    assert doms == [((2, 16), (1,)), ((2, 16, 256), (2,)), ((16,), (0,)), ((16, 2, 128), (1, 2))]
 
 
 def test_a_short_reduction_is_not_split():
@@ -85,7 +117,8 @@ def test_a_short_reduction_is_not_split():
     assert not [r for r in prog.search.rewrites if r["rewrite"] == "split_reduction"]
 
 
-def test_a_split_that_drops_the_last_partial_is_rejected_and_the_program_as_written_is_solved(monkeypatch, tmp_path):
+def test_a_split_that_drops_the_last_partial_is_rejected_and_the_program_as_written_is_solved(small_split, monkeypatch,
+                                                                                             tmp_path):
     """Plant an unsound combine (the last partial of each row dropped): the check rejects the split
     program, and the last candidate, the program as written, passes."""
     real = SP._combine
@@ -99,10 +132,10 @@ def test_a_split_that_drops_the_last_partial_is_rejected_and_the_program_as_writ
 
     monkeypatch.setattr(SP, "_combine", dropped)
     out = tmp_path / "m.py"
-    res = solve(PROBLEMS / "fusion_split.py", out, candidates=2)
+    res = solve(PROBLEMS / "fusion_split_small.py", out, candidates=2)
     assert res.status == "accepted", res.verdict
     [bad] = res.attempts
     assert bad["rewrites"] and bad["reason"] == "wrong_result", bad
     assert not res.program.search.rewrites  # the accepted program is the one as written
-    assert len(res.program.kernels) == 2 and out.exists()
+    assert len(res.program.kernels) == 2 and out.exists()  # one row kernel per reduction, as written
     assert "with rewrites" in res.explain()
