@@ -14,17 +14,17 @@ here is allowed only because the emitted program is verified at the end (``solve
   (both halves valid), and *recompute* a cheap pointwise group (at most :data:`RECOMPUTE_MAX` nodes,
   no result of the program) in every kernel that reads it instead of writing it and reading it back
   (its nodes become copies in each consumer group, :mod:`.fuse`; priced by the model: the launch and
-  the bytes saved against the recomputed elements' arithmetic), within a budget of evaluated partitions. Each explored partition is kept
-  with its predicted time; the report gives the chosen one's gain over greedy fusion.
+  the bytes saved against the recomputed elements' arithmetic), within a budget of evaluated
+  partitions. Each explored partition is kept with its predicted time; the report gives the chosen
+  one's gain over greedy fusion.
 """
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 from dataclasses import dataclass, field
 from typing import Any
-
-import copy
 
 from .fuse import INDEXED, Group, Partition, _acyclic, _merge, partition, problems, unfused, valid
 from .ir import Graph, Node
