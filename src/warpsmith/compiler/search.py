@@ -197,8 +197,8 @@ def _recomputed(graph: Graph, gs: list[Group], i: int) -> Partition | None:
             if u.name not in owner:
                 return None  # a library call, a view, an ATen op reads it: it must be written
             readers.add(owner[u.name])
-    if not readers:
-        return None
+    if not readers or len(readers) == 1 and _merge(p, gs[min(readers)]) is not None:
+        return None  # one reader that can take the group as it is: that is the merge move (same kernel text)
     order = {m.name: k for k, m in enumerate(graph.nodes)}
     trial = list(gs)
     for j in sorted(readers):
