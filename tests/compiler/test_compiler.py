@@ -28,7 +28,7 @@ EXPECTED = {
     "rowsum_norm": (1, [], []),
     "with_fallback": (2, [], ["median"]),
     "half_gelu_logsumexp": (1, ["matmul"], []),
-    "bf16_standardize": (2, [], []),  # the sigmoid of the (24,) gate is its own kernel (no recompute yet)
+    "bf16_standardize": (1, [], []),  # the sigmoid of the (24,) gate recomputed in the row kernel (search: recompute)
     "colnorm": (2, [], []),  # a row kernel over each axis, the normalization fused into the second
     "vector_rows": (1, [], []),
     "long_rows": (3, [], []),  # a row of 20000 walked in chunks; a sum over a size-1 dim is a copy

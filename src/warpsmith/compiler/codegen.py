@@ -260,7 +260,8 @@ def _convert(expr: str, src: str, dst: str) -> str:
 def _outputs(group: Group, users: dict[str, list[Node]], outputs: list[Node]) -> list[Node]:
     inside = {n.name for n in group.nodes}
     names = {o.name for o in outputs}
-    return [n for n in group.nodes if n.name in names or any(u.name not in inside for u in users.get(n.name, []))]
+    return [n for n in group.nodes if n.name not in group.copies and  # a copy is recomputed, never written
+            (n.name in names or any(u.name not in inside for u in users.get(n.name, [])))]
 
 
 def _store_value(n: Node, var: str, j: int) -> str:
@@ -300,9 +301,9 @@ def _plan(group: Group) -> tuple[dict[str, int], dict[str, int], int]:
     need: dict[str, int] = {}  # full values: the latest pass whose results they use
     red_pass: dict[str, int] = {}
     for n in group.nodes:
-        ins = [a for a in n.operands() if a.name in inside and not is_generator(a)]
+        ins = [inside[a.name] for a in n.operands() if a.name in inside and not is_generator(a)]
         if n.kind == "reduction":
-            x = n.args[0]
+            x = inside.get(n.args[0].name, n.args[0])
             p = need.get(x.name, 0) + 1
             red_pass[n.name] = p
             ready[n.name] = p
@@ -335,7 +336,7 @@ def _rows_kernel(k: Kernel, users: dict[str, list[Node]], outputs: list[Node]) -
             if n.name in seen or n.shape != dom:
                 continue
             seen.add(n.name)
-            stack += [a for a in n.operands() if a.name in by_name and not is_generator(a)]
+            stack += [by_name[a.name] for a in n.operands() if a.name in by_name and not is_generator(a)]
         return sorted((by_name[s] for s in seen), key=lambda n: order[n.name])
 
     head = ["    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]", "    rmask = row < M",
@@ -357,7 +358,7 @@ def _rows_kernel(k: Kernel, users: dict[str, list[Node]], outputs: list[Node]) -
     for p in range(1, passes + 1):
         reds = [n for n in g.nodes if red_pass.get(n.name) == p]
         stores = full_outs if p == passes else []
-        todo = closure([n.args[0] for n in reds if n.args[0].name in by_name] + stores)
+        todo = closure([by_name[n.args[0].name] for n in reds if n.args[0].name in by_name] + stores)
         outside_inputs = [n.args[0] for n in reds if n.args[0].name not in by_name]
         if not reds and not todo:
             continue
@@ -407,7 +408,7 @@ def _rows_kernel(k: Kernel, users: dict[str, list[Node]], outputs: list[Node]) -
 def _ready(n: Node, by_name: dict[str, Node], red_pass: dict[str, int]) -> int:
     if n.kind == "reduction":
         return red_pass[n.name]
-    ins = [a for a in n.operands() if a.name in by_name and not is_generator(a)]
+    ins = [by_name[a.name] for a in n.operands() if a.name in by_name and not is_generator(a)]
     return max([_ready(a, by_name, red_pass) for a in ins] + [0])
 
 

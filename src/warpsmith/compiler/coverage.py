@@ -63,10 +63,11 @@ def coverage(g: Graph, part: Partition) -> dict[str, Any]:
     for grp in part.groups:
         inside = {n.name for n in grp.nodes}
         reads = {a.name: a for n in grp.nodes for a in n.operands() if a.name not in inside}
-        writes = [n for n in grp.nodes if n.name in results or any(u.name not in inside for u in users[n.name])]
+        writes = [n for n in grp.nodes if n.name not in grp.copies and
+                  (n.name in results or any(u.name not in inside for u in users[n.name]))]
         mine_b += sum(_bytes(x) for x in reads.values()) + sum(_bytes(x) for x in writes)
         mine_f += sum(node_flops(n) for n in grp.nodes)
-    grouped = part.group_of()
+    grouped = set(part.group_of()) | part.copied()
     for n in g.nodes:
         if n.kind in ("input", "param", "view") or n.name in grouped or is_generator(n):
             continue

@@ -79,15 +79,27 @@ def _steps(g: Graph, part: Partition) -> list[tuple[str, Any]]:
     items: dict[str, tuple[str, Any]] = {}
     deps: dict[str, set[str]] = {}
     first: dict[str, int] = {}
+    copied = part.copied()  # recomputed inside the kernels holding them: no step of their own
+    held = {f"g{i}": {m.name for m in grp.nodes} for i, grp in enumerate(part.groups)}
+
+    def need(k: str, a: Node) -> None:
+        if a.kind not in ("input", "param") and key(a) != k and a.name not in held.get(k, ()) and \
+                not (is_generator(a) and a.name not in where):
+            deps.setdefault(k, set()).add(key(a))
+
     for n in g.nodes:
-        if n.kind in ("input", "param") or is_generator(n) and n.name not in where:
+        if n.kind in ("input", "param") or is_generator(n) and n.name not in where or n.name in copied:
             continue  # generators outside every group are computed inline by the kernels using them
         k = key(n)
         items.setdefault(k, ("group", part.groups[where[n.name]]) if n.name in where else ("node", n))
         first[k] = min(first.get(k, 1 << 30), order[n.name])
         for a in n.operands():
-            if a.kind not in ("input", "param") and key(a) != k and not (is_generator(a) and a.name not in where):
-                deps.setdefault(k, set()).add(key(a))
+            need(k, a)
+    for i, grp in enumerate(part.groups):  # a copy reads its operands in the kernel holding it
+        for m in grp.nodes:
+            if m.name in grp.copies:
+                for a in m.operands():
+                    need(f"g{i}", a)
     out, done = [], set()
     while len(out) < len(items):
         ready = [k for k in items if k not in done and deps.get(k, set()) <= done]

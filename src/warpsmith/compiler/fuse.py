@@ -17,6 +17,15 @@ A group has a *domain*, the shape its kernel iterates over:
   full values into row-shaped ones; scans along R (one dim) keep them full. A pointwise group
   becomes a rows group when a reduction or scan of its domain joins.
 
+**Copies (recompute instead of materialize).** A group may also hold *copies* of nodes (``Group.copies``,
+their names): a cheap pointwise producer recomputed in each consumer kernel instead of written by one
+kernel and read back by the others. A copy is a clone of the node (same name, op and operands) whose
+shape is the consumer's domain or one of its row shapes, the producer's shape broadcast to it, so the
+consumer evaluates it at its own indices; the group never writes it. A node may be in several groups
+this way; at most one group *owns* it (writes it when something outside reads it). A node held only
+as copies must be no result of the program, and every user of it must be in a group holding it
+(:func:`problems`). The partition search (:mod:`.search`) makes copies, priced by its cost model.
+
 Generators (``full``, ``iota``) are in no group: every kernel that uses one computes it inline. A
 generator is given a group of its own only when something other than a kernel uses it.
 ``flip`` and ``cat`` read their operands at transformed indices, so those operands come from
@@ -39,6 +48,7 @@ class Group:
     domain: tuple[int, ...]
     nodes: list[Node] = field(default_factory=list)
     red: tuple[int, ...] = ()  # rows: the reduced (or scanned) dims of the domain
+    copies: frozenset[str] = frozenset()  # nodes recomputed here (clones at this domain), never written here
 
     def row_shapes(self) -> tuple[tuple[int, ...], ...]:
         """(keepdim form, dropped form) of a row-shaped value; () for a pointwise group."""
@@ -54,7 +64,13 @@ class Partition:
     groups: list[Group]
 
     def group_of(self) -> dict[str, int]:
-        return {n.name: i for i, g in enumerate(self.groups) for n in g.nodes}
+        """Node name -> the group that owns (computes and may write) it; copies are not owned."""
+        return {n.name: i for i, g in enumerate(self.groups) for n in g.nodes if n.name not in g.copies}
+
+    def copied(self) -> set[str]:
+        """The nodes some group holds only as a copy (recomputed where used, never written)."""
+        owned = self.group_of()
+        return {c for g in self.groups for c in g.copies if c not in owned}
 
 
 def _dims(n: Node) -> tuple[int, ...]:
@@ -78,7 +94,7 @@ def _reverse_flags(g: Group) -> set[bool]:
 
 def valid(g: Group) -> bool:
     """Whether one kernel of ``g``'s kind can run all of its nodes (the rules of the module docstring)."""
-    inside = {n.name for n in g.nodes}
+    inside = {n.name: n for n in g.nodes}  # a copy is read as the group's clone of it
     full = g.domain
     shapes = g.row_shapes()
     if g.kind == "rows" and (not g.red or len(_reverse_flags(g)) > 1):
@@ -88,14 +104,15 @@ def valid(g: Group) -> bool:
             continue  # materialized on its own (see with_generators)
         if not fusable(n):
             return False
-        ins = [a for a in n.operands() if a.name in inside]
+        ins = [inside[a.name] for a in n.operands() if a.name in inside]
         if n.kind in ("reduction", "scan"):
-            if g.kind != "rows" or n.args[0].shape != full or _dims(n) != g.red:
+            x = inside.get(n.args[0].name, n.args[0])
+            if g.kind != "rows" or x.shape != full or _dims(n) != g.red:
                 return False
             if n.kind == "scan" and (len(g.red) != 1 or n.shape != full):
                 return False
             continue
-        if n.op in INDEXED and (ins or n.shape != full):
+        if n.op in INDEXED and (ins or n.shape != full or n.name in g.copies):
             return False
         if g.kind == "pointwise":
             if n.shape != full or any(a.shape != full for a in ins):
@@ -134,18 +151,27 @@ def _alone(n: Node) -> Group:
 
 
 def _acyclic(graph: Graph, groups: list[Group]) -> bool:
-    """Whether the groups, each contracted to one step, leave the program acyclic."""
+    """Whether the groups, each contracted to one step, leave the program acyclic (a copy makes its
+    group depend on the copy's operands, not on the group owning the node)."""
     step = {}
     for i, g in enumerate(groups):
         for n in g.nodes:
-            step[n.name] = f"g{i}"
+            if n.name not in g.copies:
+                step[n.name] = f"g{i}"
     edges: dict[str, set[str]] = {}
     for n in graph.nodes:
-        s = step.get(n.name, n.name)
+        if n.name in step:
+            continue
         for a in n.operands():
             t = step.get(a.name, a.name)
-            if t != s:
-                edges.setdefault(t, set()).add(s)
+            if t != n.name:
+                edges.setdefault(t, set()).add(n.name)
+    for i, g in enumerate(groups):
+        inside = {m.name for m in g.nodes}
+        for m in g.nodes:
+            for a in m.operands():
+                if a.name not in inside:
+                    edges.setdefault(step.get(a.name, a.name), set()).add(f"g{i}")
     state: dict[str, int] = {}
 
     def visit(v: str) -> bool:
@@ -270,11 +296,17 @@ def unfused(graph: Graph) -> Partition:
 
 
 def problems(graph: Graph, part: Partition) -> list[str]:
-    """What makes ``part`` unusable for ``graph`` (empty when codegen can run it): a node in two
-    groups or not fusable, a group one kernel cannot run, or a cycle between groups."""
+    """What makes ``part`` unusable for ``graph`` (empty when codegen can run it): a node owned by two
+    groups or not fusable, a group one kernel cannot run, a copy of an unknown node or a node held only
+    as copies that something outside them reads, or a cycle between groups."""
     out, seen = [], set()
+    known = {n.name for n in graph.nodes}
     for i, g in enumerate(part.groups):
         for n in g.nodes:
+            if n.name in g.copies:
+                if n.name not in known:
+                    out.append(f"group {i} copies {n.name}, which is not in the program")
+                continue
             if n.name in seen:
                 out.append(f"{n.name} is in more than one group")
             seen.add(n.name)
@@ -282,6 +314,12 @@ def problems(graph: Graph, part: Partition) -> list[str]:
                 out.append(f"{n.name} ({n.kind} {n.op}) cannot be fused")
         if not valid(g):
             out.append(f"group {i} ({g.kind} over {list(g.domain)}) cannot run as one kernel")
+    results = {n.name for n in graph.results()}
+    users = graph.users()
+    for c in part.copied():
+        holders = [g for g in part.groups if c in g.copies]
+        if c in results or any(not any(u.name in {m.name for m in g.nodes} for g in holders) for u in users[c]):
+            out.append(f"{c} is held only as copies but read outside them")
     if not _acyclic(graph, part.groups):
         out.append("the groups form a cycle")
     return out
@@ -289,7 +327,7 @@ def problems(graph: Graph, part: Partition) -> list[str]:
 
 def mark_unfused(graph: Graph, part: Partition) -> None:
     """What no group of ``part`` took runs as ATen: say so in the IR too (kind ``aten``)."""
-    grouped = part.group_of()
+    grouped = set(part.group_of()) | part.copied()
     for n in graph.nodes:
         if n.kind in ("pointwise", "reduction", "scan") and n.name not in grouped and not is_generator(n):
             n.kind = "aten"

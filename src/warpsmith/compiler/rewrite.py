@@ -49,6 +49,8 @@ def describe(r: dict[str, Any]) -> str:
             "algebra": f"{r.get('rule')}: {_ALGEBRA.get(r.get('rule'), '')}"
             + (f", removes {r['removes']}" if r.get("removes") else "") + (f", {r['moved']}" if r.get("moved") else ""),
             "approximate": f"{r.get('rule')}: {_APPROX.get(r.get('rule'), '')} (declared deviation)",
+            "view_through": f"{r.get('view')} sunk below {r.get('producers')} pointwise producer(s)",
+            "split_reduction": f"{r.get('reduction')} split into {r.get('parts')} float32 partials + a combine",
             }.get(r["rewrite"], r["rewrite"])
     why = f" ({r['why_not']})" if r.get("why_not") else ""
     return (f"rewrite {r['rewrite']} at {r['at']} {r['shapes']}: {what}: {r['before_ms'] * 1e3:.4g} us -> "

@@ -9,19 +9,24 @@ here is allowed only because the emitted program is verified at the end (``solve
 ``warpsmith check`` on it); the search never relaxes that.
 
 - **Partitions**: starting from the greedy partition (:func:`~.fuse.partition`) and from one kernel
-  per op (:func:`~.fuse.unfused`), a best-first local search over two moves, *merge* two groups
-  one kernel can run (the program staying acyclic) and *split* a group at a cut in program order
-  (both halves valid), within a budget of evaluated partitions. Each explored partition is kept
-  with its predicted time; the report gives the chosen one's gain over greedy fusion.
+  per op (:func:`~.fuse.unfused`), a best-first local search over three moves, *merge* two groups
+  one kernel can run (the program staying acyclic), *split* a group at a cut in program order
+  (both halves valid), and *recompute* a cheap pointwise group (at most :data:`RECOMPUTE_MAX` nodes,
+  no result of the program) in every kernel that reads it instead of writing it and reading it back
+  (its nodes become copies in each consumer group, :mod:`.fuse`; priced by the model: the launch and
+  the bytes saved against the recomputed elements' arithmetic), within a budget of evaluated
+  partitions. Each explored partition is kept with its predicted time; the report gives the chosen
+  one's gain over greedy fusion.
 """
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .fuse import Group, Partition, _acyclic, _merge, partition, problems, unfused, valid
+from .fuse import INDEXED, Group, Partition, _acyclic, _merge, partition, problems, unfused, valid
 from .ir import Graph, Node
 
 _DTYPE_MATH = {"torch.float16": "fp16", "torch.bfloat16": "bf16", "torch.float32": "fp32"}
@@ -56,16 +61,34 @@ def group_ms(graph: Graph, g: Group, target: Any, users: dict[str, list[Node]]) 
     """A generated kernel: it reads each outside operand once and writes what is used outside it."""
     inside = {n.name for n in g.nodes}
     reads = {a.name: a for n in g.nodes for a in n.operands() if a.name not in inside}
-    outs = [n for n in g.nodes if n in graph.outputs or any(u.name not in inside for u in users[n.name])]
+    outs = [n for n in g.nodes if n.name not in g.copies and
+            (n in graph.outputs or any(u.name not in inside for u in users[n.name]))]
     moved = sum(_bytes(a) for a in reads.values()) + sum(_bytes(n) for n in outs)
-    return target.launch_us * 1e-3 + moved / (target.hbm_tbps * 1e9)
+    # a long row is streamed by its own program: with fewer rows than SMs, only that share of the GPU
+    # pulls the bytes (what a split reduction, .split, buys back)
+    share = 1.0
+    if g.kind == "rows":
+        n_red = math.prod(g.domain[d] for d in g.red)
+        rows = math.prod(s for d, s in enumerate(g.domain) if d not in g.red)
+        if n_red >= SPLIT_MIN:
+            share = min(1.0, rows / target.sms)
+    # a copy is recomputed at each element of its (broadcast) shape here: arithmetic, a few FLOPs each
+    redo = sum(RECOMPUTE_FLOPS * math.prod(n.shape) for n in g.nodes if n.name in g.copies)
+    peak = target.peak_tflops.get("fp32", 1.0)
+    return target.launch_us * 1e-3 + moved / (target.hbm_tbps * 1e9 * share) + redo / (peak * 1e9)
+
+
+SPLIT_MIN = 65536  # a row this long, one program each: the cost model counts the SMs left idle
+
+RECOMPUTE_FLOPS = 8  # the cost model's FLOPs per recomputed element (a transcendental is a few)
+RECOMPUTE_MAX = 8  # nodes of a group the search may recompute in its consumers
 
 
 def predict_ms(graph: Graph, part: Partition, target: Any, free: set[str] = frozenset()) -> float:
     """Predicted time of the whole program (see the module docstring); the nodes named in ``free``
     (computed outside the call, :mod:`.hoist`) cost nothing, nor does a group made of them alone."""
     users = graph.users()
-    grouped = part.group_of()
+    grouped = set(part.group_of()) | part.copied()
     t = sum(group_ms(graph, g, target, users) for g in part.groups if not all(n.name in free for n in g.nodes))
     return t + sum(node_ms(n, target) for n in graph.nodes if n.name not in grouped and n.name not in free)
 
@@ -118,7 +141,8 @@ class SearchResult:
 
 
 def _signature(part: Partition) -> tuple:
-    return tuple(sorted(tuple(sorted(n.name for n in g.nodes)) for g in part.groups if g.nodes))
+    return tuple(sorted(tuple(sorted(n.name + ("*" if n.name in g.copies else "") for n in g.nodes))
+                        for g in part.groups if g.nodes))
 
 
 def _neighbours(graph: Graph, part: Partition) -> list[tuple[str, Partition]]:
@@ -135,6 +159,12 @@ def _neighbours(graph: Graph, part: Partition) -> list[tuple[str, Partition]]:
             if _acyclic(graph, trial):
                 out.append((f"merge g{i}+g{j}", Partition(trial)))
     for i, g in enumerate(gs):
+        rec = _recomputed(graph, gs, i)
+        if rec is not None:
+            out.append((f"recompute g{i}", rec))
+    for i, g in enumerate(gs):
+        if g.copies:
+            continue
         for cut in range(1, len(g.nodes)):
             halves = [_shrunk(g, g.nodes[:cut]), _shrunk(g, g.nodes[cut:])]
             if any(h is None for h in halves):
@@ -143,6 +173,63 @@ def _neighbours(graph: Graph, part: Partition) -> list[tuple[str, Partition]]:
             if _acyclic(graph, trial):
                 out.append((f"split g{i}@{cut}", Partition(trial)))
     return out
+
+
+def _recomputed(graph: Graph, gs: list[Group], i: int) -> Partition | None:
+    """The partition with group ``i`` (a small pointwise group) dropped and its nodes recomputed as
+    copies in every group that reads them, or None when that cannot be done (a result of the
+    program, a reader outside every group, a consumer that cannot hold the copies, a cycle)."""
+    p = gs[i]
+    if p.kind != "pointwise" or p.copies or len(p.nodes) > RECOMPUTE_MAX or \
+            any(n.kind != "pointwise" or n.op in INDEXED for n in p.nodes):
+        return None
+    names = {n.name for n in p.nodes}
+    results = {n.name for n in graph.results()}
+    if names & results:
+        return None
+    owner = {n.name: j for j, g in enumerate(gs) for n in g.nodes if n.name not in g.copies}
+    users = graph.users()
+    readers: set[int] = set()
+    for n in p.nodes:
+        for u in users[n.name]:
+            if u.name in names:
+                continue
+            if u.name not in owner:
+                return None  # a library call, a view, an ATen op reads it: it must be written
+            readers.add(owner[u.name])
+    if not readers or len(readers) == 1 and _merge(p, gs[min(readers)]) is not None:
+        return None  # one reader that can take the group as it is: that is the merge move (same kernel text)
+    order = {m.name: k for k, m in enumerate(graph.nodes)}
+    trial = list(gs)
+    for j in sorted(readers):
+        h = gs[j]
+        if names & {m.name for m in h.nodes}:
+            return None
+        keep, drop = h.row_shapes() or (h.domain, h.domain)
+        for shape in dict.fromkeys([keep, drop, h.domain]):
+            if not _broadcasts(p.domain, shape):
+                continue
+            clones = []
+            for n in p.nodes:
+                c = copy.copy(n)
+                c.shape = tuple(shape)
+                clones.append(c)
+            held = Group(h.kind, h.domain, sorted(h.nodes + clones, key=lambda m: order[m.name]), h.red,
+                         frozenset(names) | h.copies)
+            if valid(held):
+                trial[j] = held
+                break
+        else:
+            return None
+    trial = trial[:i] + trial[i + 1:]
+    return Partition(trial) if _acyclic(graph, trial) else None
+
+
+def _broadcasts(small: tuple[int, ...], big: tuple[int, ...]) -> bool:
+    """Whether a value of shape ``small`` broadcasts to ``big`` (numpy's rule, as ATen's)."""
+    if len(small) > len(big):
+        return False
+    return all(a in (1, b) for a, b in zip(small[::-1], big[::-1]))
 
 
 def _shrunk(g: Group, nodes: list[Node]) -> Group | None:

@@ -26,6 +26,8 @@ from .precision import approximate, lower_storage
 from .progress import Progress, SolveTimeout, as_progress
 from .rewrite import rewrite
 from .search import predict_ms, search as run_search
+from .split import split_reductions
+from .views import fuse_views
 
 
 
@@ -154,7 +156,9 @@ _REWRITE_NOTE = {"reassociate": "matmul chain reassociated to A @ (B @ C)",
                  "algebra": "algebraic rewrite", "approximate": "approximate transcendental functions",
                  "fold_reduction": "reduction over a GEMM's features folded into its weight",
                  "storage": "float32 values between kernels stored in",
-                 "gemm_epilogue": "pointwise chain computed in the GEMM's epilogue (its output never written)"}
+                 "gemm_epilogue": "pointwise chain computed in the GEMM's epilogue (its output never written)",
+                 "view_through": "view sunk below its pointwise producers (fused through)",
+                 "split_reduction": "reduction split into parallel float32 partials and a combining pass"}
 
 
 def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
@@ -171,6 +175,8 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
         tgt = get_target(target)
         greedy_ms = predict_ms(g, partition(g), tgt)  # the baseline: this graph, greedy fusion, no rewrite
         rewrites = rewrite(g, tgt) if rewrites_on else []
+        if rewrites_on:  # views fused through, long reductions over few rows split (each priced alike)
+            rewrites += fuse_views(g, tgt) + split_reductions(g, tgt)
         notes += [f"{r['at']}: {_REWRITE_NOTE[r['rewrite']]}{' ' + r['rule'] if r.get('rule') else ''} (predicted {r['before_ms'] * 1e3:.2f} -> "
                   f"{r['after_ms'] * 1e3:.2f} us on {target})" for r in rewrites if r["taken"]]
         hoisted = hoist(g, tgt) if rewrites_on else None
