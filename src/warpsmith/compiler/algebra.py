@@ -33,7 +33,7 @@ be no result of the program; every value is floating point, of one dtype):
   rounding is declared (``declares`` in the record, :mod:`.precision`'s rule ``online_softmax``).
 
 Each record: ``rewrite`` ("algebra"), ``rule``, ``at``, ``shapes``, ``before_ms``/``after_ms``
-(predicted, :func:`.search.predict_ms` under greedy fusion, what :mod:`.hoist` would fold free),
+(predicted, :func:`warpsmith.cost.program.program_ms` under greedy fusion, what :mod:`.hoist` would fold free),
 ``removes`` (the work removed), ``taken``.
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ import torch
 
 from .ir import FLOATS, Graph, Node
 from .lower import _redirect
-from .search import predict_ms
+from ..cost.program import program_ms
 
 _aten = torch.ops.aten
 _TARGET = {"mul": _aten.mul.Tensor, "add": _aten.add.Tensor, "sub": _aten.sub.Tensor, "exp": _aten.exp.default,
@@ -131,7 +131,7 @@ def _cost(g: Graph, target: Any) -> float:
     from .fuse import partition
     from .hoist import foldable
 
-    return predict_ms(g, partition(g), target, free=foldable(g))
+    return program_ms(g, partition(g), target, free=foldable(g))
 
 
 def _try(g: Graph, target: Any, rule: str, at: Node, shapes: list, removes: str | None,

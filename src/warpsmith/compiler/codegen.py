@@ -30,16 +30,16 @@ from typing import Any
 
 import torch
 
+from ..cost.program import BLOCK, CHUNK, TILE, WHOLE_MAX, KernelConfig, default_config  # noqa: F401
 from .codegen_expr import HELPERS, lit, pointwise, vtype
 from .fuse import Group
 from .ir import Node, is_generator
 
 __all__ = ["HELPERS", "Kernel", "generate", "BLOCK", "WHOLE_MAX", "CHUNK"]
 
-BLOCK = 1024  # elements per program of a pointwise kernel
-WHOLE_MAX = 4096  # rows up to this length are held whole in registers
-CHUNK = 1024  # the chunk a longer row is walked in
-TILE = 2048  # elements of a row kernel's tile: rows of a short row share a program
+# the launch constants (BLOCK 1024 elements per pointwise program, rows held whole up to WHOLE_MAX,
+# walked in CHUNKs beyond, default tiles of about TILE elements) are the cost model's, which also
+# searches each kernel's launch config (warpsmith.cost.program): one definition
 
 
 @dataclass
@@ -61,6 +61,8 @@ class Kernel:
     source: str = ""
     launcher: str = ""
     looped: bool = False
+    config: KernelConfig | None = None  # the launch config emitted (None: the default)
+    choice: Any = None  # the config search's record (cost.program.KernelChoice), when it chose
 
     @property
     def launcher_name(self) -> str:
@@ -508,9 +510,12 @@ def _header(k: Kernel, params: list[str]) -> list[str]:
     return ["@triton.jit", f"def {k.name}({', '.join(params)}):", f'    """{what}: {k.describe()}"""']
 
 
-def generate(group: Group, index: int, users: dict[str, list[Node]], outputs: list[Node]) -> Kernel:
-    """The kernel and launcher of one group (``users`` and ``outputs`` tell what leaves it)."""
-    k = Kernel(f"_ws_fused_{index}", group)
+def generate(group: Group, index: int, users: dict[str, list[Node]], outputs: list[Node],
+             config: KernelConfig | None = None, choice: Any = None) -> Kernel:
+    """The kernel and launcher of one group (``users`` and ``outputs`` tell what leaves it), launched
+    with ``config`` (default: :func:`~warpsmith.cost.program.default_config`); ``choice`` is the config
+    search's record (its predicted times go into a comment of the launcher)."""
+    k = Kernel(f"_ws_fused_{index}", group, config=config or default_config(group), choice=choice)
     lines = _rows_kernel(k, users, outputs) if group.kind == "rows" else _pointwise_kernel(k, users, outputs)
     k.source = "\n".join(lines) + "\n"
     k.launcher = _launcher(k)
@@ -526,20 +531,22 @@ def _launcher(k: Kernel) -> str:
     strides = [f"*a{i}.expand({s.shape!r}).stride()" for i, s in enumerate(k.slots)]
     outs = [f"out{j}" for j in range(len(k.outputs))]
     dims = [str(s) for s in dom]
+    c = k.config
     if k.group.kind == "rows":
         red = k.group.red
         m = math.prod(s for d, s in enumerate(dom) if d not in red)
         n = math.prod(dom[d] for d in red)
         cs = [str(math.prod(dom[d + 1:])) for d in range(len(dom))]
-        block = CHUNK if k.looped else max(2, 1 << (n - 1).bit_length())
-        rows = max(1, min(1 << (m - 1).bit_length(), TILE // block))  # rows per program: a tile of ~TILE elements
-        tile = rows * block
-        warps = 1 if tile <= 128 else 2 if tile <= 512 else 4 if tile <= 2048 else 8
-        head, grid = [str(m), str(n)] + dims + cs, f"(triton.cdiv({m}, {rows}),)"
-        meta = f"ROWS={rows}, BLOCK_N={block}, num_warps={warps}"
+        head, grid = [str(m), str(n)] + dims + cs, f"(triton.cdiv({m}, {c.rows}),)"
     else:
         numel = math.prod(dom)
-        head, grid, meta = [str(numel)] + dims, f"(triton.cdiv({numel}, {BLOCK}),)", f"BLOCK={BLOCK}"
+        head, grid = [str(numel)] + dims, f"(triton.cdiv({numel}, {c.block}),)"
+    meta = c.meta(k.looped)
+    ch = k.choice
+    if ch is not None:  # what the config search chose, and why (predicted, never measured)
+        lines.append(f"    # launch config searched ({ch.searched} configs, {ch.rejected} invalid on {ch.target}): "
+                     f"predicted {ch.predicted_ms * 1e3:.3g} us; the default {ch.default.meta(k.looped)}: "
+                     f"{ch.default_ms * 1e3:.3g} us")
     call = ", ".join(args + outs + head + strides)
     lines.append(f"    {k.name}[{grid}]({call}, {meta}, EMULATE=_EMULATE)")
     lines.append(f"    return {', '.join(outs)}" + ("," if len(outs) == 1 else ""))

@@ -110,21 +110,27 @@ def _steps(g: Graph, part: Partition) -> list[tuple[str, Any]]:
 
 
 def _program(g: Graph, part: Partition, init_part: Partition | None = None,
-             reserved: set[str] | frozenset[str] = frozenset()) -> tuple[Program, str, list[str], list[str]]:
+             reserved: set[str] | frozenset[str] = frozenset(),
+             configure: Any = None) -> tuple[Program, str, list[str], list[str]]:
     """The kernels (generated and library), their launchers as source text, and the body lines
     (8 spaces deep) computing every node of ``g`` as ``v_<name>``; then the lines computing
     ``g.init`` (partitioned by ``init_part``), the values folded out of the call (empty without one).
-    ``reserved``: the global names the rest of the file binds or reads (the problem's source)."""
+    ``reserved``: the global names the rest of the file binds or reads (the problem's source).
+    ``configure(graph, group, users)``, when given, chooses each generated kernel of ``g`` its launch
+    config (a ``cost.program.KernelChoice``: the config search's); else (and for ``g.init``, run once)
+    the default config."""
     prog = Program("")
     jit: list[Any] = []
     launchers: list[tuple[str, list[Any]]] = []
 
-    def lines(graph: Graph, partition: Partition) -> list[str]:
+    def lines(graph: Graph, partition: Partition, tune: Any = None) -> list[str]:
         users = graph.users()
         body: list[str] = []
         for kind, item in _steps(graph, partition):
             if kind == "group":
-                k = generate(item, len(prog.kernels), users, graph.results())
+                ch = tune(graph, item, users) if tune is not None else None
+                k = generate(item, len(prog.kernels), users, graph.results(),
+                             ch.config if ch is not None else None, ch)
                 prog.kernels.append(k)
                 outs = ", ".join(f"v_{n.name}" for n in k.outputs) + ("," if len(k.outputs) == 1 else "")
                 args = ", ".join(["_dev"] + [f"v_{s.node.name}" for s in k.slots])
@@ -155,7 +161,7 @@ def _program(g: Graph, part: Partition, init_part: Partition | None = None,
         return body
 
     init = lines(g.init, init_part) if g.init is not None and init_part is not None else []
-    body = lines(g, part)
+    body = lines(g, part, configure)
     for t, v in g.mutations:
         body.append(f"        _ws_assign(v_{t.name}, v_{v.name})  # in-place update of {t.name}, as the original does")
     code = kernel_code(jit, launchers, prog.kernels, reserved)
@@ -282,12 +288,12 @@ _IMPORTS = ["import os", "", "import torch", "import torch.nn as nn", "import tr
 
 
 def emit(g: Graph, part: Partition, problem_source: str, problem_name: str,
-         shapes: list[tuple[int, ...] | None], values: list[Any] | None = None) -> Program:
+         shapes: list[tuple[int, ...] | None], values: list[Any] | None = None, configure: Any = None) -> Program:
     init_part = None
     if g.init is not None:  # computed once per parameter version: greedy fusion, no search
         init_part = partition(g.init)
         mark_unfused(g.init, init_part)
-    prog, code, body, init = _program(g, part, init_part, names.bound_names(problem_source))
+    prog, code, body, init = _program(g, part, init_part, names.bound_names(problem_source), configure)
     prog.coverage = coverage(g, part)
     # a `from __future__` import must open the file: lifted out of the problem's source
     future = [ln for ln in problem_source.splitlines() if ln.startswith("from __future__ import")]

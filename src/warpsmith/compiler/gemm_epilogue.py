@@ -27,7 +27,7 @@ ops that read at other indices (``flip``, ``cat``, ``iota``), and values compute
 output by anything that is not in the chain.
 
 **How it is chosen.** It is a rewrite with a predicted effect: the whole program's predicted time
-(:func:`.search.predict_ms`, greedy fusion) before and after, recorded like the other rewrites
+(:func:`warpsmith.cost.program.program_ms`, greedy fusion) before and after, recorded like the other rewrites
 (``rewrite: gemm_epilogue``), taken when predicted cheaper. It never changes the exact value, but it
 changes the rounding (the GEMM's output is not rounded to its dtype before the chain): the emitted
 program is verified by ``warpsmith check`` like every other, and ``solve`` keeps the program as
@@ -44,7 +44,7 @@ from .codegen_expr import pointwise, vtype
 from .fuse import INDEXED, fusable, partition
 from .ir import CARRIED, Graph, Node, is_generator
 from .lower import _redirect
-from .search import predict_ms
+from ..cost.program import program_ms
 
 FORMS = ("linear", "nd", "mm", "bmm")
 ACTIVATIONS = ("none", "relu", "gelu", "silu")
@@ -204,11 +204,11 @@ def fuse_epilogues(g: Graph, target: Any) -> list[dict[str, Any]]:
         if site is None:
             continue
         nodes, sink = site
-        before = predict_ms(g, partition(g), target)
+        before = program_ms(g, partition(g), target)
         saved = (list(g.nodes), list(g.outputs), list(g.mutations))
         shapes = [list(a.shape) for a in m.args[:3] if isinstance(a, Node)]
         new = fuse_one(g, m, nodes, sink)
-        after = predict_ms(g, partition(g), target)
+        after = program_ms(g, partition(g), target)
         rec = {"rewrite": "gemm_epilogue", "at": m.name, "fused": [n.name for n in nodes],
                "chain": " -> ".join(n.op for n in nodes), "operands": [dict(o, dtype=str(o["dtype"]))
                                                                       for o in new.attrs["operands"]],

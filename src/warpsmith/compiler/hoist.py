@@ -19,7 +19,7 @@ from typing import Any
 
 from .fuse import partition
 from .ir import Graph, Node, is_generator
-from .search import predict_ms
+from ..cost.program import program_ms
 
 FOLDABLE = ("pointwise", "reduction", "scan", "view", "library")
 
@@ -95,7 +95,7 @@ def hoist(g: Graph, target: Any) -> dict[str, Any] | None:
     folded, read = _plan(g)
     if not folded:
         return None
-    before = predict_ms(g, partition(g), target)
+    before = program_ms(g, partition(g), target)
     inside = {n.name for n in folded}
     need: set[str] = set()
     for n in folded:
@@ -116,7 +116,7 @@ def hoist(g: Graph, target: Any) -> dict[str, Any] | None:
     for n in read:
         _redirect(g, n, stand_in[n.name])
     g.remove_dead()
-    after = predict_ms(g, partition(g), target)
+    after = program_ms(g, partition(g), target)
     line = (f"fold at init: {len([n for n in folded if n.kind != 'view'])} node(s) computed from the parameters alone "
             f"({', '.join(n.name for n in folded if n.kind != 'view')}) run once, not at each call: "
             f"{before * 1e3:.2f} us -> {after * 1e3:.2f} us per call predicted")

@@ -10,7 +10,7 @@ reference's own error), so the compiler **declares** it:
   every chosen value rounded to its storage dtype (:class:`Declaration`), and with every chosen
   value moved by a full rounding of its dtype (``±m u |v|``, ``m`` in [1/2, 3/2], random signs,
   fixed seed: :func:`_worst_rounding`). The rewrite is taken only when it is predicted cheaper
-  (:func:`.search.predict_ms`) and both the rounded and the moved runs stay within :data:`SHARE` of
+  (:func:`warpsmith.cost.program.program_ms`) and both the rounded and the moved runs stay within :data:`SHARE` of
   KernelBench's own tolerance for each output's dtype
   (:data:`warpsmith.core.error_contract.KERNELBENCH_TOLERANCE`) everywhere; otherwise its record says why.
   The moved run is what makes one draw of inputs enough: a value the problem's own inputs happen to
@@ -35,7 +35,7 @@ import torch
 from ..core.error_contract import within_tolerance
 from .fuse import Partition
 from .ir import Graph
-from .search import predict_ms
+from ..cost.program import program_ms
 
 SHARE = 0.5  # of KernelBench's tolerance, the most a declared deviation may use on the problem's inputs
 _LOW = (torch.float32, torch.float16, torch.bfloat16)
@@ -198,11 +198,11 @@ def lower_storage(g: Graph, part: Partition, ep: Any, inputs: Sequence[Any], tar
     if not found:
         return [], base
     dt = storage_dtype(g)
-    before = predict_ms(g, part, target)
+    before = program_ms(g, part, target)
     old = {n.name: n.dtype for n in found}
     for n in found:
         n.dtype = dt
-    after = predict_ms(g, part, target)
+    after = program_ms(g, part, target)
     decl = Declaration(ep, {n.name: dt for n in found}, dict(base.approx) if base is not None else {})
     rec: dict[str, Any] = {"rewrite": "storage", "at": ", ".join(n.name for n in found),
                            "shapes": [list(n.shape) for n in found], "dtype": str(dt).replace("torch.", ""),
@@ -353,7 +353,7 @@ def approximate(g: Graph, part: Partition, ep: Any, inputs: Sequence[Any], targe
     base = dict(declared or {})  # rewrites already made that declare (node name -> rule of APPROX)
     if not found:
         return [], (Declaration(ep, {}, base) if base else None)
-    ms = predict_ms(g, part, target)
+    ms = program_ms(g, part, target)
     by_rule: dict[str, list[tuple[Any, Any]]] = {}
     for n, rule, s in found:
         by_rule.setdefault(rule, []).append((n, s))

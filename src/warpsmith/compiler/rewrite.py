@@ -1,5 +1,5 @@
 """Rewrites a bit-exact compiler may not make: each changes the rounding of the result (not its
-value in exact arithmetic) and is taken only when the cost model (:func:`.search.predict_ms`,
+value in exact arithmetic) and is taken only when the cost model (:func:`warpsmith.cost.program.program_ms`,
 greedy fusion, the whole program per call, what :mod:`.hoist` would fold out of it free) predicts
 it cheaper. Every program they produce is verified at
 the end (``solve`` runs ``warpsmith check``), and ``solve`` keeps a program without them as its last
@@ -31,7 +31,7 @@ import torch
 
 from .ir import Graph, Node
 from .lower import _redirect
-from .search import node_ms, predict_ms
+from ..cost.program import node_ms, program_ms
 
 
 def rewrite(graph: Graph, target: Any) -> list[dict[str, Any]]:
@@ -204,11 +204,11 @@ def fold_reductions(graph: Graph, target: Any) -> list[dict[str, Any]]:
         if site is None:
             continue
         m, chain = site
-        before = predict_ms(graph, partition(graph), target)
+        before = program_ms(graph, partition(graph), target)
         saved = (list(graph.nodes), list(graph.outputs), list(graph.mutations))
         shapes = [list(a.shape) for a in m.args if isinstance(a, Node)]
         now = _fold_one(graph, r, m, chain)
-        after = predict_ms(graph, partition(graph), target, free=foldable(graph))
+        after = program_ms(graph, partition(graph), target, free=foldable(graph))
         rec = {"rewrite": "fold_reduction", "at": r.name, "reduction": r.op, "shapes": shapes,
                "before_ms": before, "after_ms": after, "taken": after < before}
         if not rec["taken"]:  # undo: the old nodes come back and their users read r again

@@ -1,8 +1,10 @@
-"""Search: a local search over fusion partitions, ranked by a roofline cost model.
+"""Search: a local search over fusion partitions, ranked by the package's cost model.
 
-The cost model is for a named target (:func:`predict_ms`: per kernel, its launch plus the larger of
-its bytes over the DRAM bandwidth and its FLOPs over the peak; nothing is measured without a GPU,
-and every figure in the report says *predicted* and for which target). The rewrites a bit-exact
+The cost model is for a named target (:func:`warpsmith.cost.program.program_ms`: each library call
+by its family's model at the config its launcher runs, each generated kernel by the memory model at
+its best valid launch config, found by the kernel config search of :mod:`warpsmith.cost.program`;
+nothing is measured without a GPU, and every figure in the report says *predicted* and for which
+target). The rewrites a bit-exact
 compiler may not make (:mod:`.rewrite`) and the values folded out of the call (:mod:`.hoist`) are
 chosen with the same model before the partition search, and recorded in its result. Every choice
 here is allowed only because the emitted program is verified at the end (``solve`` runs
@@ -22,76 +24,17 @@ from __future__ import annotations
 
 import copy
 import heapq
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cost.program import program_ms
 from .fuse import INDEXED, Group, Partition, _acyclic, _merge, partition, problems, unfused, valid
 from .ir import Graph, Node
 
-_DTYPE_MATH = {"torch.float16": "fp16", "torch.bfloat16": "bf16", "torch.float32": "fp32"}
 
+SPLIT_MIN = 65536  # a row this long over fewer rows than SMs: .split considers splitting it
 
-# ---- the cost model ----------------------------------------------------------------------------------
-def _bytes(n: Node) -> int:
-    if n.shape is None or n.dtype is None:
-        return 0
-    return math.prod(n.shape) * n.dtype.itemsize
-
-
-def _matmul_flops(n: Node) -> float:
-    a, b = n.args[0], n.args[1]
-    if not (isinstance(a, Node) and isinstance(b, Node) and a.shape and b.shape and n.shape):
-        return 0.0
-    k = a.shape[-1]
-    return 2.0 * math.prod(n.shape) * k
-
-
-def node_ms(n: Node, target: Any) -> float:
-    """Predicted time of a node run alone (a library call, an ATen fallback, an unfused op)."""
-    if n.kind in ("input", "param", "view"):
-        return 0.0
-    moved = _bytes(n) + sum(_bytes(a) for a in set(n.operands()))
-    flops = _matmul_flops(n) if n.kind == "library" and n.op == "matmul" else 0.0
-    peak = target.peak_tflops.get(_DTYPE_MATH.get(str(n.dtype), "fp32"), target.peak_tflops.get("fp32", 1.0))
-    return target.launch_us * 1e-3 + max(moved / (target.hbm_tbps * 1e9), flops / (peak * 1e9))
-
-
-def group_ms(graph: Graph, g: Group, target: Any, users: dict[str, list[Node]]) -> float:
-    """A generated kernel: it reads each outside operand once and writes what is used outside it."""
-    inside = {n.name for n in g.nodes}
-    reads = {a.name: a for n in g.nodes for a in n.operands() if a.name not in inside}
-    outs = [n for n in g.nodes if n.name not in g.copies and
-            (n in graph.outputs or any(u.name not in inside for u in users[n.name]))]
-    moved = sum(_bytes(a) for a in reads.values()) + sum(_bytes(n) for n in outs)
-    # a long row is streamed by its own program: with fewer rows than SMs, only that share of the GPU
-    # pulls the bytes (what a split reduction, .split, buys back)
-    share = 1.0
-    if g.kind == "rows":
-        n_red = math.prod(g.domain[d] for d in g.red)
-        rows = math.prod(s for d, s in enumerate(g.domain) if d not in g.red)
-        if n_red >= SPLIT_MIN:
-            share = min(1.0, rows / target.sms)
-    # a copy is recomputed at each element of its (broadcast) shape here: arithmetic, a few FLOPs each
-    redo = sum(RECOMPUTE_FLOPS * math.prod(n.shape) for n in g.nodes if n.name in g.copies)
-    peak = target.peak_tflops.get("fp32", 1.0)
-    return target.launch_us * 1e-3 + moved / (target.hbm_tbps * 1e9 * share) + redo / (peak * 1e9)
-
-
-SPLIT_MIN = 65536  # a row this long, one program each: the cost model counts the SMs left idle
-
-RECOMPUTE_FLOPS = 8  # the cost model's FLOPs per recomputed element (a transcendental is a few)
 RECOMPUTE_MAX = 8  # nodes of a group the search may recompute in its consumers
-
-
-def predict_ms(graph: Graph, part: Partition, target: Any, free: set[str] = frozenset()) -> float:
-    """Predicted time of the whole program (see the module docstring); the nodes named in ``free``
-    (computed outside the call, :mod:`.hoist`) cost nothing, nor does a group made of them alone."""
-    users = graph.users()
-    grouped = set(part.group_of()) | part.copied()
-    t = sum(group_ms(graph, g, target, users) for g in part.groups if not all(n.name in free for n in g.nodes))
-    return t + sum(node_ms(n, target) for n in graph.nodes if n.name not in grouped and n.name not in free)
-
 
 # ---- the partition search ---------------------------------------------------------------------------
 @dataclass
@@ -112,6 +55,12 @@ class SearchResult:
     hoisted: dict[str, Any] | None = None  # what hoist.hoist folded out of the call (None: nothing)
     ranked: list[tuple[Explored, Partition]] = field(default_factory=list, repr=False)  # best first
     choice: int = 0  # the rank of the partition used (0: the best; more when better ones failed the check)
+    # filled when the program is emitted (solve.compile_problem): each generated kernel's launch config
+    # (searched) and each library call's, and the same program priced with every kernel at its default
+    kernels: list[dict[str, Any]] = field(default_factory=list)
+    library: list[dict[str, Any]] = field(default_factory=list)
+    untuned_ms: float | None = None  # the chosen program, every generated kernel at its default config
+    greedy_untuned_ms: float | None = None  # greedy fusion, no rewrite, default configs (the compiler before the search)
 
     def pick(self, rank: int) -> Partition:
         """The ``rank``-th best explored partition (it becomes ``best``); IndexError past the last."""
@@ -120,9 +69,16 @@ class SearchResult:
         return part
 
     def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "figures": "predicted (roofline cost model), not measured",
+        def ratio(a: float | None) -> float | None:
+            return a / self.best_ms if a is not None and self.best_ms > 0 else None
+
+        return {"target": self.target,
+                "figures": "predicted (warpsmith.cost.program: family models, memory model), not measured",
                 "greedy_ms": self.greedy_ms, "chosen_ms": self.best_ms,
                 "gain_over_greedy": self.greedy_ms / self.best_ms if self.best_ms > 0 else 1.0,
+                "untuned_ms": self.untuned_ms, "gain_over_untuned": ratio(self.untuned_ms),
+                "greedy_untuned_ms": self.greedy_untuned_ms, "gain_over_greedy_untuned": ratio(self.greedy_untuned_ms),
+                "kernels": self.kernels, "library": self.library,
                 "explored": [e.__dict__ for e in self.explored], "rewrites": self.rewrites, "hoisted": self.hoisted,
                 "choice": self.choice}
 
@@ -130,6 +86,20 @@ class SearchResult:
         out = [f"search (predicted on {self.target}, not measured): {len(self.explored)} partitions explored; "
                f"greedy {self.greedy_ms * 1e3:.2f} us, chosen {self.best_ms * 1e3:.2f} us "
                f"({self.greedy_ms / self.best_ms if self.best_ms else 1:.2f}x)"]
+        if self.untuned_ms is not None and self.greedy_untuned_ms is not None:
+            out.append(f"  the chosen program with untuned kernels (default configs) {self.untuned_ms * 1e3:.2f} us "
+                       f"({self.untuned_ms / self.best_ms if self.best_ms else 1:.2f}x); greedy fusion with default "
+                       f"configs {self.greedy_untuned_ms * 1e3:.2f} us (predicted on {self.target})")
+        for k in self.kernels:
+            cfg = ", ".join(f"{a}={b}" for a, b in k["config"].items())
+            dft = ", ".join(f"{a}={b}" for a, b in k["default_config"].items())
+            out.append(f"  kernel {k['name']}: {cfg}: {k['predicted_ms'] * 1e3:.3g} us predicted on {self.target} "
+                       f"({k['configs_searched']} configs, {k['configs_rejected']} invalid); default {dft}: "
+                       f"{k['default_ms'] * 1e3:.3g} us")
+        for c in self.library:
+            cfg = ", ".join(f"{a}={b}" for a, b in c["config"].items()) if c["config"] else "its launcher's"
+            out.append(f"  library {c['op']} ({c['node']}): {cfg} ({c['source']}): {c['predicted_ms'] * 1e3:.3g} us "
+                       f"predicted on {self.target}")
         from .rewrite import describe
 
         out += [f"  {describe(r)}" for r in self.rewrites]
@@ -248,7 +218,7 @@ def _shrunk(g: Group, nodes: list[Node]) -> Group | None:
 def search(graph: Graph, target: Any, budget: int = 200) -> SearchResult:
     """Best-first local search over partitions of ``graph`` (already lowered), ``budget`` evaluations."""
     greedy = partition(graph)
-    greedy_ms = predict_ms(graph, greedy, target)
+    greedy_ms = program_ms(graph, greedy, target)
     seen: dict[tuple, Explored] = {}
     parts: dict[tuple, Partition] = {}
     heap: list[tuple[float, int, str, Partition]] = []
@@ -259,7 +229,7 @@ def search(graph: Graph, target: Any, budget: int = 200) -> SearchResult:
         key = _signature(p)
         if key in seen:
             continue
-        t = predict_ms(graph, p, target)
+        t = program_ms(graph, p, target)
         seen[key], parts[key] = Explored(label, t, len([g for g in p.groups if g.nodes])), p
         heapq.heappush(heap, (t, tick, label, p))
         tick += 1
@@ -274,7 +244,7 @@ def search(graph: Graph, target: Any, budget: int = 200) -> SearchResult:
             key = _signature(q)
             if key in seen or problems(graph, q):
                 continue
-            tq = predict_ms(graph, q, target)
+            tq = program_ms(graph, q, target)
             name = f"{label}, {move}" if len(label) < 80 else f"...{label[-60:]}, {move}"
             seen[key], parts[key] = Explored(name, tq, len([g for g in q.groups if g.nodes])), q
             heapq.heappush(heap, (tq, tick, name, q))

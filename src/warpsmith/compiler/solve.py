@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..cost.program import LIBRARY_CONFIGS, library_problem, node_ms, program_ms, tune_kernel
 from ..targets import get_target
 from .capture import capture, load_problem
 from .emit import Program, emit
@@ -25,7 +26,7 @@ from .lower import lower
 from .precision import approximate, lower_storage
 from .progress import Progress, SolveTimeout, as_progress
 from .rewrite import rewrite
-from .search import predict_ms, search as run_search
+from .search import search as run_search
 from .split import split_reductions
 from .views import fuse_views
 
@@ -121,9 +122,67 @@ def compile_problem(path: str | Path, seed: int = 0,
     tell.stage("emit")
     shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
     values = [None if hasattr(x, "shape") else x for x in problem.inputs]
-    prog = emit(g, part, problem.source, Path(path).name, shapes, values)
+    tgt = get_target(target)
+    configure = (lambda graph, group, users: tune_kernel(graph, group, tgt, users)) if found is not None else None
+    prog = emit(g, part, problem.source, Path(path).name, shapes, values, configure=configure)
     prog.search, prog.declared = found, declared
+    if found is not None:
+        record_configs(found, g, part, prog, tgt)
     return g, notes, prog
+
+
+def record_configs(found: Any, g: Graph, part: Partition, prog: Program, tgt: Any) -> None:
+    """Into the search's record: each generated kernel's launch config (the config search's, with the
+    default's predicted time), each library call's config and its source, and the chosen program
+    priced with every generated kernel at its default config (``untuned_ms``)."""
+    found.kernels = [{"name": k.name, "kind": k.group.kind, "domain": list(k.group.domain), **k.choice.to_json()}
+                     for k in prog.kernels if k.choice is not None]
+    found.library = [library_config(n, tgt) for n in prog.library_calls]
+    found.untuned_ms = program_ms(g, part, tgt, tuned=False)
+
+
+def library_config(n: Any, tgt: Any) -> dict[str, Any]:
+    """A library call's launch config as emitted and its predicted time. The emitted launchers
+    (:mod:`.library`) run fixed tiles: ``source`` says ``launcher default``, and where the tuning DB
+    holds a verified record for the call's shape on the target, the record is reported
+    (``db_record``), priced, but not used by the emitted program."""
+    cfg = LIBRARY_CONFIGS.get(n.op)
+    out = {"node": n.name, "op": n.op, "config": dict(cfg) if cfg else {}, "source": "launcher default",
+           "predicted_ms": node_ms(n, tgt)}
+    rec = _db_record(n, tgt)
+    if rec is not None:
+        out["db_record"] = rec
+        out["db_record_ms"] = node_ms(n, tgt, rec)
+        out["source"] = "launcher default (a DB record exists; the emitted launcher does not take it)"
+    return out
+
+
+def _db_record(n: Any, tgt: Any) -> dict[str, Any] | None:
+    """The best verified tuning-DB config of a library ``matmul`` node's problem on ``tgt``, or None."""
+    if n.op != "matmul":
+        return None
+    try:
+        from ..core.settings import settings
+        from ..db import TuningDB
+        from ..ops.matmul import MATMUL, VARIANTS
+        from ..targets import versions
+
+        s = settings()
+        if not s.db_path.exists():
+            return None
+        p = library_problem(n)
+        prob = MATMUL.problem(dict(p.shape) if p.shape.get("B", 1) > 1 else {k: v for k, v in p.shape.items() if k != "B"},
+                              p.dtype, {"bias": p.attrs["bias"], "layout": p.attrs["layout"],
+                                        "activation": n.attrs.get("activation", "none")})
+        ranked = TuningDB(s.db_path).ranked(prob.op, dict(prob.shape), prob.dtype_name, prob.key_attrs, tgt.name,
+                                            {v.name: v.source_hash() for v in VARIANTS if v.op == "matmul"},
+                                            {"triton": versions()["triton"]})
+        for r in ranked:
+            if r.variant == "tiled":
+                return dict(r.config)
+    except Exception:  # noqa: BLE001 - an unreadable DB or an odd shape never breaks a solve: no record
+        return None
+    return None
 
 
 def store_low(g: Graph, part: Partition, found: Any, program: Any, inputs: Sequence[Any], target: str,
@@ -173,7 +232,9 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
     found = None
     if partitioner is None:
         tgt = get_target(target)
-        greedy_ms = predict_ms(g, partition(g), tgt)  # the baseline: this graph, greedy fusion, no rewrite
+        greedy = partition(g)
+        greedy_ms = program_ms(g, greedy, tgt)  # the baseline: this graph, greedy fusion, no rewrite
+        greedy_untuned = program_ms(g, greedy, tgt, tuned=False)  # ... and every kernel at its default config
         rewrites = rewrite(g, tgt) if rewrites_on else []
         if rewrites_on:  # views fused through, long reductions over few rows split (each priced alike)
             rewrites += fuse_views(g, tgt) + split_reductions(g, tgt)
@@ -188,6 +249,7 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
         rewrites = rewrites + epilogues
         found = run_search(g, tgt)
         found.greedy_ms, found.rewrites, found.hoisted = greedy_ms, rewrites, hoisted
+        found.greedy_untuned_ms = greedy_untuned
         part = found.pick(min(choice, len(found.ranked) - 1) if clamp else choice)
     else:
         if choice:

@@ -18,7 +18,7 @@ reduced dims' elements (the mean of equal-sized means is the mean). Float reduct
 ``sum`` and ``prod`` are left as written). The result differs from the one-pass reduction only in
 the order of float32 additions (a reassociation: the check judges it), the partials are float32.
 
-Taken only when the cost model (:func:`.search.predict_ms`, greedy fusion) predicts it cheaper:
+Taken only when the cost model (:func:`warpsmith.cost.program.program_ms`, greedy fusion) predicts it cheaper:
 it prices a long row walked by too few programs by the share of SMs they occupy, against the
 extra launch and the partials' bytes. Considered for rows of at least :data:`SPLIT_MIN` elements
 and fewer rows than the target has SMs. Each site's record is one of the search's rewrites
@@ -33,7 +33,8 @@ import torch
 
 from .fuse import fusable, partition
 from .ir import Graph, Node, is_generator
-from .search import SPLIT_MIN, predict_ms
+from ..cost.program import program_ms
+from .search import SPLIT_MIN
 from .views import _sink_all, restore, snapshot
 
 OPS = ("sum", "mean", "amax", "amin")
@@ -129,13 +130,13 @@ def split_reductions(g: Graph, target: Any) -> list[dict[str, Any]]:
         if n not in g.nodes or not eligible(n, target.sms):
             continue
         snap = snapshot(g)
-        before = current = predict_ms(g, partition(g), target) if current is None else current
+        before = current = program_ms(g, partition(g), target) if current is None else current
         name, shape = n.name, list(n.args[0].shape) if isinstance(n.args[0], Node) else []
         p = split(g, n, target.sms)
         if not p:
             continue
         g.remove_dead()
-        after = predict_ms(g, partition(g), target)
+        after = program_ms(g, partition(g), target)
         taken = after < before
         if taken:
             current = after

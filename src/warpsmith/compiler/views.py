@@ -14,7 +14,7 @@ used elsewhere is kept, and the chain is computed again (recompute) where the vi
 Not sunk: a reshape through an operand that broadcasts (its expanded view has no strides a reshape
 can take without a copy), ``flip``/``cat`` and generators (which read at other indices already;
 a view of a generator becomes a generator, :mod:`.expand`). Each sink is taken only when the cost
-model (:func:`.search.predict_ms`, greedy fusion) predicts the program cheaper; its record is one
+model (:func:`warpsmith.cost.program.program_ms`, greedy fusion) predicts the program cheaper; its record is one
 of the search's rewrites (``view_through``), and ``solve``'s last candidate is the program as written.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ import torch
 
 from .fuse import INDEXED, fusable, partition
 from .ir import Graph, Node, is_generator
-from .search import predict_ms
+from ..cost.program import program_ms
 
 SINKABLE = {"permute", "transpose", "t", "expand", "unsqueeze", "squeeze", "view", "reshape", "_unsafe_view",
             "flatten", "unflatten", "numpy_T", "mT", "swapaxes", "movedim", "expand_as", "view_as"}
@@ -146,11 +146,11 @@ def fuse_views(g: Graph, target: Any) -> list[dict[str, Any]]:
         if v not in g.nodes or not _barrier(g, v, g.users()):
             continue
         snap = snapshot(g)
-        before = current = predict_ms(g, partition(g), target) if current is None else current
+        before = current = program_ms(g, partition(g), target) if current is None else current
         name, op, shape = v.name, v.op, list(v.shape)
         passed = _sink_all(g, v)
         g.remove_dead()
-        after = predict_ms(g, partition(g), target) if passed else before
+        after = program_ms(g, partition(g), target) if passed else before
         taken = passed > 0 and after < before
         if taken:
             current = after

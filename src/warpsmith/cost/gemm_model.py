@@ -7,7 +7,8 @@ Predicted time (ms) of one config on one target. It accounts for
 - operand re-reads: DRAM traffic of A and B given the tile shape, the grouped program order
   (GROUP_M) and whether the operands fit in L2; L2->SM traffic per CTA;
 - math efficiency of the tile (bigger tiles reuse registers better), software pipelining
-  (num_stages), registers per thread (num_warps), and per-tile prologue/epilogue overhead;
+  (num_stages), registers per thread (num_warps), and per-tile prologue/epilogue overhead, the
+  last tile's store of its valid part of C not overlapped with any math;
 - split-K's partials (workspace write + read, or atomics) and its second launch;
 - the persistent variant's fewer CTA launches.
 
@@ -122,5 +123,7 @@ def predict_ms(variant: str, p: Problem, c: Mapping[str, Any], target: Target, s
 
     tile_overhead = _TILE_OVERHEAD_US * 1e-6 * (per_sm / occ if variant != "persistent" else
                                                  0.5 * per_sm / min(occ, max(1, _cdiv(programs, target.sms))))
-    total = max(compute_s, l2_s, dram_s) + tile_overhead + (1 + extra_launches) * target.launch_us * 1e-6
+    # the last tile's epilogue (storing its valid part of C) overlaps no other tile's math
+    epilogue_s = min(bm, M) * min(bn, N) * e / (target.hbm_tbps * 1e12 * _L2_OVER_HBM / target.sms)
+    total = max(compute_s, l2_s, dram_s) + tile_overhead + epilogue_s + (1 + extra_launches) * target.launch_us * 1e-6
     return total * 1e3 if math.isfinite(total) else math.inf

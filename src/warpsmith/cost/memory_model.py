@@ -8,7 +8,8 @@ turns it into a predicted time on a target. It accounts for
 - latency hiding (Little's law): DRAM reaches its bandwidth only with enough bytes in flight;
   each resident program keeps about one block of loads outstanding;
 - wave quantization: the last wave of programs runs with fewer in flight;
-- the latency chain of a program's dependent loop iterations and per-program overhead;
+- the latency chain of a program's dependent loop iterations (plus the wave's bytes moved from L2
+  to the SMs after the first round trip) and per-program overhead;
 - one launch overhead per kernel launched;
 - math, where a kernel also does some (a fused linear cross-entropy's matmuls): the time is at
   least ``flops`` at the target's peak for ``math_kind`` times MATH_EFF.
@@ -28,6 +29,7 @@ LATENCY_NS = 700.0  # DRAM round trip under load
 PROGRAM_OVERHEAD_NS = 250.0  # launching and retiring one program, not overlapped within its slot
 MAX_PROGRAMS_PER_SM = 32
 MATH_EFF = 0.7  # fraction of peak matrix throughput a good fused kernel reaches
+L2_OVER_HBM = 3.0  # L2 -> SM bandwidth relative to DRAM's (as the GEMM tile model's)
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,10 @@ def predict_ms(w: MemoryWork, target: Target) -> float:
         if count:
             wave_bw = n * per_program / _bandwidth(n, w, target)
             chain = w.steps * LATENCY_NS * 1e-9  # a program's dependent round trips
-            t += count * (max(wave_bw, chain) + PROGRAM_OVERHEAD_NS * 1e-9)
+            # a latency-bound wave still moves its bytes from L2 to the SMs once they arrive: the round
+            # trips plus the wave's bytes at the L2 -> SM bandwidth (fewer bytes cost less at any size)
+            stream = n * per_program / (target.hbm_tbps * 1e12 * L2_OVER_HBM)
+            t += count * (max(wave_bw, chain + stream) + PROGRAM_OVERHEAD_NS * 1e-9)
     if w.flops:
         t = max(t, w.flops / (target.peak(w.math_kind) * 1e12 * MATH_EFF))
     return (t + w.launches * target.launch_us * 1e-6) * 1e3
