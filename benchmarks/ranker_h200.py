@@ -70,7 +70,7 @@ def _key_attrs(op: str, shape: dict[str, int], dtype: str, attrs: dict[str, Any]
 
 def build_samples(results: Path = RESULTS) -> tuple[list, list[dict[str, Any]]]:
     """The measured per-config samples of the H200 JSON files, and one note per file."""
-    from warpsmith.search.ranker import Sample
+    from warpsmith.ranker import Sample
 
     samples: list[Sample] = []
     notes: list[dict[str, Any]] = []
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--export-db", type=Path, default=None, help="also write the samples as a `db import` document")
     args = ap.parse_args(argv)
 
-    from warpsmith.search import ranker as rk
+    from warpsmith import ranker as rk
 
     samples, notes = build_samples(args.results)
     if not samples:
@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     rep = {
         "date": "2026-12-05", "command": cmd, "target": TARGET, "timing_source": "measured (H200, 2026-12-04)",
         "training_target": rk.TRAINING_TARGET,
-        "model": f"numpy gradient-boosted trees (warpsmith.search.ranker.GBTRegressor, defaults, seed {args.seed})",
+        "model": f"numpy gradient-boosted trees (warpsmith.ranker.GBTRegressor, defaults, seed {args.seed})",
         "features": full.featurizer.names,
         "data": notes,
         "evaluation": {k: v for k, v in ev.items() if k != "predicted_log_ms"},

@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("warpsmith.ops", 9),  # the family list, the registry and the public functions
     ("warpsmith.gpucheck", 10),  # compile every family's kernels for a GPU target; the search's compiler-facts worker
     ("warpsmith.tune", 10),
+    ("warpsmith.ranker", 10),  # the tuner's learned ranker: features from the op registry (ops)
     ("warpsmith.numerics", 10),  # the format study behind `warpsmith numerics`
     ("warpsmith.compiler", 11),  # capture -> IR -> lower -> fuse -> codegen -> emit -> verify (check)
     ("warpsmith.nn", 11),

@@ -70,7 +70,7 @@ def _prescreen(space: JointSpace, evaluator: Evaluator, budget: int, rng: random
                log: Callable[[str], None] | None = None, ranker: Any = None) -> list[dict]:
     """Rank many random points (and each variant's default) by the cost model; return the best.
 
-    With a learned ranker (``warpsmith.search.ranker``, trained on measured times), the pool is first
+    With a learned ranker (``warpsmith.ranker``, trained on measured times), the pool is first
     ranked by it and only its best ``ranker.KEEP_FRACTION`` (at least ``budget`` points) go on to the
     cost model; without one (none trained for the target) the cost model ranks the whole pool."""
     n = min(PRESCREEN_MAX, PRESCREEN_PER_EVAL * budget, space.size())
@@ -81,7 +81,7 @@ def _prescreen(space: JointSpace, evaluator: Evaluator, budget: int, rng: random
     points = list(pool.values())
     note = ""
     if ranker is not None and len(points) > budget:
-        from .search import ranker as learned
+        from . import ranker as learned
 
         prob = evaluator.problem
         samples = [learned.Sample(prob.op, p["variant"], dict(prob.shape), prob.dtype_name, dict(prob.key_attrs),
@@ -165,7 +165,7 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
     the DB by ``warpsmith db ranker train``) prescreens the random pool before the cost model ranks
     it (off where none is trained, or with ``WARPSMITH_RANKER=0``); a measured run also records every
     measured candidate (unverified, never dispatched) as the ranker's training data and retrains it
-    once ``RETRAIN_EVERY`` new measured records are in (``warpsmith.search.ranker.maybe_retrain``).
+    once ``RETRAIN_EVERY`` new measured records are in (``warpsmith.ranker.maybe_retrain``).
 
     ``progress`` is called after each batch of the search (evaluations done, budget, best so far);
     ``log`` gets one line per stage (prescreen, search finished, each finalist verified, proving,
@@ -194,7 +194,7 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
         + f", {len(variants)} variant(s), budget {budget} evaluations")
     learned = None
     if db is not None and ranker:
-        from .search.ranker import for_prescreen
+        from .ranker import for_prescreen
 
         learned, why = for_prescreen(db.path, tgt.name)
         if learned is not None or "no ranker trained" not in why:
@@ -235,7 +235,7 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
             result.record_id = db.put(_record(result, result.winner, result.certificate.to_json(), True))
         if measured and ranker:
             _record_candidates(db, result, board)
-            from .search.ranker import maybe_retrain
+            from .ranker import maybe_retrain
 
             if maybe_retrain(db, tgt.name) is not None:
                 say(f"learned ranker for {tgt.name} retrained on the measured records of {db.path}")

@@ -134,7 +134,7 @@ def ranker_train_cmd(target: str, db_path: Path | None, backend: str, seed: int,
                      use_facts: bool, do_eval: bool) -> None:
     """Train (or retrain) the ranker of TARGET on the database's measured records and save it."""
     from ..core.errors import WarpsmithError
-    from ..search import ranker as rk
+    from .. import ranker as rk
 
     if backend == "xgboost" and not rk.xgboost_available():
         raise WarpsmithError("the xgboost backend needs `import xgboost` to work (it is optional); use --backend numpy")
@@ -162,7 +162,7 @@ def ranker_train_cmd(target: str, db_path: Path | None, backend: str, seed: int,
 def ranker_show_cmd(target: str, db_path: Path | None) -> None:
     """Print what the ranker of TARGET was trained on, as JSON (not its trees)."""
     from ..core.errors import WarpsmithError
-    from ..search import ranker as rk
+    from .. import ranker as rk
 
     store = TuningDB(db_path)
     path = rk.ranker_path(store.path, target)

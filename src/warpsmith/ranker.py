@@ -113,7 +113,7 @@ def _problem_terms(s: Sample) -> dict[str, float]:
     if key in _TERMS:
         return _TERMS[key]
     try:
-        from ..ops import get_op
+        from .ops import get_op
 
         spec = get_op(s.op)
         p = spec.problem(s.shape, s.dtype, s.attrs)
@@ -692,9 +692,9 @@ def analytic_log_ms(samples: Sequence[Sample], target: str) -> list[float]:
     """``log`` of the analytic cost model's prediction for each sample on ``target`` (``nan`` where
     the problem or variant cannot be rebuilt, ``inf`` where the model says the config cannot run).
     The comparison the ranker is judged against; never a training target."""
-    from ..cost import predict_ms
-    from ..ops import get_op, variants
-    from ..targets import get_target
+    from .cost import predict_ms
+    from .ops import get_op, variants
+    from .targets import get_target
 
     tgt = get_target(target)
     out = []

@@ -1,4 +1,4 @@
-"""The learned ranker (warpsmith.search.ranker): the numpy gradient-boosted trees fit, are
+"""The learned ranker (warpsmith.ranker): the numpy gradient-boosted trees fit, are
 deterministic and round-trip; the prescreen keeps the best fraction and is off without a model; the
 held-out split is by group; only measured records train it; the CLI trains and shows it."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from warpsmith.cli.main import cli
 from warpsmith.db import TuningDB, TuningRecord
 from warpsmith.measure import Evaluator
 from warpsmith.ops import get_op, variants
-from warpsmith.search import ranker as rk
+from warpsmith import ranker as rk
 from warpsmith.space import JointSpace
 from warpsmith.targets import get_target
 from warpsmith.tune import _prescreen
