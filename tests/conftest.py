@@ -36,16 +36,6 @@ def _shares_a_module_fixture(item) -> bool:
     return False
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config):
-    """``-n auto`` (the default in pyproject.toml): three workers per two cores, at least two. A worker
-    spends about a third of its time waiting, not computing: on the check harness's subprocesses, its
-    settle pauses, the compile subprocesses (``/usr/bin/time`` of the quick tier with one worker per
-    core: 1340 CPU-seconds in 960 s of wall on 2 cores). ``-n N`` still chooses."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(2, (3 * cores) // 2)
-
-
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     for item in items:

@@ -27,10 +27,15 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cost import program as _program
 from ..cost.program import program_ms
+from ..ops import get_op
 from .fuse import INDEXED, Group, Partition, _acyclic, _merge, partition, problems, unfused, valid
 from .ir import Graph, Node
 
+
+# the cost model prices library GEMMs on problems the op registry validates (cost sits below ops)
+_program.build_problem = lambda op, shape, dtype, attrs: get_op(op).problem(shape, dtype, attrs)
 
 SPLIT_MIN = 65536  # a row this long over fewer rows than SMs: .split considers splitting it
 

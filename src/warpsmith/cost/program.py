@@ -416,6 +416,20 @@ LIBRARY_CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
+# How a problem is built: the op registry's validated ``OpSpec.problem``, which sits above this layer.
+# The compiler installs it (compiler/search.py); without it a library GEMM is priced as a stream.
+build_problem: Callable[[str, Mapping[str, int], Any, Mapping[str, Any]], Problem] | None = None
+
+
+def _problem(op: str, shape: Mapping[str, int], dtype: Any, attrs: Mapping[str, Any]) -> Problem | None:
+    if build_problem is None:
+        return None
+    try:
+        return build_problem(op, shape, dtype, attrs)
+    except Exception:  # a size the spec refuses (past an axis's max): no tile-model price
+        return None
+
+
 def library_problem(n: Any) -> Problem | None:
     """The GEMM problem a library ``matmul`` or (implicit-GEMM) ``conv`` node runs, or None."""
     dtype = n.dtype if isinstance(n.dtype, torch.dtype) else torch.float32
@@ -429,8 +443,8 @@ def library_problem(n: Any) -> Problem | None:
         m = n.shape[-2] if batched else math.prod(n.shape[:-1])
         layout = _layout(n, a, b, m, nn_)
         bias = len(n.args) > 2 and n.args[2] is not None and hasattr(n.args[2], "shape")
-        return Problem("matmul", {"M": max(1, m), "N": max(1, nn_), "K": max(1, k), "B": max(1, bsz)}, dtype,
-                       {"layout": layout, "bias": bias})
+        return _problem("matmul", {"M": max(1, m), "N": max(1, nn_), "K": max(1, k), "B": max(1, bsz)}, dtype,
+                        {"layout": layout, "bias": bias})
     if n.op == "conv" and a is not None and getattr(a, "shape", None) and n.shape:
         w = n.args[1]
         groups = n.attrs.get("groups", 1)
@@ -439,8 +453,8 @@ def library_problem(n: Any) -> Problem | None:
         k = math.prod(w.shape[1:]) if not n.attrs.get("transposed") else (w.shape[0] // groups) * math.prod(w.shape[2:])
         m = n.shape[0] * math.prod(n.shape[2:])
         co = n.shape[1] // max(1, groups)
-        return Problem("matmul", {"M": max(1, m), "N": max(1, co), "K": max(1, k), "B": max(1, groups)}, dtype,
-                       {"layout": "nn", "bias": len(n.args) > 2 and hasattr(n.args[2], "shape")})
+        return _problem("matmul", {"M": max(1, m), "N": max(1, co), "K": max(1, k), "B": max(1, groups)}, dtype,
+                        {"layout": "nn", "bias": len(n.args) > 2 and hasattr(n.args[2], "shape")})
     return None
 
 

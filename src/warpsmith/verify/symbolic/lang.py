@@ -607,6 +607,7 @@ def make_tl(tracer: Any) -> Any:
         make_block_ptr=make_block_ptr, advance=advance, make_tensor_descriptor=make_tensor_descriptor,
         static_range=static_range, multiple_of=multiple_of, max_contiguous=multiple_of,
         dot=data, sum=data, max=data, min=data, exp=data, exp2=data, log=data, log2=data, sqrt=data, rsqrt=data,
+        fdiv=data, div_rn=data, sqrt_rn=data,  # float division and rounding-mode forms: data (float values)
         erf=data, sigmoid=data, abs=data, fma=data, cos=data, sin=data, tanh=data, argmax=data, argmin=data,
         cumsum=scan("cumsum"), cumprod=scan("cumprod"), reduce=reduce, floor=data, ceil=data, softmax=data, math=types.SimpleNamespace(erf=data, exp=data, rsqrt=data, tanh=data),
         rand=data, randn=data, randint=data,  # Philox draws: data (a value, like a float load's)
