@@ -205,7 +205,7 @@ def fuse_epilogues(g: Graph, target: Any) -> list[dict[str, Any]]:
             continue
         nodes, sink = site
         before = program_ms(g, partition(g), target)
-        saved = (list(g.nodes), list(g.outputs), list(g.mutations))
+        saved = g.snapshot()
         shapes = [list(a.shape) for a in m.args[:3] if isinstance(a, Node)]
         new = fuse_one(g, m, nodes, sink)
         after = program_ms(g, partition(g), target)
@@ -214,8 +214,7 @@ def fuse_epilogues(g: Graph, target: Any) -> list[dict[str, Any]]:
                                                                       for o in new.attrs["operands"]],
                "shapes": shapes, "before_ms": before, "after_ms": after, "taken": after < before}
         if not rec["taken"]:  # undo: the old nodes come back and their users read the sink again
-            _redirect(g, new, sink)
-            g.nodes, g.outputs, g.mutations = saved
+            g.restore(saved)
         records.append(rec)
     return records
 

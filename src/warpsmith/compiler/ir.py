@@ -103,6 +103,18 @@ class Graph:
                 live.update(a.name for a in n.operands())
         self.nodes = [n for n in self.nodes if n.name in live or n.kind in ("input", "param")]
 
+    def snapshot(self) -> Any:
+        """What :meth:`restore` needs to undo a rewrite: the node list, outputs, mutations and every
+        node's arguments."""
+        return (list(self.nodes), list(self.outputs), list(self.mutations),
+                [(n, n.args, dict(n.kwargs), n.aten_args, dict(n.aten_kwargs or {})) for n in self.nodes])
+
+    def restore(self, snap: Any) -> None:
+        nodes, outputs, mutations, args = snap
+        self.nodes, self.outputs, self.mutations = list(nodes), list(outputs), list(mutations)
+        for n, a, kw, aa, akw in args:
+            n.args, n.kwargs, n.aten_args, n.aten_kwargs = a, kw, aa, akw
+
     def format(self) -> str:
         lines = []
         for n in self.nodes:

@@ -205,14 +205,13 @@ def fold_reductions(graph: Graph, target: Any) -> list[dict[str, Any]]:
             continue
         m, chain = site
         before = program_ms(graph, partition(graph), target)
-        saved = (list(graph.nodes), list(graph.outputs), list(graph.mutations))
+        saved = graph.snapshot()
         shapes = [list(a.shape) for a in m.args if isinstance(a, Node)]
         now = _fold_one(graph, r, m, chain)
         after = program_ms(graph, partition(graph), target, free=foldable(graph))
         rec = {"rewrite": "fold_reduction", "at": r.name, "reduction": r.op, "shapes": shapes,
                "before_ms": before, "after_ms": after, "taken": after < before}
         if not rec["taken"]:  # undo: the old nodes come back and their users read r again
-            _redirect(graph, now, r)
-            graph.nodes, graph.outputs, graph.mutations = saved
+            graph.restore(saved)
         records.append(rec)
     return records

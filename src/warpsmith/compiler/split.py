@@ -35,7 +35,7 @@ from .fuse import fusable, partition
 from .ir import Graph, Node, is_generator
 from ..cost.program import program_ms
 from .search import SPLIT_MIN
-from .views import _sink_all, restore, snapshot
+from .views import _sink_all
 
 OPS = ("sum", "mean", "amax", "amin")
 SLICE_MIN = 2048  # elements each partial reduces at least
@@ -129,7 +129,7 @@ def split_reductions(g: Graph, target: Any) -> list[dict[str, Any]]:
     for n in list(g.nodes):
         if n not in g.nodes or not eligible(n, target.sms):
             continue
-        snap = snapshot(g)
+        snap = g.snapshot()
         before = current = program_ms(g, partition(g), target) if current is None else current
         name, shape = n.name, list(n.args[0].shape) if isinstance(n.args[0], Node) else []
         p = split(g, n, target.sms)
@@ -141,7 +141,7 @@ def split_reductions(g: Graph, target: Any) -> list[dict[str, Any]]:
         if taken:
             current = after
         else:
-            restore(g, snap)
+            g.restore(snap)
         records.append({"rewrite": "split_reduction", "at": name, "reduction": n.op, "shapes": [shape], "parts": p,
                         "before_ms": before, "after_ms": after, "taken": taken})
     return records

@@ -34,19 +34,6 @@ RESHAPES = {"view", "reshape", "_unsafe_view", "flatten", "unflatten", "view_as"
 DEPTH = 16  # pointwise nodes one sink may pass through
 
 
-def snapshot(g: Graph) -> Any:
-    """What :func:`restore` needs to undo a rewrite of ``g`` (node list, outputs, arguments)."""
-    return (list(g.nodes), list(g.outputs), list(g.mutations),
-            {id(n): (n, n.args, dict(n.kwargs), n.aten_args, dict(n.aten_kwargs or {})) for n in g.nodes})
-
-
-def restore(g: Graph, snap: Any) -> None:
-    nodes, outputs, mutations, args = snap
-    g.nodes, g.outputs, g.mutations = list(nodes), list(outputs), list(mutations)
-    for n, a, kw, aa, akw in args.values():
-        n.args, n.kwargs, n.aten_args, n.aten_kwargs = a, kw, aa, akw
-
-
 def _sinkable_producer(p: Any) -> bool:
     return isinstance(p, Node) and p.kind == "pointwise" and not is_generator(p) and p.op not in INDEXED and \
         fusable(p)
@@ -145,7 +132,7 @@ def fuse_views(g: Graph, target: Any) -> list[dict[str, Any]]:
     for v in list(g.nodes):
         if v not in g.nodes or not _barrier(g, v, g.users()):
             continue
-        snap = snapshot(g)
+        snap = g.snapshot()
         before = current = program_ms(g, partition(g), target) if current is None else current
         name, op, shape = v.name, v.op, list(v.shape)
         passed = _sink_all(g, v)
@@ -155,7 +142,7 @@ def fuse_views(g: Graph, target: Any) -> list[dict[str, Any]]:
         if taken:
             current = after
         else:
-            restore(g, snap)
+            g.restore(snap)
         records.append({"rewrite": "view_through", "at": name, "view": op, "shapes": [shape],
                         "producers": passed, "before_ms": before, "after_ms": after, "taken": taken})
     return records
