@@ -424,12 +424,23 @@ def _columns(red: tuple[int, ...], reverse: bool, start: str) -> list[str]:
 
 
 def _acc_type(n: Node) -> str:
-    return "tl.float32" if vtype(n.dtype) == "f" or n.op == "mean" else "tl.int64"
+    """A float sum or mean accumulates in float64 and is rounded to float32 once, at the end: a float32
+    sum of L terms errs by about ``u sqrt(L)`` times the terms (1e-9 on a mean over 32768 normal
+    values), 30 times what a float64-accumulating reference (torch's CPU batch norm) errs, and the
+    check's error contract, which sees only the output's own rows, holds a result to the reference.
+    The extra cost is an fp64 add per loaded element, far below the memory bound on any GPU."""
+    if n.op in ("sum", "mean") and (vtype(n.dtype) == "f" or n.op == "mean"):
+        return "tl.float64"
+    return "tl.float32" if vtype(n.dtype) == "f" else "tl.int64"
+
+
+def _acc_float(n: Node) -> bool:
+    return _acc_type(n) != "tl.int64"
 
 
 def _acc_init(n: Node) -> list[str]:
     acc, ty = f"acc_{n.name}", _acc_type(n)
-    fl = ty == "tl.float32"
+    fl = _acc_float(n)
     if n.op in ("sum", "mean"):
         return [f"{acc} = tl.zeros([ROWS, BLOCK_N], {ty})"]
     if n.op == "prod":
@@ -442,10 +453,10 @@ def _acc_init(n: Node) -> list[str]:
 
 
 def _acc_update(n: Node, x: str) -> list[str]:
-    acc, fl = f"acc_{n.name}", _acc_type(n) == "tl.float32"
+    acc, fl = f"acc_{n.name}", _acc_float(n)
     src = x if fl or vtype(n.args[0].dtype) == "i" else f"{x}.to(tl.int64)"
-    if fl and vtype(n.args[0].dtype) != "f":
-        src = f"{x}.to(tl.float32)"
+    if fl and (vtype(n.args[0].dtype) != "f" or _acc_type(n) == "tl.float64"):
+        src = f"{x}.to({_acc_type(n)})"
     if n.op in ("sum", "mean"):
         return [f"{acc} += tl.where(cmask, {src}, {'0.0' if fl else '0'})"]
     if n.op == "prod":
@@ -461,15 +472,15 @@ def _acc_update(n: Node, x: str) -> list[str]:
 def _acc_final(n: Node, count: int) -> list[str]:
     acc, v = f"acc_{n.name}", f"v_{n.name}"
     if n.op == "sum":
-        return [f"{v} = tl.sum({acc}, axis=1)[:, None]"]
+        return [f"{v} = tl.sum({acc}, axis=1)[:, None]{'.to(tl.float32)' if _acc_float(n) else ''}"]
     if n.op == "mean":
         from .symbolic_shapes import is_probe  # a symbolic count: the runtime N, not a literal
 
-        return [f"{v} = tl.sum({acc}, axis=1)[:, None] / {'N' if is_probe(count) else lit(count)}"]
+        return [f"{v} = (tl.sum({acc}, axis=1)[:, None] / {'N' if is_probe(count) else lit(count)}).to(tl.float32)"]
     if n.op == "prod":
         return [f"{v} = tl.reduce({acc}, 1, _ws_mul)[:, None]"]
     fn = "tl.max" if n.op == "amax" else "tl.min"
-    if _acc_type(n) == "tl.float32":
+    if _acc_float(n):
         return [f'{v} = tl.where(tl.max(nan_{n.name}, axis=1)[:, None] > 0, float("nan"), {fn}({acc}, axis=1)[:, None])']
     return [f"{v} = {fn}({acc}, axis=1)[:, None]"]
 
