@@ -38,15 +38,16 @@ def test_conv_bn_relu_is_folded_fused_and_verified(tmp_path):
     assert _imports(tmp_path / "new.py") <= {"torch", "triton"} | set(sys.stdlib_module_names)
 
 
-def test_a_bf16_conv_with_bias_and_batch_norm_is_folded_in_float32_at_init(tmp_path):
+def test_a_bf16_convs_batch_norm_is_not_folded_into_rounded_weights(tmp_path):
+    # Folded weights rounded to bfloat16 move each product by up to 2^-9: with large cancelling
+    # inputs (the check's "outliers") the output erred 30 ulps, past the contract, in about one run
+    # in three. The batch norm stays after the conv, in a generated kernel, rounded where torch rounds.
     res = solve(HERE / "conv_bn_bf16.py", tmp_path / "new.py", strict=True, candidates=1)
     assert res.status == "accepted", res.verdict
     [conv] = res.program.library_calls
-    assert conv.attrs["activation"] == "silu" and conv.attrs["folded_bn"] == 1e-5
-    h = res.program.search.hoisted
-    assert set(h["read"]) == {"batch_norm_bn_w", "batch_norm_bn_b"}  # the bf16 roundings of the fp32 fold
-    assert {"batch_norm_bn_b_f32", "batch_norm_bn_w_folded"} <= set(h["folded"])  # conv bias centred in fp32
-    assert "def _ws_folded(self, _dev):" in (tmp_path / "new.py").read_text()
+    assert conv.attrs["activation"] == "none" and not conv.attrs.get("folded_bn")
+    assert res.program.fallbacks == []
+    assert any("batch_norm" in n and "generated" in n for n in res.notes), res.notes
 
 
 @pytest.mark.slow  # the library conv lowering is solved quickly by test_conv_bn_relu_is_folded_fused_and_verified;

@@ -100,6 +100,12 @@ def batch_norm(g: Graph, n: Node) -> str | None:
         return None
     if n.dtype != c.dtype or n.shape != c.shape:
         return None
+    if c.dtype != _F32:
+        # Folded weights rounded to 16 bits are not the weights the reference multiplies: each moves by
+        # up to half an ulp (2^-9 relative in bfloat16), and under cancellation (large inputs, a small
+        # output) that costs tens of output ulps, past the error contract. The batch norm stays a
+        # pointwise step after the conv, rounded where the reference rounds.
+        return None
     x, w, b = c.args
     steps: list[Node] = []
     w2, b2 = _fold_nodes(n, w, b, weight, bias, mean, var, float(eps), steps)
