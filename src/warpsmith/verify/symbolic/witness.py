@@ -109,6 +109,8 @@ class Decider:
         self.prover, self.context = prover, list(context)
         self.ways: dict[tuple[bool, int], Rewriter] = {}
         self.shapes = probe_shapes(prover)
+        syms = prover.c.size_symbols()  # each probe shape as substitution pairs, built once (naming a z3 term is slow)
+        self.fixed = [[(x, z3.IntVal(shape[str(x)])) for x in syms if str(x) in shape] for shape in self.shapes]
 
     def _rewriter(self, name_remainders: bool, level: int = 0) -> Rewriter:
         key = (name_remainders, level)
@@ -122,8 +124,7 @@ class Decider:
         """A side condition of the rewriting: True only when it follows from the facts."""
         problem = _relevant(self.prover, [*facts, z3.Not(claim)])
         whole = z3.And(*problem)
-        for shape in self.shapes:  # a model at concrete sizes refutes it quickly (sizes substituted: linear)
-            fixed = [(x, z3.IntVal(shape[str(x)])) for x in self.prover.c.size_symbols() if str(x) in shape]
+        for fixed in self.fixed:  # a model at concrete sizes refutes it quickly (sizes substituted: linear)
             solver = budgeted(z3.Solver(), 100)
             solver.add(z3.simplify(z3.substitute(whole, *fixed)))
             if solver.check() == z3.sat:
