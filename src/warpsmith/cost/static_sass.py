@@ -48,6 +48,7 @@ class StaticPrediction:
         programs: programs launched (grid size); occupancy: programs resident per SM.
         trips: loop passes per program, and ``trips_from`` how they were inferred.
         flops: the tensor-core and FP32 FLOPs the instructions do; global_bytes: the global bytes they move.
+        executed: warp instructions one program executes, by class (loops at their inferred trips).
         notes: what the model could not know.
     """
 
@@ -62,6 +63,7 @@ class StaticPrediction:
     trips_from: str
     flops: float
     global_bytes: float
+    executed: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -172,5 +174,6 @@ def predict(sass: SassCounts, facts: KernelFacts, target: Target, flops: float |
     if target.launch_us * 1e-3 > ms:
         bound, ms = "latency", target.launch_us * 1e-3
     sol = min(1.0, floor_ms / ms) if floor_ms is not None and ms > 0 else None
+    per_program = {c: executed(c) / programs for c in sass.classes}
     return StaticPrediction(sass.name, ms, bound, unit_ms, sol, programs, occ, trips, trips_from,
-                            tensor_flops + fp32_flops, global_bytes, notes)
+                            tensor_flops + fp32_flops, global_bytes, per_program, notes)

@@ -1,0 +1,120 @@
+"""``warpsmith profile OP --shape ...``: where the time of one op's kernels goes on a target, predicted.
+
+The config is dispatch's default for the shape (or ``--variant``/``--config``); it is compiled for the
+target's GPU by the compile-only worker (no GPU needed), its machine code counted and priced by the
+static model, and reported beside the op's roofline and the analytic cost model: a table per kernel,
+and on request a roofline PNG, a self-contained HTML page and a Perfetto trace of the kernel sequence.
+
+Exit codes: 0 success; 2 unusable input (unknown op, dtype, axis, target, variant; a malformed shape
+or config; an output path with the wrong suffix).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from ..core.errors import InvalidInputError
+from .common import handle_errors, quiet_interpreter
+
+_SUFFIX = {"--html": ".html", "--png": ".png", "--trace": ".json", "--json": ".json"}
+
+
+def _check_suffix(option: str, path: Path | None) -> None:
+    if path is not None and path.suffix.lower() != _SUFFIX[option]:
+        raise InvalidInputError(option, f"a file name ending in {_SUFFIX[option]}", str(path))
+
+
+def _parse_config(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        cfg = json.loads(text)
+    except ValueError:
+        cfg = None
+    if not isinstance(cfg, dict):
+        raise InvalidInputError("--config", 'a JSON object of knobs, e.g. \'{"BLOCK_M": 128, ...}\'', text)
+    return cfg
+
+
+@click.command("profile")
+@click.argument("op")
+@click.option("--shape", required=True, help="Sizes, e.g. M=4096,N=4096,K=4096.")
+@click.option("--dtype", default="float16", show_default=True, help="float16 | bfloat16 | float32 (the op's dtypes).")
+@click.option("--target", default="h200", show_default=True, help="Hardware model to predict for (h100, h200, a100, ...).")
+@click.option("--attr", "attr_items", multiple=True, metavar="NAME=VALUE", help="An op attribute, repeatable.")
+@click.option("--variant", default=None, help="Variant to profile (default: the one dispatch would run).")
+@click.option("--config", "config_text", default=None, metavar="JSON",
+              help="Config to profile, a JSON object (default: the variant's heuristic default).")
+@click.option("--compile/--no-compile", "do_compile", default=True, show_default=True,
+              help="Compile the config for the target's GPU (compile-only, cached) and count its machine code; "
+                   "--no-compile reports the analytic model alone.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a self-contained HTML page: the roofline (inline SVG) and the table.")
+@click.option("--png", "png_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the roofline as a PNG.")
+@click.option("--trace", "trace_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the kernel sequence as a Perfetto / Chrome trace-event JSON (predicted durations).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the profile as JSON.")
+@handle_errors
+def profile(op: str, shape: str, dtype: str, target: str, attr_items: tuple[str, ...], variant: str | None,
+            config_text: str | None, do_compile: bool, html_out: Path | None, png_out: Path | None,
+            trace_out: Path | None, json_out: Path | None) -> None:
+    """Where OP's time goes on TARGET for one shape, kernel by kernel: predicted time, FLOPs, bytes,
+    intensity, bound, speed-of-light %, registers, spills, occupancy, top instruction classes.
+
+    Every figure is predicted (the static machine-code model, the roofline, the analytic cost model);
+    on a machine without a GPU nothing is measured, and the report says so.
+    """
+    from ..core.errors import UnknownNameError
+    from ..ops import get_op, variants
+    from ..profile import report, roofline
+    from ..profile.collect import profile_op
+    from ..profile.trace import kernel_sequence
+    from ..targets import get_target
+    from ..targets.compiler import CompilerFacts
+
+    for option, path in (("--html", html_out), ("--png", png_out), ("--trace", trace_out), ("--json", json_out)):
+        _check_suffix(option, path)
+    spec = get_op(op)
+    problem = spec.problem(shape, dtype, spec.parse_attrs(attr_items))
+    tgt = get_target(target)
+    if variant is not None and variant not in variants(op):
+        raise UnknownNameError(f"variant of {op}", variant, list(variants(op)))
+    config = _parse_config(config_text)
+    if config is not None:
+        v = variants(op)[variant] if variant else next(iter(variants(op).values()))
+        why = v.rejection(problem, config, tgt)
+        if why:
+            raise InvalidInputError("--config", f"a valid config of {v.name} for {problem.describe()}", f"{config} ({why})")
+    facts = CompilerFacts(tgt) if do_compile else None
+    try:
+        with quiet_interpreter():
+            prof = profile_op(problem, tgt, facts, config, variant)
+    finally:
+        if facts is not None:
+            facts.close()
+    out = Console(file=sys.stdout, highlight=False, width=max(Console().width, 180))
+    head = report.header(prof)
+    for line in head:
+        out.print(line, markup=False)
+    out.print(report.table(prof.kernels, f"{prof.problem} on {tgt.name} (predicted)"))
+    for line in report.notes(prof.kernels):
+        out.print(line, markup=False)
+    pts = roofline.points(prof.kernels)
+    title = f"{op} {shape} {dtype}: {prof.variant}"
+    if png_out is not None:
+        out.print(f"roofline (predicted): {roofline.write_png(png_out, tgt, prof.math_kind, pts, title)}", markup=False)
+    if html_out is not None:
+        page = roofline.write_html(html_out, tgt, prof.math_kind, pts, title, report.html_table(prof.kernels, head))
+        out.print(f"roofline page (predicted): {page}", markup=False)
+    if trace_out is not None:
+        out.print(f"trace (predicted kernel sequence): {kernel_sequence(prof.kernels).write(trace_out)}", markup=False)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report.to_json(prof), indent=2, default=str) + "\n")

@@ -1,0 +1,117 @@
+"""`warpsmith profile`: the per-kernel table, the roofline (PNG and self-contained HTML) and the
+Perfetto trace, every figure predicted; bytes and FLOPs from the op's own definition."""
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+import pytest
+from click.testing import CliRunner
+
+from warpsmith.cli.main import cli
+from warpsmith.profile.trace import TraceRecorder, kernel_sequence
+from warpsmith.targets.compiler import nvdisasm_path
+
+M = N = K = 4096
+
+
+@pytest.fixture(scope="module")
+def matmul_profile(tmp_path_factory):
+    """The issue's command, run once (the compile-only worker compiles the default config for sm_90)."""
+    if nvdisasm_path() is None:
+        pytest.skip("nvdisasm not found: the static machine-code model has nothing to count")
+    tmp = tmp_path_factory.mktemp("profile")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("WARPSMITH_FACTS_DIR", str(tmp / "facts"))
+    try:
+        res = CliRunner().invoke(cli, ["profile", "matmul", "--shape", f"M={M},N={N},K={K}", "--dtype", "bfloat16",
+                                       "--target", "h200", "--html", str(tmp / "out.html"), "--png",
+                                       str(tmp / "out.png"), "--trace", str(tmp / "out.json"), "--json",
+                                       str(tmp / "profile.json")])
+    finally:
+        mp.undo()
+    assert res.exit_code == 0, res.output
+    return tmp, res.output
+
+
+def test_bytes_and_flops_are_the_ops_definition(matmul_profile):
+    tmp, out = matmul_profile
+    doc = json.loads((tmp / "profile.json").read_text())
+    assert doc["flops"] == 2 * M * N * K and doc["bytes"] == (M * K + K * N + M * N) * 2  # bf16
+    (k,) = doc["kernels"]  # the default config is one tiled kernel
+    assert k["name"] == "matmul_tiled_kernel" and k["counted_from"] == "op definition"
+    assert k["flops"] == doc["flops"] and k["bytes"] == doc["bytes"]
+    assert k["intensity"] == pytest.approx(2 * M * N * K / ((M * K + K * N + M * N) * 2))
+    assert k["bound"] in ("tensor", "alu", "sfu", "issue", "shared", "l2", "hbm", "latency")
+    assert 0 < k["sol"] <= 1 and k["predicted_ms"] >= doc["roofline_ms"]
+    assert k["sol"] == pytest.approx(doc["roofline_ms"] / k["predicted_ms"])
+    assert k["regs"] > 0 and k["spill_bytes"] == 0 and k["occupancy"] >= 1 and k["grid"] == [1024, 1]
+    assert dict(k["top_classes"]).get("tensor", 0) > 0  # HGMMA, executed once per loop pass
+    assert doc["timing"] == "predicted" and doc["measured_ms"] is None
+    assert "measured: not available without a GPU" in out and "(predicted)" in out
+
+
+def test_png_html_and_trace_are_valid(matmul_profile):
+    tmp, _ = matmul_profile
+    assert (tmp / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (tmp / "out.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "predicted" in page
+    assert len(re.findall(r'<circle class="kernel"', page)) == 1  # one point per kernel
+    for ceiling in ("HBM", "L2", "shared memory", "tensor cores (bf16)", "FP32 FMA"):
+        assert ceiling in page
+    assert not re.search(r'(src|href)="https?:', page) and "<script" not in page  # self-contained
+    trace = json.loads((tmp / "out.json").read_text())
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert [s["name"] for s in spans] == ["matmul_tiled_kernel"]
+    assert spans[0]["args"]["timing"] == "predicted" and spans[0]["dur"] > 0
+
+
+def test_without_compiling_the_analytic_model_gives_one_row(tmp_path):
+    res = CliRunner().invoke(cli, ["profile", "rms_norm", "--shape", "M=64,N=4096", "--dtype", "bfloat16",
+                                   "--no-compile", "--json", str(tmp_path / "p.json")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "p.json").read_text())
+    (k,) = doc["kernels"]
+    assert k["flops"] == doc["flops"] and k["bytes"] == doc["bytes"] and k["predicted_ms"] == doc["analytic_ms"]
+    assert "machine code not counted" in res.output
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--html", "out.txt"], "--html: expected a file name ending in .html, got 'out.txt'"),
+    (["--variant", "nope"], "unknown variant of matmul: expected one of"),
+    (["--config", "[1]"], "--config: expected a JSON object of knobs"),
+    (["--target", "tpu"], "unknown target: expected one of"),
+])
+def test_bad_input_exits_2_naming_expected_and_given(args, message):
+    res = CliRunner().invoke(cli, ["profile", "matmul", "--shape", "M=64,N=64,K=64", "--no-compile", *args])
+    assert res.exit_code == 2 and message in res.output, res.output
+
+
+def test_recorder_puts_threads_on_their_own_tracks():
+    rec = TraceRecorder("t")
+
+    def work(i: int) -> None:
+        with rec.span("compile", candidate=i) as extra:
+            extra["ok"] = True
+
+    threads = [threading.Thread(target=work, args=(i,), name=f"worker {i}") for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    doc = json.loads(json.dumps(rec.to_json()))
+    names = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert sorted(names[s["tid"]] for s in spans) == ["worker 0", "worker 1"]
+    assert all(s["args"]["ok"] is True for s in spans)
+
+
+def test_kernel_sequence_lays_kernels_end_to_end():
+    class Row:
+        def __init__(self, name, ms):
+            self.name, self.predicted_ms = name, ms
+
+    spans = [e for e in kernel_sequence([Row("a", 0.5), Row("b", None), Row("c", 0.25)]).to_json()["traceEvents"]
+             if e["ph"] == "X"]
+    assert [(s["name"], s["ts"], s["dur"]) for s in spans] == [("a", 0.0, 500.0), ("c", 500.0, 250.0)]
