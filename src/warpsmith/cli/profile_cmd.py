@@ -19,14 +19,9 @@ import click
 from rich.console import Console
 
 from ..core.errors import InvalidInputError
-from .common import handle_errors, quiet_interpreter
+from .common import check_suffix, handle_errors, quiet_interpreter
 
 _SUFFIX = {"--html": ".html", "--png": ".png", "--trace": ".json", "--json": ".json"}
-
-
-def _check_suffix(option: str, path: Path | None) -> None:
-    if path is not None and path.suffix.lower() != _SUFFIX[option]:
-        raise InvalidInputError(option, f"a file name ending in {_SUFFIX[option]}", str(path))
 
 
 def _parse_config(text: str | None) -> dict[str, Any] | None:
@@ -80,7 +75,7 @@ def profile(op: str, shape: str, dtype: str, target: str, attr_items: tuple[str,
     from ..targets.compiler import CompilerFacts
 
     for option, path in (("--html", html_out), ("--png", png_out), ("--trace", trace_out), ("--json", json_out)):
-        _check_suffix(option, path)
+        check_suffix(option, path, _SUFFIX[option])
     spec = get_op(op)
     problem = spec.problem(shape, dtype, spec.parse_attrs(attr_items))
     tgt = get_target(target)

@@ -36,8 +36,9 @@ class TraceRecorder:
             return self._tracks[track]
 
     def add(self, name: str, start_us: float, dur_us: float, track: str | None = None, **args: Any) -> None:
-        """One complete span (``track`` None: the calling thread's name)."""
-        tid = self._tid(track or threading.current_thread().name)
+        """One complete span (``track`` None: the calling thread's name, ``main`` for the main thread)."""
+        thread = threading.current_thread()
+        tid = self._tid(track or ("main" if thread is threading.main_thread() else thread.name))
         event = {"name": name, "ph": "X", "ts": round(start_us, 3), "dur": round(max(0.0, dur_us), 3), "pid": 1,
                  "tid": tid, "args": {k: _jsonable(v) for k, v in args.items()}}
         with self._lock:
