@@ -115,3 +115,33 @@ def test_kernel_sequence_lays_kernels_end_to_end():
     spans = [e for e in kernel_sequence([Row("a", 0.5), Row("b", None), Row("c", 0.25)]).to_json()["traceEvents"]
              if e["ph"] == "X"]
     assert [(s["name"], s["ts"], s["dur"]) for s in spans] == [("a", 0.0, 500.0), ("c", 500.0, 250.0)]
+
+
+def test_an_emitted_solution_is_profiled_kernel_by_kernel_in_launch_order(tmp_path):
+    """Part of issue 30: `warpsmith profile SOLUTION.py` on a ModelNew file `warpsmith solve` wrote."""
+    if nvdisasm_path() is None:
+        pytest.skip("nvdisasm not found: the static machine-code model has nothing to count")
+    from pathlib import Path
+
+    from warpsmith.compiler.solve import solve
+
+    problem = Path(__file__).resolve().parents[1] / "compiler" / "problems" / "colnorm.py"  # x: (10, 12) fp32
+    res = solve(problem, tmp_path / "colnorm_new.py", verify=False, prove=False)  # emitted, not checked here
+    kernels = [k.name for k in res.program.kernels]
+    assert len(kernels) == 2
+    r = CliRunner().invoke(cli, ["profile", str(tmp_path / "colnorm_new.py"), "--target", "h200", "--json",
+                                 str(tmp_path / "p.json"), "--trace", str(tmp_path / "t.json"), "--html",
+                                 str(tmp_path / "p.html")])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert [k["name"] for k in doc["kernels"]] == kernels and doc["variant"] == "emitted program"
+    first = doc["kernels"][0]  # the row means: reads x (480 B), writes 10 floats
+    assert first["bytes"] == 10 * 12 * 4 + 10 * 4 and first["counted_from"] == "launch arguments / machine code"
+    assert all(k["predicted_ms"] > 0 and k["regs"] > 0 for k in doc["kernels"])
+    spans = [e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"] if e["ph"] == "X"]
+    assert [s["name"] for s in spans] == kernels and spans[1]["ts"] == pytest.approx(spans[0]["ts"] + spans[0]["dur"])
+    assert len(re.findall(r'<circle class="kernel"', (tmp_path / "p.html").read_text())) == 2
+    bad = CliRunner().invoke(cli, ["profile", str(problem), "--target", "h200"])  # a problem, not a solution
+    assert bad.exit_code == 2 and "an emitted KernelBench solution" in bad.output, bad.output
+    bad = CliRunner().invoke(cli, ["profile", str(problem), "--shape", "M=1"])
+    assert bad.exit_code == 2 and "--shape: expected no value with a solution file" in bad.output, bad.output

@@ -1,9 +1,12 @@
-"""``warpsmith profile OP --shape ...``: where the time of one op's kernels goes on a target, predicted.
+"""``warpsmith profile OP --shape ...`` / ``warpsmith profile SOLUTION.py``: where the time of one op's
+kernels, or of an emitted KernelBench program's kernel sequence, goes on a target, predicted.
 
 The config is dispatch's default for the shape (or ``--variant``/``--config``); it is compiled for the
 target's GPU by the compile-only worker (no GPU needed), its machine code counted and priced by the
 static model, and reported beside the op's roofline and the analytic cost model: a table per kernel,
 and on request a roofline PNG, a self-contained HTML page and a Perfetto trace of the kernel sequence.
+A ``.py`` argument is a ``ModelNew`` file written by ``warpsmith solve``: it runs once in a compile-only
+process (``warpsmith.profile.program``) and every kernel it launches is reported in order.
 
 Exit codes: 0 success; 2 unusable input (unknown op, dtype, axis, target, variant; a malformed shape
 or config; an output path with the wrong suffix).
@@ -37,8 +40,8 @@ def _parse_config(text: str | None) -> dict[str, Any] | None:
 
 
 @click.command("profile")
-@click.argument("op")
-@click.option("--shape", required=True, help="Sizes, e.g. M=4096,N=4096,K=4096.")
+@click.argument("op", metavar="OP|SOLUTION.py")
+@click.option("--shape", default=None, help="Sizes, e.g. M=4096,N=4096,K=4096 (required for an op).")
 @click.option("--dtype", default="float16", show_default=True, help="float16 | bfloat16 | float32 (the op's dtypes).")
 @click.option("--target", default="h200", show_default=True, help="Hardware model to predict for (h100, h200, a100, ...).")
 @click.option("--attr", "attr_items", multiple=True, metavar="NAME=VALUE", help="An op attribute, repeatable.")
@@ -57,28 +60,71 @@ def _parse_config(text: str | None) -> dict[str, Any] | None:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the profile as JSON.")
 @handle_errors
-def profile(op: str, shape: str, dtype: str, target: str, attr_items: tuple[str, ...], variant: str | None,
+def profile(op: str, shape: str | None, dtype: str, target: str, attr_items: tuple[str, ...], variant: str | None,
             config_text: str | None, do_compile: bool, html_out: Path | None, png_out: Path | None,
             trace_out: Path | None, json_out: Path | None) -> None:
     """Where OP's time goes on TARGET for one shape, kernel by kernel: predicted time, FLOPs, bytes,
     intensity, bound, speed-of-light %, registers, spills, occupancy, top instruction classes.
 
+    With SOLUTION.py (a ModelNew file written by `warpsmith solve`) instead of an op: the program's
+    kernels in launch order, their bytes those of their tensor arguments, their FLOPs the instructions'.
+
     Every figure is predicted (the static machine-code model, the roofline, the analytic cost model);
     on a machine without a GPU nothing is measured, and the report says so.
     """
-    from ..core.errors import UnknownNameError
-    from ..ops import get_op, variants
     from ..profile import report, roofline
-    from ..profile.collect import profile_op
     from ..profile.trace import kernel_sequence
     from ..targets import get_target
-    from ..targets.compiler import CompilerFacts
 
     for option, path in (("--html", html_out), ("--png", png_out), ("--trace", trace_out), ("--json", json_out)):
         check_suffix(option, path, _SUFFIX[option])
+    tgt = get_target(target)
+    if op.endswith(".py"):
+        from ..profile.program import profile_program
+
+        given = [o for o, v in (("--shape", shape), ("--attr", attr_items), ("--variant", variant),
+                                ("--config", config_text)) if v]
+        if given:
+            raise InvalidInputError(given[0], "no value with a solution file (its shapes are its own)", "a value")
+        if not do_compile:
+            raise InvalidInputError("--no-compile", "--compile with a solution file (its kernels must be compiled)",
+                                    "--no-compile")
+        prof = profile_program(Path(op), tgt)
+        title = f"{Path(op).name}: emitted program"
+    else:
+        if shape is None:
+            raise InvalidInputError("--shape", "sizes for an op, e.g. M=4096,N=4096,K=4096", None)
+        prof = _profile_op(op, shape, dtype, tgt, attr_items, variant, config_text, do_compile)
+        title = f"{op} {shape} {dtype}: {prof.variant}"
+    out = Console(file=sys.stdout, highlight=False, width=max(Console().width, 180))
+    head = report.header(prof)
+    for line in head:
+        out.print(line, markup=False)
+    out.print(report.table(prof.kernels, f"{prof.problem} on {tgt.name} (predicted)"))
+    for line in report.notes(prof.kernels):
+        out.print(line, markup=False)
+    pts = roofline.points(prof.kernels)
+    if png_out is not None:
+        out.print(f"roofline (predicted): {roofline.write_png(png_out, tgt, prof.math_kind, pts, title)}", markup=False)
+    if html_out is not None:
+        page = roofline.write_html(html_out, tgt, prof.math_kind, pts, title, report.html_table(prof.kernels, head))
+        out.print(f"roofline page (predicted): {page}", markup=False)
+    if trace_out is not None:
+        out.print(f"trace (predicted kernel sequence): {kernel_sequence(prof.kernels).write(trace_out)}", markup=False)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report.to_json(prof), indent=2, default=str) + "\n")
+
+
+def _profile_op(op: str, shape: str, dtype: str, tgt: Any, attr_items: tuple[str, ...], variant: str | None,
+                config_text: str | None, do_compile: bool) -> Any:
+    from ..core.errors import UnknownNameError
+    from ..ops import get_op, variants
+    from ..profile.collect import profile_op
+    from ..targets.compiler import CompilerFacts
+
     spec = get_op(op)
     problem = spec.problem(shape, dtype, spec.parse_attrs(attr_items))
-    tgt = get_target(target)
     if variant is not None and variant not in variants(op):
         raise UnknownNameError(f"variant of {op}", variant, list(variants(op)))
     config = _parse_config(config_text)
@@ -90,26 +136,7 @@ def profile(op: str, shape: str, dtype: str, target: str, attr_items: tuple[str,
     facts = CompilerFacts(tgt) if do_compile else None
     try:
         with quiet_interpreter():
-            prof = profile_op(problem, tgt, facts, config, variant)
+            return profile_op(problem, tgt, facts, config, variant)
     finally:
         if facts is not None:
             facts.close()
-    out = Console(file=sys.stdout, highlight=False, width=max(Console().width, 180))
-    head = report.header(prof)
-    for line in head:
-        out.print(line, markup=False)
-    out.print(report.table(prof.kernels, f"{prof.problem} on {tgt.name} (predicted)"))
-    for line in report.notes(prof.kernels):
-        out.print(line, markup=False)
-    pts = roofline.points(prof.kernels)
-    title = f"{op} {shape} {dtype}: {prof.variant}"
-    if png_out is not None:
-        out.print(f"roofline (predicted): {roofline.write_png(png_out, tgt, prof.math_kind, pts, title)}", markup=False)
-    if html_out is not None:
-        page = roofline.write_html(html_out, tgt, prof.math_kind, pts, title, report.html_table(prof.kernels, head))
-        out.print(f"roofline page (predicted): {page}", markup=False)
-    if trace_out is not None:
-        out.print(f"trace (predicted kernel sequence): {kernel_sequence(prof.kernels).write(trace_out)}", markup=False)
-    if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report.to_json(prof), indent=2, default=str) + "\n")

@@ -10,8 +10,8 @@ op's FLOPs (``flops``), else the global bytes one pass loads against the op's mi
 (``bytes``), else one pass (said in ``notes``). Several loops are priced as one body.
 
 Each unit's time is its work over its chip-wide rate: tensor cores (FLOPs of the MMA instructions at
-``peak_tflops`` of their type), the FP32 and integer pipes (``alu``: the slower of the two; they issue
-in parallel), the SFU (MUFU and conversions), instruction issue, shared memory (LDS/STS/LDSM, the
+``peak_tflops`` of their type), the FP32 (FP64 at half its rate) and integer pipes (``alu``: the slower
+of the two; they issue in parallel), the SFU (MUFU and conversions), instruction issue, shared memory (LDS/STS/LDSM, the
 shared side of LDGSTS, and the tensor cores' operand reads from shared memory, counted in full: an
 upper bound where A comes from registers), L2 (the global bytes the instructions move) and HBM (the
 op's minimum bytes; the instructions' global bytes where none are given). Units tied to SMs are
@@ -142,7 +142,7 @@ def predict(sass: SassCounts, facts: KernelFacts, target: Target, flops: float |
     kinds = {k: (out_kind.get(k, 0.0) - in_kind.get(k, 0.0) + trips * in_kind.get(k, 0.0)) * scale
              for k in set(out_kind) | set(in_kind)}
     tensor_flops = sum(kinds.values())
-    fp32_flops = 2.0 * executed("fp32")  # an upper bound: FFMA is 2, FADD/FMUL/compares 1
+    fp32_flops = 2.0 * (executed("fp32") + executed("fp64"))  # an upper bound: FFMA is 2, FADD/FMUL/compares 1
     global_bytes = ((sass.global_bytes - sass.loop_global_bytes) + trips * sass.loop_global_bytes) * scale
     shared_bytes = (((sass.shared_bytes - sass.loop_shared_bytes) + trips * sass.loop_shared_bytes)
                     + (out_smem - in_smem) + trips * in_smem) * scale
@@ -156,7 +156,9 @@ def predict(sass: SassCounts, facts: KernelFacts, target: Target, flops: float |
     lane = float(target.warp_size)
     unit = {
         "tensor": sum(f / (target.peak(k) * 1e12) for k, f in kinds.items()) / busy,
-        "alu": max(executed("fp32") + executed("fp16x2"), 0) * lane / (target.peak("fp32") * 1e12 / 2) / busy,
+        # FP64 outside the tensor cores at half the FP32 rate (H100: 34 vs 67 TFLOP/s; A100: 9.7 vs 19.5)
+        "alu": (executed("fp32") + executed("fp16x2") + 2 * executed("fp64")) * lane
+        / (target.peak("fp32") * 1e12 / 2) / busy,
         "sfu": (executed("sfu") * lane / rates.per_s(rates.sfu_per_clk, target.sms)
                 + executed("convert") * lane / rates.per_s(rates.convert_per_clk, target.sms)) / busy,
         "issue": sum(executed(c) for c in sass.classes) / rates.per_s(rates.issue_per_clk, target.sms) / busy,

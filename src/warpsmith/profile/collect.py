@@ -34,7 +34,7 @@ class KernelRow:
     predicted_ms: float | None
     flops: float
     bytes: float
-    counted_from: str  # "op definition" | "machine code"
+    counted_from: str  # where flops and bytes come from: "op definition" | "machine code" | "launch arguments"
     bound: str | None
     sol: float | None
     regs: int | None
@@ -71,6 +71,7 @@ class Profile:
     measured_ms: float | None = None
     measured_note: str = NO_GPU
     timing: str = "predicted"
+    source: str = "op definition"  # where ``flops`` and ``bytes`` come from
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -80,8 +81,11 @@ class Profile:
         return doc
 
 
-def _row(facts: KernelFacts, sass: SassCounts | None, target: Target, flops: float | None, nbytes: float | None,
-         floor_ms: float | None) -> KernelRow:
+def kernel_row(facts: KernelFacts, sass: SassCounts | None, target: Target, flops: float | None,
+               nbytes: float | None, floor_ms: float | None = None, counted_from: str = "op definition") -> KernelRow:
+    """One kernel's row: the static model's prediction where its machine code was counted. ``flops`` and
+    ``nbytes`` (where known, from ``counted_from``) set loop trips, HBM bytes and the point on the
+    roofline; where None, the instructions' own FLOPs and global bytes stand in."""
     pred: StaticPrediction | None = None
     notes: list[str] = []
     if sass is not None and target.throughput is not None:
@@ -91,15 +95,16 @@ def _row(facts: KernelFacts, sass: SassCounts | None, target: Target, flops: flo
         notes.append("no machine code (not an NVIDIA kernel)")
     else:
         notes.append(f"no instruction-rate table for {target.name}")
-    own = flops is not None and nbytes is not None
     # the classes one program executes most (loops at their inferred trips), else the static counts
     counts = pred.executed if pred else (sass.classes if sass else {})
     top = [(k, round(n)) for k, n in sorted(counts.items(), key=lambda kv: -kv[1])[:5]]
+    own_f = flops if flops is not None else (pred.flops if pred else 0.0)
+    own_b = nbytes if nbytes is not None else (pred.global_bytes if pred else 0.0)
+    source = counted_from if flops is not None and nbytes is not None else (
+        "machine code" if flops is None and nbytes is None else f"{counted_from} / machine code")
     return KernelRow(
-        name=facts.name, grid=facts.grid, predicted_ms=pred.ms if pred else None,
-        flops=flops if own else (pred.flops if pred else 0.0),
-        bytes=nbytes if own else (pred.global_bytes if pred else 0.0),
-        counted_from="op definition" if own else "machine code", bound=pred.bound if pred else None,
+        name=facts.name, grid=facts.grid, predicted_ms=pred.ms if pred else None, flops=own_f, bytes=own_b,
+        counted_from=source, bound=pred.bound if pred else None,
         sol=pred.sol if pred else None, regs=facts.regs, spill_bytes=facts.spill_bytes, smem_bytes=facts.smem_bytes,
         occupancy=occupancy(facts, target), num_warps=facts.num_warps, top_classes=top,
         unit_ms=pred.unit_ms if pred else {}, notes=notes)
@@ -125,8 +130,8 @@ def profile_op(problem: Problem, target: Target, facts: CompilerFacts | None = N
         note = f"machine code not counted: {facts.error or facts.failed or 'the config did not compile'}"
     analytic = predict_ms(v, problem, cfg, target, got[0] if got else None)
     if got:
-        rows = [_row(k, s, target, flops if i == 0 else None, nbytes if i == 0 else None, rl.bound_ms if i == 0 else None)
-                for i, (k, s) in enumerate(zip(got[0].kernels, got[1]))]
+        rows = [kernel_row(k, s, target, flops if i == 0 else None, nbytes if i == 0 else None,
+                           rl.bound_ms if i == 0 else None) for i, (k, s) in enumerate(zip(got[0].kernels, got[1]))]
     else:
         rows = [KernelRow(name=f"{v.name} (all kernels)", grid=None, predicted_ms=analytic, flops=flops, bytes=nbytes,
                           counted_from="op definition", bound=rl.limiter, sol=(rl.bound_ms / analytic if analytic else None),

@@ -34,8 +34,10 @@ def cells(r: KernelRow) -> list[str]:
 
 def header(p: Profile) -> list[str]:
     cfg = " ".join(f"{k}={v}" for k, v in p.config.items())
-    lines = [f"{p.problem} on {p.target.name}: {p.variant} {cfg}",
-             f"op: {p.flops:.4g} FLOPs, {p.bytes:.4g} bytes (its definition), {p.flops / p.bytes:.3g} FLOP/B; "
+    what = "op" if p.source == "op definition" else "program"
+    lines = [f"{p.problem} on {p.target.name}: {p.variant} {cfg}".rstrip(),
+             f"{what}: {p.flops:.4g} FLOPs, {p.bytes:.4g} bytes ({p.source}), "
+             f"{(p.flops / p.bytes if p.bytes else 0):.3g} FLOP/B; "
              f"roofline floor {p.roofline_ms:.4g} ms ({p.math_kind} peak, HBM) predicted",
              f"analytic cost model: {_num(p.analytic_ms)} ms predicted; static machine-code model: "
              f"{_num(sum(r.predicted_ms or 0 for r in p.kernels) or None)} ms predicted (kernels in sequence)",
@@ -56,8 +58,9 @@ def table(rows: Sequence[KernelRow], title: str) -> Table:
 
 def notes(rows: Sequence[KernelRow]) -> list[str]:
     out = []
-    if any(r.counted_from != "op definition" for r in rows):
-        out.append("* bytes and FLOPs counted from the kernel's instructions (a helper kernel), not the op's definition")
+    for src in sorted({r.counted_from for r in rows} - {"op definition"}):
+        out.append(f"* bytes and FLOPs from: {src} (not an op's definition; launch arguments: each tensor argument "
+                   "read or written once; machine code: the instructions' global bytes and FLOPs)")
     for r in rows:
         out += [f"{r.name}: {n}" for n in r.notes]
     return out

@@ -46,7 +46,8 @@ def ceilings(target: Target, kind: str) -> list[Ceiling]:
         if rates.l2_tbps:
             out.append(Ceiling("L2 (estimate)" if rates.approximate else "L2", "memory", rates.l2_tbps))
         out.append(Ceiling("shared memory", "memory", rates.per_s(rates.smem_bytes_per_clk, target.sms) / 1e12))
-    out.append(Ceiling(f"tensor cores ({kind})", "compute", target.peak(kind)))
+    tensor = kind if kind not in ("fp32", "fp64") else "bf16"  # a program without MMA: the bf16 tensor peak
+    out.append(Ceiling(f"tensor cores ({tensor})", "compute", target.peak(tensor)))
     out.append(Ceiling("FP32 FMA", "compute", target.peak("fp32")))
     return out
 
