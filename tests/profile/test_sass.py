@@ -173,3 +173,41 @@ def test_occupancy_is_the_tightest_resource():
     assert occupancy(KernelFacts(**{**k.to_json(), "smem_bytes": 0, "regs": 32}), h200) == 8  # 64 warps / 8
     with pytest.raises(ValueError, match="no instruction-rate table"):
         predict(count_function("k", [], {}), k, get_target("mi300x"))
+
+
+NESTED = """
+	.section	.text.p,"ax",@progbits
+p:
+        /*0000*/                   S2R R0, SR_TID.X ;
+.L_x_0:
+        /*0010*/                   LDGSTS.E.BYPASS.128 [R1], desc[UR4][R2.64] ;
+.L_x_1:
+        /*0020*/                   LDGSTS.E.BYPASS.128 [R1], desc[UR4][R2.64] ;
+        /*0030*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR8].tnspB, R24 ;
+        /*0040*/              @P0 BRA `(.L_x_1) ;
+        /*0050*/                   STG.E.128 desc[UR4][R4.64], R24 ;
+        /*0060*/              @P1 BRA `(.L_x_0) ;
+        /*0070*/                   EXIT ;
+"""
+
+
+def test_a_persistent_kernels_nested_loops_are_priced_apart():
+    """The tile loop's prologue load and epilogue store run once per tile, the K loop's body once per
+    K step: flattening them would charge every K step a tile's store."""
+    from warpsmith.targets.compiler.sass import SassCounts
+
+    (name, (insns, labels)), = parse_functions(NESTED).items()
+    c = count_function(name, insns, labels)
+    assert c.loops == 2 and c.nested_loops == 1
+    assert c.nested_mma == {"HGMMA.64x64x16.F32.BF16": 1} and c.nested_global_bytes == 512
+    assert c.loop_global_bytes == 3 * 512 and c.loop_store_bytes == 512  # two loads, one store
+    h200 = get_target("h200")
+    k = KernelFacts("p", num_warps=4, num_stages=1, regs=64, spill_bytes=0, smem_bytes=0, loop_loads=2,
+                    pipelined_loads=2, grid=(132,))
+    # 132 programs x 4 tiles x 64 K steps; a tile writes 4 warps x 512 B
+    flops = 132 * 4 * 64 * 2.0 * 64 * 64 * 16
+    pred = predict(c, k, h200, flops=flops, nbytes=1e9, out_bytes=132 * 4 * 4 * 512.0)
+    assert pred.trips == pytest.approx(4 * 64) and "outer loop: 4 passes" in pred.trips_from
+    # global bytes per warp: the K loop's load 256 times, the tile loop's load and store 4 times each
+    assert pred.global_bytes == pytest.approx((256 * 512 + 4 * 2 * 512) * 4 * 132)
+    assert SassCounts.from_json(c.to_json()) == c

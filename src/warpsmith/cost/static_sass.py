@@ -6,8 +6,11 @@ Every figure is *predicted*: counted instructions priced at datasheet rates, nev
 Per program, an instruction class executes ``outside + trips x inside`` times (warp instructions,
 times the program's warps). A loop's trip count is not in the machine code; it is inferred from the
 op's own definition where one is given: the tensor-core FLOPs one pass of the loop does against the
-op's FLOPs (``flops``), else the global bytes one pass loads against the op's minimum bytes
-(``bytes``), else one pass (said in ``notes``). Several loops are priced as one body.
+op's FLOPs (``flops``), else the global bytes one pass moves against the op's minimum bytes
+(``bytes``), else one pass (said in ``notes``). Where loops nest (a persistent kernel's K loop inside
+its loop over tiles), the inner body's passes are inferred so, and the outer loop's from the op's
+output bytes over the stores one outer pass does (``out_bytes``), else one. Sibling loops are priced
+as one body.
 
 Each unit's time is its work over its chip-wide rate: tensor cores (FLOPs of the MMA instructions at
 ``peak_tflops`` of their type), the FP32 (FP64 at half its rate) and integer pipes (``alu``: the slower
@@ -98,24 +101,40 @@ def _mma(counts: dict[str, int]) -> tuple[float, float, dict[str, float]]:
 
 def _trips(sass: SassCounts, warps: int, programs: int, flops: float | None,
            nbytes: float | None) -> tuple[float, str]:
+    """Passes of the innermost loop body per program (of the nested loops where loops nest)."""
     if not sass.loops:
         return 0.0, "no loop"
-    loop_flops = _mma(sass.loop_mma)[0] * warps
+    nested = sass.nested_loops > 0
+    body_mma = sass.nested_mma if nested else sass.loop_mma
+    body_bytes = sass.nested_global_bytes if nested else sass.loop_global_bytes
+    where = "inner loop" if nested else "loop"
+    loop_flops = _mma(body_mma)[0] * warps
     if loop_flops and flops:
         outside = (_mma(sass.mma)[0] * warps - loop_flops)
-        return max(1.0, (flops / programs - outside) / loop_flops), "the op's FLOPs over the loop's tensor-core FLOPs"
-    if sass.loop_global_bytes and nbytes:
-        return (max(1.0, nbytes / programs / (sass.loop_global_bytes * warps)),
-                "the op's minimum bytes over the loop's global loads")
+        return (max(1.0, (flops / programs - outside) / loop_flops),
+                f"the op's FLOPs over the {where}'s tensor-core FLOPs")
+    if body_bytes and nbytes:
+        return (max(1.0, nbytes / programs / (body_bytes * warps)),
+                f"the op's minimum bytes over the {where}'s global accesses")
     return 1.0, "unknown: each loop body counted once"
 
 
+def _outer_trips(sass: SassCounts, warps: int, programs: int, out_bytes: float | None) -> tuple[float, str]:
+    """Passes of an outer loop per program (a persistent kernel's tiles): the op's output bytes over the
+    stores one pass does, else 1."""
+    if sass.loop_store_bytes and out_bytes:
+        return max(1.0, out_bytes / programs / (sass.loop_store_bytes * warps)), "the op's output bytes over its stores"
+    return 1.0, "unknown: one pass"
+
+
 def predict(sass: SassCounts, facts: KernelFacts, target: Target, flops: float | None = None,
-            nbytes: float | None = None, floor_ms: float | None = None) -> StaticPrediction:
+            nbytes: float | None = None, floor_ms: float | None = None,
+            out_bytes: float | None = None) -> StaticPrediction:
     """Price one kernel's machine code on ``target``. ``flops`` and ``nbytes``: the op's FLOPs and
     minimum bytes where this kernel does the whole op (they set loop trip counts and HBM traffic);
     None for a helper kernel (its instructions' own bytes stand in). ``floor_ms``: the op's roofline
-    floor (``cost.roofline``), for the speed-of-light fraction."""
+    floor (``cost.roofline``), for the speed-of-light fraction. ``out_bytes``: the op's output bytes,
+    which set the passes of an outer loop around a nested one."""
     rates = target.throughput
     if rates is None:
         raise ValueError(f"target {target.name} has no instruction-rate table (targets/models.py Throughput)")
@@ -131,21 +150,29 @@ def predict(sass: SassCounts, facts: KernelFacts, target: Target, flops: float |
         notes.append("does not fit on an SM (registers or shared memory)")
         occ = 1
     trips, trips_from = _trips(sass, warps, programs, flops, nbytes)
+    outer = trips  # without nesting, every loop instruction runs `trips` times
+    if sass.nested_loops:
+        outer, why = _outer_trips(sass, warps, programs, out_bytes)
+        trips_from += f"; outer loop: {outer:.3g} passes ({why})"
+
+    def weigh(total: float, loop: float, nested: float = 0.0) -> float:
+        """One program's count: outside loops once, in an outer loop ``outer`` times, nested ``trips`` times."""
+        return (total - loop) + outer * (loop - nested) + trips * nested
 
     def executed(cls: str) -> float:  # warp instructions of a class over the whole launch
-        inside = sass.count(cls, loop=True)
-        return ((sass.count(cls) - inside) + trips * inside) * warps * programs
+        return weigh(sass.count(cls), sass.count(cls, loop=True), sass.count(cls, nested=True)) * warps * programs
 
-    out_f, out_smem, out_kind = _mma(sass.mma)
-    in_f, in_smem, in_kind = _mma(sass.loop_mma)
+    _, all_smem, all_kind = _mma(sass.mma)
+    _, loop_smem, loop_kind = _mma(sass.loop_mma)
+    _, nest_smem, nest_kind = _mma(sass.nested_mma)
     scale = warps * programs
-    kinds = {k: (out_kind.get(k, 0.0) - in_kind.get(k, 0.0) + trips * in_kind.get(k, 0.0)) * scale
-             for k in set(out_kind) | set(in_kind)}
+    kinds = {k: weigh(all_kind.get(k, 0.0), loop_kind.get(k, 0.0), nest_kind.get(k, 0.0)) * scale
+             for k in set(all_kind) | set(loop_kind)}
     tensor_flops = sum(kinds.values())
     fp32_flops = 2.0 * (executed("fp32") + executed("fp64"))  # an upper bound: FFMA is 2, FADD/FMUL/compares 1
-    global_bytes = ((sass.global_bytes - sass.loop_global_bytes) + trips * sass.loop_global_bytes) * scale
-    shared_bytes = (((sass.shared_bytes - sass.loop_shared_bytes) + trips * sass.loop_shared_bytes)
-                    + (out_smem - in_smem) + trips * in_smem) * scale
+    global_bytes = weigh(sass.global_bytes, sass.loop_global_bytes, sass.nested_global_bytes) * scale
+    shared_bytes = (weigh(sass.shared_bytes, sass.loop_shared_bytes, sass.nested_shared_bytes)
+                    + weigh(all_smem, loop_smem, nest_smem)) * scale
     if sass.async_loads.get("tma"):
         notes.append("TMA copies: their boxes are not in the instruction, global bytes are undercounted")
 

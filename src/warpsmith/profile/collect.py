@@ -10,6 +10,7 @@ unless a GPU timed it (``measured_ms``; ``measured_note`` says why not).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
@@ -82,14 +83,15 @@ class Profile:
 
 
 def kernel_row(facts: KernelFacts, sass: SassCounts | None, target: Target, flops: float | None,
-               nbytes: float | None, floor_ms: float | None = None, counted_from: str = "op definition") -> KernelRow:
+               nbytes: float | None, floor_ms: float | None = None, counted_from: str = "op definition",
+               out_bytes: float | None = None) -> KernelRow:
     """One kernel's row: the static model's prediction where its machine code was counted. ``flops`` and
     ``nbytes`` (where known, from ``counted_from``) set loop trips, HBM bytes and the point on the
     roofline; where None, the instructions' own FLOPs and global bytes stand in."""
     pred: StaticPrediction | None = None
     notes: list[str] = []
     if sass is not None and target.throughput is not None:
-        pred = predict(sass, facts, target, flops, nbytes, floor_ms)
+        pred = predict(sass, facts, target, flops, nbytes, floor_ms, out_bytes)
         notes += pred.notes
     elif sass is None:
         notes.append("no machine code (not an NVIDIA kernel)")
@@ -130,8 +132,9 @@ def profile_op(problem: Problem, target: Target, facts: CompilerFacts | None = N
         note = f"machine code not counted: {facts.error or facts.failed or 'the config did not compile'}"
     analytic = predict_ms(v, problem, cfg, target, got[0] if got else None)
     if got:
-        rows = [kernel_row(k, s, target, flops if i == 0 else None, nbytes if i == 0 else None,
-                           rl.bound_ms if i == 0 else None) for i, (k, s) in enumerate(zip(got[0].kernels, got[1]))]
+        out_bytes = float(sum(math.prod(shape) * dt.itemsize for shape, dt in spec.outputs(problem)))
+        rows = [kernel_row(k, s, target, flops, nbytes, rl.bound_ms, out_bytes=out_bytes) if i == 0 else
+                kernel_row(k, s, target, None, None) for i, (k, s) in enumerate(zip(got[0].kernels, got[1]))]
     else:
         rows = [KernelRow(name=f"{v.name} (all kernels)", grid=None, predicted_ms=analytic, flops=flops, bytes=nbytes,
                           counted_from="op definition", bound=rl.limiter, sol=(rl.bound_ms / analytic if analytic else None),

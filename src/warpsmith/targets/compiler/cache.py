@@ -28,7 +28,7 @@ from typing import Any, Mapping
 from ...core.settings import settings
 from ..models import Target
 from .facts import ConfigFacts
-from .sass import SassCounts
+from .sass import COUNTING_VERSION, SassCounts
 
 # the compile-only worker process (it imports the op registry, so it lives above targets/)
 WORKER = ("-m", "warpsmith.gpucheck", "--serve")
@@ -47,7 +47,7 @@ def _key(variant: Any, problem: Any, config: Mapping[str, Any], arch: str, trito
          sass: bool = False) -> str:
     doc = {"op": problem.op, "variant": variant.name, "source": variant.source_hash(), "shape": dict(problem.shape),
            "dtype": problem.dtype_name, "attrs": problem.key_attrs, "config": dict(config), "arch": arch,
-           "triton": triton_version, **({"sass": True} if sass else {})}
+           "triton": triton_version, **({"sass": COUNTING_VERSION} if sass else {})}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
@@ -55,6 +55,14 @@ def request(variant: Any, problem: Any, config: Mapping[str, Any], sass: bool = 
     """What the worker needs to rebuild and compile one config (with ``sass``: and count its machine code)."""
     return {"op": problem.op, "variant": variant.name, "shape": dict(problem.shape), "dtype": problem.dtype_name,
             "attrs": dict(problem.attrs), "config": dict(config), **({"sass": True} if sass else {})}
+
+
+def _write(path: Path, doc: Any) -> None:
+    """Write a cache entry atomically (a reader never sees half of it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(path)
 
 
 class CompilerFacts:
@@ -93,11 +101,7 @@ class CompilerFacts:
         if answer is None or "facts" not in answer:
             return None  # a compile error is the measurement's to report, not the estimate's
         facts = ConfigFacts.from_json(answer["facts"])
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(facts.to_json()))
-        tmp.replace(path)
+        _write(self._path(key), facts.to_json())
         return facts
 
     def sass(self, variant: Any, problem: Any,
@@ -114,10 +118,7 @@ class CompilerFacts:
                 self.error = (answer or {}).get("error") or self.failed
                 return None
             doc = {"facts": answer["facts"], "sass": answer["sass"]}
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(doc))
-            tmp.replace(path)
+            _write(path, doc)
         return (ConfigFacts.from_json(doc["facts"]),
                 tuple(SassCounts.from_json(k) if k else None for k in doc["sass"]))
 

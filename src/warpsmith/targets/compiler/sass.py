@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+COUNTING_VERSION = 2  # part of the disk cache's key: raise it when the counting below changes
+
 # instruction classes, by the mnemonic before its first '.' (the SASS of sm_80 .. sm_100)
 TENSOR = {"HGMMA", "QGMMA", "IGMMA", "BGMMA", "HMMA", "IMMA", "DMMA", "BMMA", "QMMA", "OMMA",
           "UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA"}
@@ -111,6 +113,11 @@ class SassCounts:
             the shared side of LDGSTS), not counting tensor-core operand reads.
         global_bytes / loop_global_bytes: global bytes one warp moves per pass (LDG/STG/LDGSTS; TMA
             boxes are not in the instruction and are not counted).
+        nested_loops: loops inside another loop (a persistent kernel's K loop inside its tile loop);
+            ``nested_classes``, ``nested_mma``, ``nested_global_bytes`` and ``nested_shared_bytes`` count
+            what lies inside those (``loop_*`` count everything inside any loop);
+        loop_store_bytes: global bytes one warp stores per pass of an outer loop (inside a loop, not
+            inside a nested one): a persistent kernel's tile epilogue.
         predicated_off: instructions under ``@!PT`` (never executed).
         predicated: instructions under any other predicate (executed where it holds).
         opcodes: the 12 most frequent full mnemonics.
@@ -131,12 +138,18 @@ class SassCounts:
     loop_shared_bytes: int = 0
     global_bytes: int = 0
     loop_global_bytes: int = 0
+    nested_loops: int = 0
+    nested_classes: dict[str, int] = field(default_factory=dict)
+    nested_mma: dict[str, int] = field(default_factory=dict)
+    nested_global_bytes: int = 0
+    nested_shared_bytes: int = 0
+    loop_store_bytes: int = 0
     predicated_off: int = 0
     predicated: int = 0
     opcodes: dict[str, int] = field(default_factory=dict)
 
-    def count(self, cls: str, loop: bool = False) -> int:
-        return (self.loop_classes if loop else self.classes).get(cls, 0)
+    def count(self, cls: str, loop: bool = False, nested: bool = False) -> int:
+        return (self.nested_classes if nested else self.loop_classes if loop else self.classes).get(cls, 0)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -187,10 +200,12 @@ def _loop_ranges(insns: list[Instruction], labels: dict[str, int]) -> list[tuple
 def count_function(name: str, insns: list[Instruction], labels: dict[str, int]) -> SassCounts:
     """Count one function's instructions (see :class:`SassCounts`)."""
     loops = _loop_ranges(insns, labels)
+    inner = [(a, b) for a, b in loops if any(x <= a and b <= y and (x, y) != (a, b) for x, y in loops)]
     last_exit = max((i.address for i in insns if i.opcode == "EXIT"), default=None)
-    c = SassCounts(name, loops=len(loops))
+    c = SassCounts(name, loops=len(loops), nested_loops=len(inner))
     classes: Counter[str] = Counter()
     loop_classes: Counter[str] = Counter()
+    nested_classes: Counter[str] = Counter()
     opcodes: Counter[str] = Counter()
     for i in insns:
         if last_exit is not None and i.address > last_exit and i.opcode in ("NOP", "BRA"):
@@ -200,40 +215,46 @@ def count_function(name: str, insns: list[Instruction], labels: dict[str, int]) 
             continue
         c.predicated += bool(i.predicate)
         in_loop = any(a <= i.address <= b for a, b in loops)
+        nested = any(a <= i.address <= b for a, b in inner)
         cls = _CLASS_OF.get(i.opcode, "other")
         c.instructions += 1
         classes[cls] += 1
         opcodes[i.full] += 1
-        if in_loop:
-            loop_classes[cls] += 1
-        bits = width_bits(i)
+        loop_classes[cls] += in_loop
+        nested_classes[cls] += nested
+        nbytes = width_bits(i) * 4  # 32 lanes x bits / 8
         if cls == "tensor":
             c.mma[i.full] = c.mma.get(i.full, 0) + 1
             if in_loop:
                 c.loop_mma[i.full] = c.loop_mma.get(i.full, 0) + 1
+            if nested:
+                c.nested_mma[i.full] = c.nested_mma.get(i.full, 0) + 1
         elif i.opcode in ("LDG", "LD"):
-            c.global_loads[str(bits)] = c.global_loads.get(str(bits), 0) + 1
-            c.global_bytes += bits * 4  # 32 lanes x bits / 8
+            key = str(width_bits(i))
+            c.global_loads[key] = c.global_loads.get(key, 0) + 1
             if in_loop:
-                c.loop_global_loads[str(bits)] = c.loop_global_loads.get(str(bits), 0) + 1
-                c.loop_global_bytes += bits * 4
+                c.loop_global_loads[key] = c.loop_global_loads.get(key, 0) + 1
         elif i.opcode in ("STG", "ST"):
-            c.global_stores[str(bits)] = c.global_stores.get(str(bits), 0) + 1
-            c.global_bytes += bits * 4
+            key = str(width_bits(i))
+            c.global_stores[key] = c.global_stores.get(key, 0) + 1
+            c.loop_store_bytes += nbytes if in_loop and not nested else 0
         elif i.opcode == "LDGSTS":
-            c.async_loads[str(bits)] = c.async_loads.get(str(bits), 0) + 1
-            c.global_bytes += bits * 4
-            c.shared_bytes += bits * 4
-            if in_loop:
-                c.loop_global_bytes += bits * 4
-                c.loop_shared_bytes += bits * 4
+            key = str(width_bits(i))
+            c.async_loads[key] = c.async_loads.get(key, 0) + 1
         elif i.opcode == "UTMALDG":
             c.async_loads["tma"] = c.async_loads.get("tma", 0) + 1
-        elif cls == "shared":
-            c.shared_bytes += bits * 4
-            if in_loop:
-                c.loop_shared_bytes += bits * 4
-    c.classes, c.loop_classes = dict(classes), dict(loop_classes)
+        moved_global = i.opcode in ("LDG", "LD", "STG", "ST", "LDGSTS")
+        moved_shared = cls == "shared" or i.opcode == "LDGSTS"
+        for flag, g_attr, s_attr in ((True, "global_bytes", "shared_bytes"),
+                                     (in_loop, "loop_global_bytes", "loop_shared_bytes"),
+                                     (nested, "nested_global_bytes", "nested_shared_bytes")):
+            if flag and moved_global:
+                setattr(c, g_attr, getattr(c, g_attr) + nbytes)
+            if flag and moved_shared:
+                setattr(c, s_attr, getattr(c, s_attr) + nbytes)
+    c.classes = dict(classes)
+    c.loop_classes = {k: n for k, n in loop_classes.items() if n}
+    c.nested_classes = {k: n for k, n in nested_classes.items() if n}
     c.opcodes = dict(opcodes.most_common(12))
     return c
 
