@@ -58,6 +58,10 @@ def test_png_html_and_trace_are_valid(matmul_profile):
     page = (tmp / "out.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "predicted" in page
     assert len(re.findall(r'<circle class="kernel"', page)) == 1  # one point per kernel
+    import xml.etree.ElementTree as ET
+
+    svg = ET.fromstring(page[page.index("<svg"):page.index("</svg>") + len("</svg>")])  # well-formed
+    assert [c.get("class") for c in svg if c.get("class")] == ["ceiling"] * 5 + ["kernel"]
     for ceiling in ("HBM", "L2", "shared memory", "tensor cores (bf16)", "FP32 FMA"):
         assert ceiling in page
     assert not re.search(r'(src|href)="https?:', page) and "<script" not in page  # self-contained

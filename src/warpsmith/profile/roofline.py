@@ -94,7 +94,7 @@ def write_png(path: Path, target: Target, kind: str, pts: Sequence[Point], title
     for c in cs:
         line = _roof(c, cs, x0, x1)
         ax.plot([p[0] for p in line], [p[1] for p in line], "--" if c.kind == "memory" else "-", lw=1.3,
-                label=f"{c.name}: {c.value:g} {'TB/s' if c.kind == 'memory' else 'TFLOP/s'}")
+                label=f"{c.name}: {c.value:.4g} {'TB/s' if c.kind == 'memory' else 'TFLOP/s'}")
     for p in pts:
         ax.scatter([p.intensity], [p.tflops], marker="o" if p.timing == "predicted" else "*", s=60, zorder=5)
         ax.annotate(f"{p.label}\n{p.ms:.3g} ms {p.timing}, {p.bound}-bound", (p.intensity, p.tflops), fontsize=7,
@@ -145,9 +145,9 @@ def svg(target: Target, kind: str, pts: Sequence[Point], title: str) -> str:
         unit = "TB/s" if c.kind == "memory" else "TFLOP/s"
         dash = ' stroke-dasharray="6 4"' if c.kind == "memory" else ""
         parts.append(f'<line class="ceiling" x1="{sx(ax):.1f}" y1="{sy(ay):.1f}" x2="{sx(bx):.1f}" y2="{sy(by):.1f}" '
-                     f'stroke="{color}" stroke-width="1.5"{dash}><title>{e(c.name)}: {c.value:g} {unit}</title></line>')
+                     f'stroke="{color}" stroke-width="1.5"{dash}><title>{e(c.name)}: {c.value:.4g} {unit}</title></line>')
         parts.append(f'<text x="{_W - _PAD - 4}" y="{_PAD + 14 + 13 * i}" text-anchor="end" fill="{color}">'
-                     f'{e(c.name)}: {c.value:g} {unit}</text>')
+                     f'{e(c.name)}: {c.value:.4g} {unit}</text>')
     for p in pts:
         parts.append(f'<circle class="kernel" data-kernel="{e(p.label)}" data-timing="{p.timing}" cx="{sx(p.intensity):.1f}" '
                      f'cy="{sy(p.tflops):.1f}" r="6" fill="#000" fill-opacity="0.75"><title>{e(p.label)}: '
