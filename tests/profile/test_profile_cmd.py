@@ -149,3 +149,37 @@ def test_an_emitted_solution_is_profiled_kernel_by_kernel_in_launch_order(tmp_pa
     assert bad.exit_code == 2 and "an emitted KernelBench solution" in bad.output, bad.output
     bad = CliRunner().invoke(cli, ["profile", str(problem), "--shape", "M=1"])
     assert bad.exit_code == 2 and "--shape: expected no value with a solution file" in bad.output, bad.output
+
+
+def test_a_tuning_record_is_profiled_with_its_measured_time(tmp_path):
+    """`profile --record ID`: the record's op, shape, variant and config; a measured record's time is the
+    roofline's measured point (here a record written by hand: the plumbing, not a measurement)."""
+    from warpsmith.db import TuningDB, TuningRecord
+    from warpsmith.targets import fingerprint
+
+    db = TuningDB(tmp_path / "t.db")
+    cfg = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 2,
+           "EVEN_K": True, "PRECISION": "ieee"}
+    rid = db.put(TuningRecord(op="matmul", variant="tiled", shape={"M": 256, "N": 256, "K": 256}, dtype="float16",
+                              attrs={}, target="h200", fingerprint=fingerprint("-"), config=cfg, timing_kind="measured",
+                              time_ms=0.01, baseline_ms=None, verified=False, certificate=None),
+                 allow_unverified=True)
+    res = CliRunner().invoke(cli, ["profile", "--record", str(rid), "--db", str(tmp_path / "t.db"), "--no-compile",
+                                   "--json", str(tmp_path / "p.json"), "--html", str(tmp_path / "p.html")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert doc["variant"] == "tiled" and doc["config"] == cfg and doc["target"] == "h200"
+    assert doc["measured_ms"] == 0.01 and f"tuning record #{rid}, measured on h200" in res.output
+    assert doc["flops"] == 2 * 256 ** 3
+    page = (tmp_path / "p.html").read_text()
+    assert len(re.findall(r'<circle class="measured"', page)) == 1 and "<b>measured</b> on a GPU" in page
+    assert len(re.findall(r'<circle class="kernel"', page)) == 1
+    other = CliRunner().invoke(cli, ["profile", "--record", str(rid), "--db", str(tmp_path / "t.db"), "--no-compile",
+                                     "--target", "h100"])
+    assert other.exit_code == 0 and f"record #{rid} was timed on h200, not h100" in other.output
+    bad = CliRunner().invoke(cli, ["profile", "matmul", "--record", str(rid), "--db", str(tmp_path / "t.db")])
+    assert bad.exit_code == 2 and "OP: expected nothing besides --record" in bad.output, bad.output
+    missing = CliRunner().invoke(cli, ["profile", "--record", "99", "--db", str(tmp_path / "t.db")])
+    assert missing.exit_code == 2 and "no record with id 99" in missing.output, missing.output
+    none = CliRunner().invoke(cli, ["profile"])
+    assert none.exit_code == 2 and "OP: expected an op, a solution file (.py) or --record ID" in none.output

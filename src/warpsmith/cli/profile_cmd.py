@@ -40,14 +40,19 @@ def _parse_config(text: str | None) -> dict[str, Any] | None:
 
 
 @click.command("profile")
-@click.argument("op", metavar="OP|SOLUTION.py")
+@click.argument("op", metavar="OP|SOLUTION.py", required=False)
 @click.option("--shape", default=None, help="Sizes, e.g. M=4096,N=4096,K=4096 (required for an op).")
 @click.option("--dtype", default="float16", show_default=True, help="float16 | bfloat16 | float32 (the op's dtypes).")
-@click.option("--target", default="h200", show_default=True, help="Hardware model to predict for (h100, h200, a100, ...).")
+@click.option("--target", default=None,
+              help="Hardware model to predict for (h100, h200, a100, ...; default: a record's target, else h200).")
 @click.option("--attr", "attr_items", multiple=True, metavar="NAME=VALUE", help="An op attribute, repeatable.")
 @click.option("--variant", default=None, help="Variant to profile (default: the one dispatch would run).")
 @click.option("--config", "config_text", default=None, metavar="JSON",
               help="Config to profile, a JSON object (default: the variant's heuristic default).")
+@click.option("--record", "record_id", type=int, default=None, metavar="ID",
+              help="Profile tuning record ID (its op, shape, variant and config; its time if it was measured).")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Tuning database of --record (default: $WARPSMITH_DB or <user cache>/warpsmith/tuning.db).")
 @click.option("--compile/--no-compile", "do_compile", default=True, show_default=True,
               help="Compile the config for the target's GPU (compile-only, cached) and count its machine code; "
                    "--no-compile reports the analytic model alone.")
@@ -60,14 +65,15 @@ def _parse_config(text: str | None) -> dict[str, Any] | None:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the profile as JSON.")
 @handle_errors
-def profile(op: str, shape: str | None, dtype: str, target: str, attr_items: tuple[str, ...], variant: str | None,
-            config_text: str | None, do_compile: bool, html_out: Path | None, png_out: Path | None,
+def profile(op: str | None, shape: str | None, dtype: str, target: str | None, attr_items: tuple[str, ...],
+            variant: str | None, config_text: str | None, record_id: int | None, db_path: Path | None, do_compile: bool, html_out: Path | None, png_out: Path | None,
             trace_out: Path | None, json_out: Path | None) -> None:
     """Where OP's time goes on TARGET for one shape, kernel by kernel: predicted time, FLOPs, bytes,
     intensity, bound, speed-of-light %, registers, spills, occupancy, top instruction classes.
 
     With SOLUTION.py (a ModelNew file written by `warpsmith solve`) instead of an op: the program's
     kernels in launch order, their bytes those of their tensor arguments, their FLOPs the instructions'.
+    With --record ID instead: a tuning record's config, and its time where a GPU measured it.
 
     Every figure is predicted (the static machine-code model, the roofline, the analytic cost model);
     on a machine without a GPU nothing is measured, and the report says so.
@@ -78,12 +84,29 @@ def profile(op: str, shape: str | None, dtype: str, target: str, attr_items: tup
 
     for option, path in (("--html", html_out), ("--png", png_out), ("--trace", trace_out), ("--json", json_out)):
         check_suffix(option, path, _SUFFIX[option])
-    tgt = get_target(target)
-    if op.endswith(".py"):
+    given = [o for o, v in (("--shape", shape), ("--attr", attr_items), ("--variant", variant),
+                            ("--config", config_text)) if v]
+    if record_id is not None:
+        from ..db import TuningDB
+
+        if op is not None or given:
+            raise InvalidInputError(given[0] if given else "OP", "nothing besides --record (a record names its op, "
+                                    "shape, variant and config)", op or "a value")
+        rec = TuningDB(db_path).get(record_id)
+        tgt = get_target(target or rec.target)
+        prof = _profile_op(rec.op, dict(rec.shape), rec.dtype, tgt, dict(rec.attrs), rec.variant, dict(rec.config),
+                           do_compile)
+        if rec.timing_kind == "measured" and rec.target == tgt.name:
+            prof.measured_ms, prof.measured_note = rec.time_ms, f"tuning record #{record_id}, measured on {rec.target}"
+        elif rec.timing_kind == "measured":
+            prof.measured_note = f"measured: record #{record_id} was timed on {rec.target}, not {tgt.name}"
+        title = f"record #{record_id}: {prof.problem}"
+    elif op is None:
+        raise InvalidInputError("OP", "an op, a solution file (.py) or --record ID", None)
+    elif op.endswith(".py"):
         from ..profile.program import profile_program
 
-        given = [o for o, v in (("--shape", shape), ("--attr", attr_items), ("--variant", variant),
-                                ("--config", config_text)) if v]
+        tgt = get_target(target or "h200")
         if given:
             raise InvalidInputError(given[0], "no value with a solution file (its shapes are its own)", "a value")
         if not do_compile:
@@ -92,9 +115,13 @@ def profile(op: str, shape: str | None, dtype: str, target: str, attr_items: tup
         prof = profile_program(Path(op), tgt)
         title = f"{Path(op).name}: emitted program"
     else:
+        from ..ops import get_op
+
+        tgt = get_target(target or "h200")
         if shape is None:
             raise InvalidInputError("--shape", "sizes for an op, e.g. M=4096,N=4096,K=4096", None)
-        prof = _profile_op(op, shape, dtype, tgt, attr_items, variant, config_text, do_compile)
+        prof = _profile_op(op, shape, dtype, tgt, get_op(op).parse_attrs(attr_items), variant,
+                           _parse_config(config_text), do_compile)
         title = f"{op} {shape} {dtype}: {prof.variant}"
     out = Console(file=sys.stdout, highlight=False, width=max(Console().width, 180))
     head = report.header(prof)
@@ -103,7 +130,7 @@ def profile(op: str, shape: str | None, dtype: str, target: str, attr_items: tup
     out.print(report.table(prof.kernels, f"{prof.problem} on {tgt.name} (predicted)"))
     for line in report.notes(prof.kernels):
         out.print(line, markup=False)
-    pts = roofline.points(prof.kernels)
+    pts = roofline.points(prof.kernels) + roofline.measured_points(prof)
     if png_out is not None:
         out.print(f"roofline (predicted): {roofline.write_png(png_out, tgt, prof.math_kind, pts, title)}", markup=False)
     if html_out is not None:
@@ -116,18 +143,17 @@ def profile(op: str, shape: str | None, dtype: str, target: str, attr_items: tup
         json_out.write_text(json.dumps(report.to_json(prof), indent=2, default=str) + "\n")
 
 
-def _profile_op(op: str, shape: str, dtype: str, tgt: Any, attr_items: tuple[str, ...], variant: str | None,
-                config_text: str | None, do_compile: bool) -> Any:
+def _profile_op(op: str, shape: Any, dtype: str, tgt: Any, attrs: dict[str, Any], variant: str | None,
+                config: dict[str, Any] | None, do_compile: bool) -> Any:
     from ..core.errors import UnknownNameError
     from ..ops import get_op, variants
     from ..profile.collect import profile_op
     from ..targets.compiler import CompilerFacts
 
     spec = get_op(op)
-    problem = spec.problem(shape, dtype, spec.parse_attrs(attr_items))
+    problem = spec.problem(shape, dtype, attrs)
     if variant is not None and variant not in variants(op):
         raise UnknownNameError(f"variant of {op}", variant, list(variants(op)))
-    config = _parse_config(config_text)
     if config is not None:
         v = variants(op)[variant] if variant else next(iter(variants(op).values()))
         why = v.rejection(problem, config, tgt)

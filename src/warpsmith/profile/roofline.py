@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..targets import Target
-from .collect import KernelRow
+from .collect import KernelRow, Profile
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,19 @@ def points(rows: Sequence[KernelRow], timing: str = "predicted") -> list[Point]:
     return out
 
 
+def measured_points(prof: Profile) -> list[Point]:
+    """The config's measured time as one point (its kernels together, the op's FLOPs and bytes), if a GPU
+    timed it; else none."""
+    if prof.measured_ms is None or not prof.flops or not prof.bytes:
+        return []
+    return [Point(f"{prof.variant} (measured)", prof.flops / prof.bytes, prof.flops / (prof.measured_ms * 1e-3) / 1e12,
+                  prof.measured_ms, "measured", "measured")]
+
+
+def _label(pts: Sequence[Point]) -> str:
+    return "predicted and measured" if any(p.timing == "measured" for p in pts) else "predicted"
+
+
 def _bounds(cs: Sequence[Ceiling], pts: Sequence[Point]) -> tuple[float, float, float, float]:
     xs = [p.intensity for p in pts] or [1.0]
     peak = max(c.value for c in cs if c.kind == "compute")
@@ -96,12 +109,13 @@ def write_png(path: Path, target: Target, kind: str, pts: Sequence[Point], title
         ax.plot([p[0] for p in line], [p[1] for p in line], "--" if c.kind == "memory" else "-", lw=1.3,
                 label=f"{c.name}: {c.value:.4g} {'TB/s' if c.kind == 'memory' else 'TFLOP/s'}")
     for p in pts:
-        ax.scatter([p.intensity], [p.tflops], marker="o" if p.timing == "predicted" else "*", s=60, zorder=5)
+        ax.scatter([p.intensity], [p.tflops], marker="o" if p.timing == "predicted" else "*", s=60 if
+                   p.timing == "predicted" else 140, zorder=5)
         ax.annotate(f"{p.label}\n{p.ms:.3g} ms {p.timing}, {p.bound}-bound", (p.intensity, p.tflops), fontsize=7,
                     xytext=(6, -12), textcoords="offset points")
     ax.set(xscale="log", yscale="log", xlim=(x0, x1), ylim=(y0, y1), xlabel="arithmetic intensity (FLOP/byte)",
            ylabel="TFLOP/s", title=f"{title}\n{target.name}: every point predicted (static model), none measured"
-           if all(p.timing == "predicted" for p in pts) else f"{title}\n{target.name}")
+           if all(p.timing == "predicted" for p in pts) else f"{title}\n{target.name}: circles predicted, stars measured")
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
@@ -131,7 +145,7 @@ def svg(target: Target, kind: str, pts: Sequence[Point], title: str) -> str:
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="roofline" width="{_W}" height="{_H}" '
              f'viewBox="0 0 {_W} {_H}" font-family="sans-serif" font-size="11">',
              f'<text x="{_W / 2}" y="18" text-anchor="middle" font-size="13">{e(title)} on {e(target.name)} '
-             f'(predicted)</text>',
+             f'({_label(pts)})</text>',
              f'<rect x="{_PAD}" y="{_PAD}" width="{_W - 2 * _PAD}" height="{_H - 2 * _PAD}" fill="none" stroke="#999"/>']
     for d in range(round(math.log10(x0)), round(math.log10(x1)) + 1):
         parts.append(f'<text x="{sx(10 ** d):.1f}" y="{_H - _PAD + 16}" text-anchor="middle">1e{d}</text>')
@@ -149,27 +163,35 @@ def svg(target: Target, kind: str, pts: Sequence[Point], title: str) -> str:
         parts.append(f'<text x="{_W - _PAD - 4}" y="{_PAD + 14 + 13 * i}" text-anchor="end" fill="{color}">'
                      f'{e(c.name)}: {c.value:.4g} {unit}</text>')
     for p in pts:
-        parts.append(f'<circle class="kernel" data-kernel="{e(p.label)}" data-timing="{p.timing}" cx="{sx(p.intensity):.1f}" '
-                     f'cy="{sy(p.tflops):.1f}" r="6" fill="#000" fill-opacity="0.75"><title>{e(p.label)}: '
-                     f'{p.intensity:.3g} FLOP/B, {p.tflops:.3g} TFLOP/s, {p.ms:.4g} ms {p.timing}, '
-                     f'{e(p.bound)}-bound</title></circle>')
+        cls, fill = ("kernel", "#000") if p.timing == "predicted" else ("measured", "#d62728")
+        parts.append(f'<circle class="{cls}" data-kernel="{e(p.label)}" data-timing="{p.timing}" '
+                     f'cx="{sx(p.intensity):.1f}" cy="{sy(p.tflops):.1f}" r="6" fill="{fill}" fill-opacity="0.75">'
+                     f'<title>{e(p.label)}: {p.intensity:.3g} FLOP/B, {p.tflops:.3g} TFLOP/s, {p.ms:.4g} ms {p.timing}'
+                     f'{"" if p.timing != "predicted" else ", " + e(p.bound) + "-bound"}</title></circle>')
         parts.append(f'<text x="{sx(p.intensity) + 8:.1f}" y="{sy(p.tflops) - 8:.1f}">{e(p.label)}</text>')
     parts.append("</svg>")
     return "\n".join(parts)
+
+
+def _page_note(pts: Sequence[Point]) -> str:
+    predicted = ("by the static machine-code model (instruction counts of the compiled kernel at the target's "
+                 "datasheet rates)")
+    if any(p.timing == "measured" for p in pts):
+        return (f"Black points and every table figure are <b>predicted</b> {predicted}; the red point was "
+                "<b>measured</b> on a GPU (a tuning record's time).")
+    return f"Every time, rate and point on this page is <b>predicted</b> {predicted}; none was measured on a GPU."
 
 
 def write_html(path: Path, target: Target, kind: str, pts: Sequence[Point], title: str, table_html: str) -> Path:
     """A self-contained page: the SVG roofline and the kernel table (no script, no external resource)."""
     e = html.escape
     page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{e(title)} - warpsmith profile (predicted)</title>
+<html lang="en"><head><meta charset="utf-8"><title>{e(title)} - warpsmith profile ({_label(pts)})</title>
 <style>body{{font-family:sans-serif;margin:24px}} table{{border-collapse:collapse;font-size:12px}}
 td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}} td:first-child,th:first-child{{text-align:left}}
 circle.kernel:hover{{fill:#d62728}} .note{{color:#555;font-size:12px}}</style></head>
 <body><h1>{e(title)}</h1>
-<p class="note">Target {e(target.name)}. Every time, rate and point on this page is <b>predicted</b> by the static
-machine-code model (instruction counts of the compiled kernel at the target's datasheet rates); none was measured
-on a GPU. Hover a point or a ceiling for its values.</p>
+<p class="note">Target {e(target.name)}. {_page_note(pts)} Hover a point or a ceiling for its values.</p>
 {svg(target, kind, pts, title)}
 {table_html}
 </body></html>
