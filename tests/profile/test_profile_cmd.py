@@ -116,8 +116,8 @@ def test_kernel_sequence_lays_kernels_end_to_end():
         def __init__(self, name, ms):
             self.name, self.predicted_ms = name, ms
 
-    spans = [e for e in kernel_sequence([Row("a", 0.5), Row("b", None), Row("c", 0.25)]).to_json()["traceEvents"]
-             if e["ph"] == "X"]
+    rows = [Row("a", 0.5), Row("b", None), Row("c", 0.25), Row("d", float("inf"))]  # d: a config that cannot run
+    spans = [e for e in kernel_sequence(rows).to_json()["traceEvents"] if e["ph"] == "X"]
     assert [(s["name"], s["ts"], s["dur"]) for s in spans] == [("a", 0.0, 500.0), ("c", 500.0, 250.0)]
 
 

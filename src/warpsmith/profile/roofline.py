@@ -53,10 +53,10 @@ def ceilings(target: Target, kind: str) -> list[Ceiling]:
 
 
 def points(rows: Sequence[KernelRow], timing: str = "predicted") -> list[Point]:
-    """One point per kernel with a time, FLOPs and bytes."""
+    """One point per kernel with a finite time, FLOPs and bytes."""
     out = []
     for r in rows:
-        if r.predicted_ms and r.flops and r.bytes:
+        if r.predicted_ms and math.isfinite(r.predicted_ms) and r.flops and r.bytes:
             out.append(Point(r.name, r.flops / r.bytes, r.flops / (r.predicted_ms * 1e-3) / 1e12, r.predicted_ms,
                              r.bound or "?", timing))
     return out

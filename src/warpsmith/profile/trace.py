@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import threading
 import time
 from pathlib import Path
@@ -84,11 +85,11 @@ def kernel_sequence(rows: Any, recorder: TraceRecorder | None = None, track: str
                     gap_us: float = 0.0) -> TraceRecorder:
     """Kernels laid end to end on one track, each as long as its predicted time (``rows``: objects with
     ``name`` and ``predicted_ms``, and optionally ``bound``, ``flops``, ``bytes``, ``grid``); a kernel
-    with no time is skipped. Every span is predicted, and says so in its args."""
+    with no (or no finite) time is skipped. Every span is predicted, and says so in its args."""
     rec = recorder or TraceRecorder("warpsmith profile", timing="predicted")
     t = 0.0
     for r in rows:
-        if not r.predicted_ms:
+        if not r.predicted_ms or not math.isfinite(r.predicted_ms):
             continue
         dur = r.predicted_ms * 1e3
         rec.add(r.name, t, dur, track, timing="predicted", predicted_ms=r.predicted_ms,
