@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("warpsmith.compiler", 11),  # capture -> IR -> lower -> fuse -> codegen -> emit -> verify (check)
     ("warpsmith.nn", 11),
     ("warpsmith.patching", 12),
+    ("warpsmith.profile", 12),  # reports, roofline plots, Perfetto traces: the ops (collect), the compiler (emitted programs)
     ("warpsmith.quantization", 12),  # quantize(model, scheme): nn.Linear -> low-precision modules
     ("warpsmith.cli", 13),
     ("warpsmith", 14),  # the package itself: patch(), lazy ops and nn

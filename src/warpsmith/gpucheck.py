@@ -428,14 +428,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if doc["ok"] else 1
 
 
-def compile_config(req: Mapping[str, Any]) -> ConfigFacts:
+def compile_launches(req: Mapping[str, Any]) -> list[Any]:
     """In the compile-only process: launch (compile) one config of a
-    :func:`warpsmith.targets.compiler.cache.request` and read its kernels' facts."""
+    :func:`warpsmith.targets.compiler.cache.request` and return its recorded launches."""
     import torch
 
     from .ops import get_op, get_variant
     from .targets import current_device
-    from .targets.compiler import launch_facts
+    from .targets.compiler import launched
 
     spec = get_op(req["op"])
     problem = spec.problem(req["shape"], req["dtype"], req["attrs"])
@@ -448,7 +448,25 @@ def compile_config(req: Mapping[str, Any]) -> ConfigFacts:
     if _inputs.get("key") != key:  # a search asks for many configs of one problem: draw its inputs once
         _inputs.clear()
         _inputs.update(key=key, inputs=spec.make_inputs(problem, torch.Generator().manual_seed(0)))
-    return launch_facts(variant, problem, req["config"], _inputs["inputs"])
+    return launched(variant, problem, req["config"], _inputs["inputs"])
+
+
+def compile_config(req: Mapping[str, Any]) -> ConfigFacts:
+    """In the compile-only process: compile one config and read its kernels' facts."""
+    from .targets.compiler import ConfigFacts, kernel_facts
+
+    return ConfigFacts(tuple(kernel_facts(launch) for launch in compile_launches(req)))
+
+
+def compile_sass(req: Mapping[str, Any]) -> dict[str, Any]:
+    """In the compile-only process: as :func:`compile_config`, and each kernel's machine code counted
+    (``{"facts": [...], "sass": [...]}``, for ``CompilerFacts.sass``)."""
+    from .targets.compiler import ConfigFacts, kernel_facts, kernel_sass
+
+    launches = compile_launches(req)
+    sass = [kernel_sass(launch.kernel) for launch in launches]
+    return {"facts": ConfigFacts(tuple(kernel_facts(launch) for launch in launches)).to_json(),
+            "sass": [s.to_json() if s else None for s in sass]}
 
 
 _inputs: dict[str, Any] = {}  # the worker's inputs of the last problem it compiled
@@ -467,7 +485,9 @@ def serve() -> int:
     sys.stdout = sys.stderr  # anything a compiler prints must not corrupt the answers
     for line in sys.stdin:
         try:
-            answer: dict[str, Any] = {"facts": compile_config(json.loads(line)).to_json()}
+            req = json.loads(line)
+            answer: dict[str, Any] = (compile_sass(req) if req.get("sass") else
+                                      {"facts": compile_config(req).to_json()})
         except Exception as exc:  # a compile error is an answer, not the worker's end
             answer = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else ''}"}
         out.write(json.dumps(answer) + "\n")

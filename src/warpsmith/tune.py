@@ -14,7 +14,7 @@ from .core.errors import InvalidInputError, VerificationError
 from .core.opspec import Problem
 from .db import TuningDB, TuningRecord
 from .measure import Evaluator, Score
-from .measure.evaluate import expired
+from .measure.evaluate import expired, span
 from .ops import get_op, variants as op_variants
 from .search.strategy import make_strategy
 from .space import JointSpace
@@ -146,7 +146,8 @@ def search(space: JointSpace, evaluator: Evaluator, strategy: str, *, budget: in
 def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_budget_s: float | None = None,
          strategy: str = "evolutionary", seed: int = 0, finalists: int = 4, db: TuningDB | None = None,
          verify_trials: int = 1, prove: bool = False, batch: int = 8, progress: Callable[[int, int, Score | None], None] | None = None,
-         compiler_facts: bool = False, log: Callable[[str], None] | None = None, ranker: bool = True) -> TuneResult:
+         compiler_facts: bool = False, log: Callable[[str], None] | None = None, ranker: bool = True,
+         trace: Any = None) -> TuneResult:
     """Search the variants of ``problem``'s op for it, verify the best, and record the winner in ``db``.
 
     With a GPU the candidates are compiled in parallel and timed (``measured``); without one the
@@ -170,6 +171,11 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
     ``progress`` is called after each batch of the search (evaluations done, budget, best so far);
     ``log`` gets one line per stage (prescreen, search finished, each finalist verified, proving,
     testing, its outcome), for a user watching a log rather than a progress bar.
+
+    ``trace`` (a ``warpsmith.profile.trace.TraceRecorder``, or None) records the run's spans: the
+    prescreen and the search on the tuner's track; each evaluated candidate's compile (on the
+    compile-only worker's track, or a compile thread's on a GPU), prediction and measurement; each
+    finalist's verification with its stages (prove, test); the baseline.
     """
     say = log or (lambda _: None)
     if budget < 1:
@@ -183,7 +189,7 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
     measured = measures(tgt)
     variants = op_variants(problem.op)
     space = JointSpace({n: v.space(problem, tgt) for n, v in variants.items()})
-    evaluator = Evaluator(spec, problem, variants, tgt, measured, seed=seed)
+    evaluator = Evaluator(spec, problem, variants, tgt, measured, seed=seed, trace=trace)
     if compiler_facts and not measured:
         from .targets.compiler import CompilerFacts
 
@@ -199,9 +205,13 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
         learned, why = for_prescreen(db.path, tgt.name)
         if learned is not None or "no ranker trained" not in why:
             say(f"learned ranker: {why}")
-    initial = _prescreen(space, evaluator, budget, random.Random(seed), say, learned)
-    scores = search(space, evaluator, strategy, budget=budget, seed=seed, initial=initial, batch=batch,
-                    deadline=None if time_budget_s is None else t0 + time_budget_s, progress=progress)
+    with span(trace, "prescreen") as out:
+        initial = _prescreen(space, evaluator, budget, random.Random(seed), say, learned)
+        out["kept"] = len(initial)
+    with span(trace, "search", strategy=strategy, budget=budget) as out:
+        scores = search(space, evaluator, strategy, budget=budget, seed=seed, initial=initial, batch=batch,
+                        deadline=None if time_budget_s is None else t0 + time_budget_s, progress=progress)
+        out["evaluated"] = len(scores)
 
     # a stable sort: candidates with equal times (a cost model often cannot separate them) keep the
     # order the search evaluated them in, which the seed fixes
@@ -214,8 +224,13 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
     n_final = min(finalists, len(board))
     for k, cand in enumerate(_finalists(board, result.rejected, finalists), 1):
         say(f"verifying finalist {k} of {n_final}: {cand.variant} {_config_line(cand.config)} ({cand.ms:.4g} ms {kind})")
-        cert = verify_candidate(spec, problem, variants[cand.variant], cand.config, tgt, device=device, seed=seed,
-                                trials=verify_trials, prove=prove, progress=lambda stage: say(f"  {stage}"))
+        stages = _StageSpans(trace, candidate=k, variant=cand.variant)
+        with span(trace, "verify", candidate=k, variant=cand.variant, config=cand.config) as out:
+            cert = verify_candidate(spec, problem, variants[cand.variant], cand.config, tgt, device=device, seed=seed,
+                                    trials=verify_trials, prove=prove,
+                                    progress=lambda stage: (say(f"  {stage}"), stages(stage)))
+            stages.close()
+            out["passed"] = cert.passed
         if cert.passed:
             say(f"  passed ({time.perf_counter() - t0:.1f} s)")
             result.winner, result.certificate = cand, cert
@@ -225,7 +240,8 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
         say(f"  rejected: {result.rejected[-1].reason}")
     if measured:
         say("timing torch's own implementation (the baseline)")
-    result.baseline_ms = evaluator.baseline_ms()
+    with span(trace, "baseline") if measured else span(None, ""):
+        result.baseline_ms = evaluator.baseline_ms()
     result.elapsed_s = time.perf_counter() - t0
 
     if db is not None:
@@ -243,6 +259,27 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
         reasons = "; ".join(f"{r.score.variant}: {r.reason}" for r in result.rejected) or "no valid candidate found"
         raise VerificationError(f"no finalist of {problem.describe()} passed verification ({reasons})", result)
     return result
+
+
+class _StageSpans:
+    """The verifier's stages (its progress phrases) as spans on a trace: ``prove`` (the symbolic proofs),
+    ``test`` (contracts, determinism, odd shapes), each from its phrase to the next or to ``close``."""
+
+    def __init__(self, trace: Any, **args: Any) -> None:
+        self.trace, self.args, self.open = trace, args, None
+
+    def __call__(self, phrase: str) -> None:
+        if self.trace is None:
+            return
+        self.close()
+        name = "prove" if phrase.startswith("proving") else "test" if phrase.startswith("testing") else phrase.split(":")[0]
+        self.open = (name, phrase, self.trace.now_us())
+
+    def close(self) -> None:
+        if self.trace is not None and self.open is not None:
+            name, phrase, start = self.open
+            self.trace.add(name, start, self.trace.now_us() - start, None, stage=phrase, **self.args)
+            self.open = None
 
 
 def _record_candidates(db: TuningDB, result: TuneResult, board: Sequence[Score]) -> int:

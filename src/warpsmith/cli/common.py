@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ..core.errors import WarpsmithError
+from ..core.errors import InvalidInputError, WarpsmithError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,6 +32,14 @@ def fail(message: object) -> click.exceptions.Exit:
     """Print ``error: <message>`` (one line) to stderr and return the exit-2 exception to raise."""
     click.echo("error: " + " ".join(str(message).split()), err=True)
     return click.exceptions.Exit(2)
+
+
+def check_suffix(option: str, path: Any, suffix: str) -> None:
+    """Raise :class:`InvalidInputError` unless ``path`` (None: not asked for) ends in ``suffix``."""
+    from pathlib import Path
+
+    if path is not None and Path(path).suffix.lower() != suffix:
+        raise InvalidInputError(option, f"a file name ending in {suffix}", str(path))
 
 
 def handle_errors(f: F) -> F:

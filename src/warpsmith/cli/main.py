@@ -14,6 +14,7 @@ from .common import fail
 from .db_cmd import db
 from .gpucheck_cmd import gpucheck
 from .numerics_cmd import numerics
+from .profile_cmd import profile
 from .prove_cmd import prove
 from .solve_cmd import solve
 from .tune_cmd import tune
@@ -29,6 +30,7 @@ cli.add_command(check)
 cli.add_command(db)
 cli.add_command(gpucheck)
 cli.add_command(numerics)
+cli.add_command(profile)
 cli.add_command(prove)
 cli.add_command(solve)
 cli.add_command(tune)

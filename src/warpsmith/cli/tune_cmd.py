@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..core.errors import InvalidInputError, VerificationError
-from .common import handle_errors, quiet_interpreter
+from .common import check_suffix, handle_errors, quiet_interpreter
 
 
 def _config_text(cfg: dict[str, Any]) -> str:
@@ -136,11 +136,16 @@ class _StageLog:
               help="Tuning database (default: $WARPSMITH_DB or <user cache>/warpsmith/tuning.db).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result as JSON here.")
+@click.option("--trace", "trace_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a Perfetto / Chrome trace-event JSON of the run (open it in ui.perfetto.dev): prescreen, "
+                   "search, each candidate's compile (on the compile-only worker's track, or a compile thread's on a "
+                   "GPU), prediction and measurement, each finalist's verification with its prove and test stages. "
+                   "Span lengths are this machine's wall-clock times; candidate times are in their args.")
 @handle_errors
 def tune(op: str, shape: str, dtype: str, target: str | None, budget: int, time_budget: float | None,
          strategy: str, seed: int, attr_items: tuple[str, ...], bias: bool, activation: str | None, layout: str | None,
          allow_tf32: bool, prove: bool, finalists: int, compiler_facts: bool,
-         db_path: Path | None, json_out: Path | None) -> None:
+         db_path: Path | None, json_out: Path | None, trace_out: Path | None) -> None:
     """Search OP's kernel space for one shape, verify the winner, record it in the tuning DB."""
     from ..core.errors import UnknownNameError
     from ..db import TuningDB
@@ -159,6 +164,13 @@ def tune(op: str, shape: str, dtype: str, target: str | None, budget: int, time_
         raise UnknownNameError("strategy", strategy, list(STRATEGIES))
     if finalists < 1:
         raise InvalidInputError("--finalists", "a positive integer", finalists)
+    check_suffix("--trace", trace_out, ".json")
+    recorder = None
+    if trace_out is not None:
+        from ..profile.trace import TraceRecorder
+
+        recorder = TraceRecorder(f"warpsmith tune {problem.describe()}", op=op, shape=shape, dtype=dtype,
+                                 target=target, budget=budget, seed=seed)
     store = TuningDB(db_path)
     err = Console(file=sys.stderr, highlight=False)
     with Progress(TextColumn("[bold]tuning[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -175,10 +187,13 @@ def tune(op: str, shape: str, dtype: str, target: str | None, budget: int, time_
             with quiet_interpreter():
                 result = run_tune(problem, target=target, budget=budget, time_budget_s=time_budget, strategy=strategy,
                                   seed=seed, finalists=finalists, db=store, progress=progress, prove=prove,
-                                  compiler_facts=compiler_facts, log=log)
+                                  compiler_facts=compiler_facts, log=log, trace=recorder)
             failure = None
         except VerificationError as exc:
             result, failure = exc.result, exc
+        finally:
+            if recorder is not None:
+                recorder.write(trace_out)
     out = Console(file=sys.stdout, highlight=False, width=max(Console().width, 160))
     out.print(_leaderboard(result))
     for note in _tie_notes(result):

@@ -86,11 +86,13 @@ def make_driver(arch: str) -> Any:
 @dataclass
 class Launch:
     """One launch seen by :func:`recording`: the ``@triton.jit`` function, its compiled kernel
-    (None when compilation failed before Triton returned one) and the grid."""
+    (None when compilation failed before Triton returned one), the grid, and the bytes of its tensor
+    arguments (what a kernel reading or writing each once moves)."""
 
     fn: Any
     kernel: Any
     grid: tuple[int, ...] | None
+    arg_bytes: int | None = None
 
 
 _RECORD: contextvars.ContextVar[list[Launch] | None] = contextvars.ContextVar("warpsmith_launches", default=None)
@@ -102,6 +104,10 @@ def _grid(grid: Any) -> tuple[int, ...] | None:
     if callable(grid):
         return None  # a grid computed from the meta-parameters: not evaluated here
     return tuple(int(g) for g in grid)
+
+
+def _tensor_bytes(args: tuple, kwargs: dict) -> int:
+    return sum(a.numel() * a.element_size() for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))
 
 
 def install(compile_only: bool) -> None:
@@ -119,7 +125,7 @@ def install(compile_only: bool) -> None:
             kernel = original(self, *args, grid=grid, warmup=warmup or compile_only, **kwargs)
             record = _RECORD.get()
             if record is not None:
-                record.append(Launch(self, kernel, _grid(grid)))
+                record.append(Launch(self, kernel, _grid(grid), _tensor_bytes(args, kwargs)))
             return kernel
 
         JITFunction.run = run

@@ -13,11 +13,12 @@ threads start, and shared by every candidate.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, ContextManager, Mapping, Sequence
 
 import torch
 
@@ -36,6 +37,16 @@ DEADLINE = "deadline"  # the error of candidates not started because the deadlin
 def expired(deadline: float | None) -> bool:
     """Whether the deadline (a ``time.perf_counter()`` value; None: none) has passed."""
     return deadline is not None and time.perf_counter() >= deadline
+
+
+def span(trace: Any, name: str, track: str | None = None, **args: Any) -> ContextManager[dict[str, Any]]:
+    """A span recorded on ``trace`` (a ``warpsmith.profile.trace.TraceRecorder``, passed in by the caller;
+    ``track`` None: the calling thread's), or nothing where ``trace`` is None. Yields a dict whose
+    entries join the span's args."""
+    return trace.span(name, track, **args) if trace is not None else contextlib.nullcontext({})
+
+
+COMPILE_WORKER = "compile-only worker"  # the trace track of predicted candidates' compiles
 
 
 @dataclass
@@ -63,6 +74,8 @@ class Evaluator:
     compile_workers: int = 8
     # predicted scoring: the compiler's facts per config (warpsmith.targets.compiler.CompilerFacts), or None
     facts: Callable[[Variant, Problem, Mapping[str, Any]], ConfigFacts | None] | None = None
+    # a trace recorder (``warpsmith.profile.trace.TraceRecorder``): compile and measure spans per candidate
+    trace: Any = None
     _inputs: list[dict[str, torch.Tensor]] = field(default_factory=list, init=False)
 
     # ---- prediction ---------------------------------------------------------------------
@@ -72,9 +85,16 @@ class Evaluator:
         v = self.variants[point["variant"]]
         cfg = {k: x for k, x in point.items() if k != "variant"}
         why = v.rejection(self.problem, cfg, self.target)
-        facts = self.facts(v, self.problem, cfg) if compile and why is None and self.facts else None
+        facts = None
+        if compile and why is None and self.facts:
+            before = getattr(self.facts, "compiled", 0)
+            with span(self.trace, "compile", COMPILE_WORKER, variant=v.name, config=cfg) as out:
+                facts = self.facts(v, self.problem, cfg)
+                out["cached"] = getattr(self.facts, "compiled", 0) == before
         why = why or (facts.rejection(cfg) if facts else None)
-        ms = math.inf if why else predict_ms(v, self.problem, cfg, self.target, facts)
+        with span(self.trace if compile else None, "predict", variant=v.name, config=cfg) as out:  # not prescreens
+            ms = math.inf if why else predict_ms(v, self.problem, cfg, self.target, facts)
+            out.update(predicted_ms=ms, rejected=why)
         return Score(v.name, cfg, ms, error=why, facts=facts)
 
     # ---- measurement ----------------------------------------------------------------------
@@ -94,7 +114,7 @@ class Evaluator:
             s.error, s.measured_ms = DEADLINE, math.inf
             return s
         try:
-            with recording() as launches:
+            with span(self.trace, "compile", variant=s.variant, config=s.config), recording() as launches:
                 self.variants[s.variant].launch(inputs, self.problem, s.config)
             s.facts = ConfigFacts(tuple(kernel_facts(launch) for launch in launches)) if launches else None
         except Exception as exc:  # compile errors, OutOfResources, launch failures: scored, never raised
@@ -127,8 +147,10 @@ class Evaluator:
             if s.error is None:
                 v, cfg = self.variants[s.variant], s.config
                 try:
-                    s.measured_ms = time_gpu(lambda x: v.launch(x, self.problem, cfg), sets,
-                                             max_ms=MEASURE_MAX_MS).median_ms
+                    with span(self.trace, "measure", variant=s.variant, config=cfg) as out:
+                        s.measured_ms = time_gpu(lambda x: v.launch(x, self.problem, cfg), sets,
+                                                 max_ms=MEASURE_MAX_MS).median_ms
+                        out["measured_ms"] = s.measured_ms
                 except Exception as exc:
                     s.error, s.measured_ms = f"{type(exc).__name__}: {exc}"[:200], math.inf
         for s in scores:

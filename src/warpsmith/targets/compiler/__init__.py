@@ -10,6 +10,8 @@
 - :mod:`.static`: reading them from a compiled kernel (cuobjdump and ptxas's own log for NVIDIA,
   the assembly's metadata for AMD, the TTGIR for pipelining), :func:`kernel_facts` and
   :func:`launch_facts`;
+- :mod:`.sass`: the machine code of NVIDIA kernels disassembled (``nvdisasm``) and counted by
+  instruction class, in and outside loops (:class:`SassCounts`, :func:`kernel_sass`);
 - :mod:`.cache`: :class:`CompilerFacts`, the facts per config for the search, from a disk cache or a
   compile-only worker process (``python -m warpsmith.gpucheck --serve``), and
   :func:`compile_only_env`, the environment of such a process.
@@ -21,7 +23,8 @@ from typing import Any
 
 from .cache import CompilerFacts, compile_only_env
 from .facts import ConfigFacts, KernelFacts
-from .static import kernel_facts, launch_facts, loop_loads
+from .sass import SassCounts, kernel_sass, nvdisasm_path
+from .static import kernel_facts, launch_facts, launched, loop_loads
 
 _DRIVER = ("Launch", "gpu_target", "recording")  # from core._compile_only, imported on first use
 
@@ -34,4 +37,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["Launch", "gpu_target", "recording", "CompilerFacts", "compile_only_env", "ConfigFacts", "KernelFacts",
-           "kernel_facts", "launch_facts", "loop_loads"]
+           "kernel_facts", "launch_facts", "launched", "loop_loads", "SassCounts", "kernel_sass", "nvdisasm_path"]

@@ -28,6 +28,7 @@ from typing import Any, Mapping
 from ...core.settings import settings
 from ..models import Target
 from .facts import ConfigFacts
+from .sass import COUNTING_VERSION, SassCounts
 
 # the compile-only worker process (it imports the op registry, so it lives above targets/)
 WORKER = ("-m", "warpsmith.gpucheck", "--serve")
@@ -42,17 +43,26 @@ def compile_only_env(target: Target) -> dict[str, str]:
     return env
 
 
-def _key(variant: Any, problem: Any, config: Mapping[str, Any], arch: str, triton_version: str) -> str:
+def _key(variant: Any, problem: Any, config: Mapping[str, Any], arch: str, triton_version: str,
+         sass: bool = False) -> str:
     doc = {"op": problem.op, "variant": variant.name, "source": variant.source_hash(), "shape": dict(problem.shape),
            "dtype": problem.dtype_name, "attrs": problem.key_attrs, "config": dict(config), "arch": arch,
-           "triton": triton_version}
+           "triton": triton_version, **({"sass": COUNTING_VERSION} if sass else {})}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def request(variant: Any, problem: Any, config: Mapping[str, Any]) -> dict[str, Any]:
-    """What the worker needs to rebuild and compile one config."""
+def request(variant: Any, problem: Any, config: Mapping[str, Any], sass: bool = False) -> dict[str, Any]:
+    """What the worker needs to rebuild and compile one config (with ``sass``: and count its machine code)."""
     return {"op": problem.op, "variant": variant.name, "shape": dict(problem.shape), "dtype": problem.dtype_name,
-            "attrs": dict(problem.attrs), "config": dict(config)}
+            "attrs": dict(problem.attrs), "config": dict(config), **({"sass": True} if sass else {})}
+
+
+def _write(path: Path, doc: Any) -> None:
+    """Write a cache entry atomically (a reader never sees half of it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(path)
 
 
 class CompilerFacts:
@@ -68,6 +78,7 @@ class CompilerFacts:
         self._lock = threading.Lock()
         self.compiled = 0  # configs compiled by the worker (cache misses)
         self.failed: str | None = None  # why the worker is unusable, once it is
+        self.error: str | None = None  # the worker's answer to the last config it could not compile
 
     def _path(self, key: str) -> Path:
         return self.cache_dir / key[:2] / f"{key}.json"
@@ -90,12 +101,26 @@ class CompilerFacts:
         if answer is None or "facts" not in answer:
             return None  # a compile error is the measurement's to report, not the estimate's
         facts = ConfigFacts.from_json(answer["facts"])
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(facts.to_json()))
-        tmp.replace(path)
+        _write(self._path(key), facts.to_json())
         return facts
+
+    def sass(self, variant: Any, problem: Any,
+             config: Mapping[str, Any]) -> tuple[ConfigFacts, tuple[SassCounts | None, ...]] | None:
+        """The facts of ``config`` and each kernel's machine code, counted (:mod:`.sass`; None for a kernel
+        without SASS): cached, else compiled now; None where it cannot be compiled here (``error`` or
+        ``failed`` says why)."""
+        path = self._path(_key(variant, problem, config, self.target.arch, self.triton_version, sass=True))
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            answer = None if self.failed else self._ask(request(variant, problem, config, sass=True))
+            if answer is None or "facts" not in answer:
+                self.error = (answer or {}).get("error") or self.failed
+                return None
+            doc = {"facts": answer["facts"], "sass": answer["sass"]}
+            _write(path, doc)
+        return (ConfigFacts.from_json(doc["facts"]),
+                tuple(SassCounts.from_json(k) if k else None for k in doc["sass"]))
 
     def _ask(self, req: dict[str, Any]) -> dict[str, Any] | None:
         with self._lock:

@@ -162,12 +162,17 @@ def kernel_facts(launch: Launch) -> KernelFacts:
                        pipelined_loads=pipelined, grid=launch.grid)
 
 
-def launch_facts(variant: Any, problem: Any, config: Mapping[str, Any], inputs: Mapping[str, Any]) -> ConfigFacts:
-    """Launch ``config`` once (in compile-only mode: compile it) and read the facts of its kernels."""
+def launched(variant: Any, problem: Any, config: Mapping[str, Any], inputs: Mapping[str, Any]) -> list[Launch]:
+    """Launch ``config`` once (in compile-only mode: compile it) and return what it launched, in order."""
     from ...core._compile_only import recording
 
     with recording() as launches:
         variant.launch(inputs, problem, config)
     if not launches:
         raise ValueError("the launcher launched no Triton kernel")
-    return ConfigFacts(tuple(kernel_facts(launch) for launch in launches))
+    return launches
+
+
+def launch_facts(variant: Any, problem: Any, config: Mapping[str, Any], inputs: Mapping[str, Any]) -> ConfigFacts:
+    """Launch ``config`` once (in compile-only mode: compile it) and read the facts of its kernels."""
+    return ConfigFacts(tuple(kernel_facts(launch) for launch in launched(variant, problem, config, inputs)))
