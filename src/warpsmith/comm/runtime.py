@@ -1,0 +1,123 @@
+"""The collectives over a :class:`.symmetric.SymmetricWorld`: each is a sequence of protocol steps
+(:func:`.protocol.step_program`, executed here op by op), whose ``WRITE`` and ``READ`` are the
+Triton kernels of :mod:`.kernel`. Arguments are validated by :mod:`.api`; tensors here are
+contiguous, on the CPU, of a supported dtype, and fit the buffer.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from ..core._triton import INTERPRET, triton
+from .kernel import copy_kernel, gather_kernel, reduce_add_rms_norm_kernel, reduce_kernel
+from .protocol import RAISE_DONE, RAISE_READY, READ, WAIT_DONE, WAIT_READY, WRITE, Op, step_program
+from .symmetric import DONE, READY, SymmetricWorld
+
+BLOCK = 1024
+# A test's fault injection: called with each protocol operation before it runs (None: no fault).
+FAULT: Callable[[SymmetricWorld, Op], None] | None = None
+
+
+def _emulate(dtype: torch.dtype) -> bool:
+    return INTERPRET and dtype == torch.bfloat16
+
+
+def run_step(w: SymmetricWorld, write: Callable[[], None], read: Callable[[], None]) -> None:
+    """One protocol step: the next step number, :func:`step_program`'s operations in order; the
+    ``READ`` operations are one kernel launch (``read``) reading every peer."""
+    w.step += 1
+    read_done = False
+    for op in step_program(w.rank, w.world, w.step):
+        if FAULT is not None:
+            FAULT(w, op)
+        if op.kind == WAIT_DONE:
+            w.wait_flags(DONE, op.step)
+        elif op.kind == WRITE:
+            write()
+        elif op.kind == RAISE_READY:
+            w.raise_flag(READY, op.step)
+        elif op.kind == WAIT_READY:
+            w.wait_flags(READY, op.step)
+        elif op.kind == READ:
+            if not read_done:
+                read()
+                read_done = True
+        elif op.kind == RAISE_DONE:
+            w.raise_flag(DONE, op.step)
+
+
+def _copy_in(w: SymmetricWorld, src: torch.Tensor, offset: int) -> None:
+    n = src.numel()
+    if n:
+        copy_kernel[(triton.cdiv(n, BLOCK),)](src, w.mine(src.dtype, offset, n), n, BLOCK=BLOCK)
+
+
+def _reduce(w: SymmetricWorld, out: torch.Tensor, src_offset: int) -> None:
+    n = out.numel()
+    if n:
+        reduce_kernel[(triton.cdiv(n, BLOCK),)](w.table, out, src_offset, n, WORLD=w.world, BLOCK=BLOCK,
+                                                 EMULATE=_emulate(out.dtype))
+
+
+def _gather(w: SymmetricWorld, out: torch.Tensor, chunk: int, src_step: int) -> None:
+    if chunk:
+        gather_kernel[(triton.cdiv(chunk, BLOCK), w.world)](w.table, out, chunk, src_step, out.numel(),
+                                                             WORLD=w.world, BLOCK=BLOCK)
+
+
+def shard_rows(n_rows: int, world: int, rank: int) -> tuple[int, int]:
+    """Rank ``rank``'s rows ``[lo, hi)`` of ``n_rows`` split in ``ceil(n_rows / world)``-row chunks
+    (as ``torch.chunk``; the last ranks' shards may be short or empty)."""
+    per = -(-n_rows // world)
+    lo = min(n_rows, rank * per)
+    return lo, min(n_rows, lo + per)
+
+
+def all_reduce_one_shot(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    run_step(w, lambda: _copy_in(w, x.view(-1), 0), lambda: _reduce(w, out.view(-1), 0))
+    return out
+
+
+def all_reduce_two_shot(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
+    """Step 1: every rank reduces its shard of the flat tensor from every peer; step 2: every rank
+    publishes its reduced shard in place and gathers the others'."""
+    out, n = torch.empty_like(x), x.numel()
+    flat = out.view(-1)
+    lo, hi = shard_rows(n, w.world, w.rank)
+    shard = -(-n // w.world)
+    run_step(w, lambda: _copy_in(w, x.view(-1), 0), lambda: _reduce(w, flat[lo:hi], lo))
+    run_step(w, lambda: _copy_in(w, flat[lo:hi], lo), lambda: _gather(w, flat, shard, shard))
+    return out
+
+
+def all_gather(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
+    """Concatenation of every rank's ``x`` along dim 0 (rank order)."""
+    out = torch.empty((w.world * x.shape[0], *x.shape[1:]), dtype=x.dtype)
+    run_step(w, lambda: _copy_in(w, x.view(-1), 0), lambda: _gather(w, out.view(-1), x.numel(), 0))
+    return out
+
+
+def reduce_scatter(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
+    """This rank's rows (:func:`shard_rows` of dim 0) of the sum over ranks of ``x``."""
+    lo, hi = shard_rows(x.shape[0], w.world, w.rank)
+    row = x[0].numel() if x.shape[0] else 0
+    out = torch.empty((hi - lo, *x.shape[1:]), dtype=x.dtype)
+    run_step(w, lambda: _copy_in(w, x.view(-1), 0), lambda: _reduce(w, out.view(-1), lo * row))
+    return out
+
+
+def all_reduce_add_rms_norm(w: SymmetricWorld, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                            eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """One-shot all-reduce of ``x`` [rows, H] fused with ``s = sum + residual`` and RMSNorm of ``s``
+    (one kernel reading every peer): returns ``(y, s)``."""
+    y, s = torch.empty_like(x), torch.empty_like(x)
+    rows, h = x.shape
+
+    def read() -> None:
+        if rows:
+            reduce_add_rms_norm_kernel[(rows,)](w.table, residual, weight, y, s, h, eps, WORLD=w.world,
+                                                BLOCK_H=triton.next_power_of_2(h), EMULATE=_emulate(x.dtype))
+    run_step(w, lambda: _copy_in(w, x.view(-1), 0), read)
+    return y, s

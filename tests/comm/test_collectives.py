@@ -1,0 +1,69 @@
+"""The collectives on CPU worlds of 2, 3 and 4 processes (shared-memory symmetric buffers, Triton
+kernels under the interpreter) against torch.distributed with gloo."""
+import pytest
+import torch
+
+import comm_workers as cw
+from warpsmith import comm
+from warpsmith.comm.local import run_world
+from warpsmith.errors import InvalidInputError, UnknownNameError
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_collectives_match_gloo(world):
+    checks = run_world(cw.collectives, world)
+    assert checks == [len(cw.DTYPES) * 8] * world
+
+
+def test_fused_all_reduce_add_rms_norm_matches_unfused():
+    worst = run_world(cw.fused, 3)
+    assert all(0 <= w <= 8 for w in worst), worst
+
+
+def test_fallbacks_say_why():
+    reasons = run_world(cw.fallbacks, 2)[0]
+    assert "131072 bytes" in reasons[0] and "65536" in reasons[0]
+    assert "torch.int64" in reasons[1]
+    assert "no symmetric buffers" in reasons[2]
+
+
+def test_a_dead_rank_is_named_not_waited_for():
+    out = run_world(cw.dies_mid_collective, 3, comm_timeout_s=2.0, timeout_s=60)
+    assert out[2] is None
+    for msg, elapsed in out[:2]:
+        assert "rank 2 (its ready flag is at step 0)" in msg and "step 1" in msg, msg
+        assert 2.0 <= elapsed < 10.0, elapsed
+
+
+def test_bad_input_names_expected_and_given():
+    with pytest.raises(InvalidInputError, match="expected a torch.Tensor, got 'list'"):
+        comm.all_reduce([1.0])
+    with pytest.raises(UnknownNameError, match="one of one_shot, two_shot"):
+        comm.all_reduce(torch.ones(2), algorithm="ring")
+    with pytest.raises(InvalidInputError, match="at least one dimension"):
+        comm.reduce_scatter(torch.tensor(1.0))
+    with pytest.raises(InvalidInputError, match=r"weight: expected shape \(4,\)"):
+        comm.all_reduce_add_rms_norm(torch.ones(2, 4), torch.ones(2, 4), torch.ones(3))
+
+
+def test_the_model_picks_one_shot_for_small_and_two_shot_for_large_messages():
+    assert comm.choose("all_reduce", 1024, 4) == "one_shot"
+    assert comm.choose("all_reduce", 1 << 26, 4) == "two_shot"
+    assert comm.choose("all_gather", 1 << 26, 4) == "one_shot"  # the only one implemented
+
+
+def test_the_runtime_executes_the_model_checked_state_machine(tmp_path, monkeypatch):
+    """One rank (world 1, no process group needed): the operations the runtime runs for a two-shot
+    all-reduce are protocol.program's, in order; and the flags end at the last step."""
+    from warpsmith.comm import protocol, runtime
+    from warpsmith.comm.symmetric import SymmetricWorld
+
+    w = SymmetricWorld(tmp_path, 0, 1, 1 << 12).create().map()
+    seen = []
+    monkeypatch.setattr(runtime, "FAULT", lambda world, op: seen.append(op))
+    x = torch.randn(5, dtype=torch.bfloat16)
+    assert torch.equal(runtime.all_reduce_two_shot(w, x), x)
+    assert torch.equal(runtime.all_reduce_one_shot(w, x), x)
+    assert seen == protocol.program(0, 1, 3)
+    assert w.signal.tolist() == [[3], [3]]
+    w.close()
