@@ -120,3 +120,31 @@ def check(world: int, steps: int, bug: str | None = None, max_states: int = 2_00
 # each with 4 consecutive steps (two epochs of the two-step all-reduce, or four one-step
 # collectives); world 5 explores 134,380 states in about a second.
 BOUNDS: tuple[tuple[int, int], ...] = ((1, 4), (2, 4), (3, 4), (4, 4), (5, 4))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m warpsmith.comm.modelcheck [--world N] [--steps S] [--bug NAME]``: check one bound
+    (default: every bound of BOUNDS) and print the verdicts; exit 1 on a violation."""
+    import argparse
+
+    from .protocol import BUGS
+
+    p = argparse.ArgumentParser(description="Exhaustive model check of warpsmith.comm's flag protocol.")
+    p.add_argument("--world", type=int, default=None, help="ranks (default: every bound of BOUNDS)")
+    p.add_argument("--steps", type=int, default=4, help="consecutive protocol steps per rank (default 4)")
+    p.add_argument("--bug", choices=BUGS, default=None, help="plant a protocol bug (the checker must find it)")
+    args = p.parse_args(argv)
+    bounds = [(args.world, args.steps)] if args.world else list(BOUNDS)
+    failed = False
+    for world, steps in bounds:
+        res = check(world, steps, args.bug)
+        print(res.summary())
+        if not res.ok:
+            failed = True
+            print("  first violation:", (res.bad_reads or res.deadlocks)[0])
+            print("  trace:", " -> ".join(res.trace))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
