@@ -87,6 +87,11 @@ def fused(rank: int, world: int) -> float:
     return worst
 
 
+def collectives_and_fused(rank: int, world: int) -> tuple[int, float]:
+    """Both of the above in one world (one spawn fewer)."""
+    return collectives(rank, world), fused(rank, world)
+
+
 def fallbacks(rank: int, world: int) -> list[str]:
     """A message past the buffer's capacity, an integer dtype, and a detached group fall back to
     torch.distributed with a reason and one warning each."""
