@@ -11,6 +11,11 @@ warpsmith.comm has no CUDA symmetric-memory path yet: on GPUs its column is torc
 reached through warpsmith's fallback, and the JSON says so (``warpsmith_path``). Bandwidth is
 claimed only from such a multi-GPU run.
 
+On one GPU, the single-device part: the fused all-reduce + residual add + RMSNorm kernel over
+``peers`` buffers on that GPU (standing in for the ranks') against the unfused sequence:
+
+    python benchmarks/comm.py --single-device --out results/
+
 ``--dry-run``: a CPU world of ``--world`` processes (gloo, shared-memory symmetric buffers, the
 Triton kernels under the interpreter), tiny sizes: it checks the script and both paths end to
 end; its times are the interpreter's, not bandwidth.
@@ -33,6 +38,9 @@ from bench_common import say, write_json  # noqa: E402  (makes src/ importable)
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 SIZES = tuple(1 << k for k in range(10, 31, 2))  # 1 KiB .. 1 GiB per rank (bytes of the full tensor)
 DRY_SIZES = (256, 4096)
+# the single-device part: (peers, rows, H) of the fused all-reduce + residual add + RMSNorm
+FUSED_CASES = ((2, 1, 4096), (4, 16, 4096), (8, 16, 8192), (8, 256, 8192), (8, 2048, 8192))
+DRY_FUSED_CASES = ((2, 3, 40), (4, 2, 65))
 
 
 def bus_factor(collective: str, world: int) -> float:
@@ -130,6 +138,61 @@ def measure(rank: int, world: int, collectives: tuple[str, ...], sizes: tuple[in
     return rows
 
 
+def _unfused(peers, residual, weight, eps):
+    """The unfused sequence: the all-reduce's result (fp32 sum, rounded once), the add, RMSNorm."""
+    import torch
+
+    s = torch.stack(peers).float().sum(0).to(residual.dtype) + residual
+    sf = s.float()
+    return (sf * torch.rsqrt(sf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(residual.dtype), s
+
+
+def single_device(cases, dtype_name: str, iters: int, warmup: int) -> list[dict[str, Any]]:
+    """The fused kernel (``peers`` buffers on this one device standing in for the ranks') against the
+    unfused sequence in PyTorch: agreement and time. Bytes: the fused kernel's minimum traffic."""
+    import torch
+
+    from warpsmith.comm.runtime import reduce_add_rms_norm_local
+
+    dtype = getattr(torch, dtype_name)
+    dev = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    rows_out = []
+    for peers, rows, h in cases:
+        g = torch.Generator(device="cpu").manual_seed(peers * 7919 + rows)
+        bufs = [torch.randn(rows, h, generator=g).to(dtype).to(dev) for _ in range(peers)]
+        res, w = torch.randn(rows, h, generator=g).to(dtype).to(dev), torch.randn(h, generator=g).to(dtype).to(dev)
+        y, s = reduce_add_rms_norm_local(bufs, res, w, 1e-6)
+        y_ref, s_ref = _unfused(bufs, res, w, 1e-6)
+        times = {}
+        for name, fn in (("fused", lambda: reduce_add_rms_norm_local(bufs, res, w, 1e-6)),
+                         ("unfused", lambda: _unfused(bufs, res, w, 1e-6))):
+            for _ in range(warmup):
+                fn()
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            times[name] = (time.perf_counter() - t0) / iters
+        nbytes = (peers + 3) * rows * h * bufs[0].element_size() + h * w.element_size()
+        rows_out.append({"peers": peers, "rows": rows, "H": h, "dtype": dtype_name, "device": str(dev),
+                         "fused_us": times["fused"] * 1e6, "unfused_us": times["unfused"] * 1e6,
+                         "speedup": times["unfused"] / times["fused"], "fused_GBps": nbytes / times["fused"] / 1e9,
+                         "max_abs_diff_y": (y.float() - y_ref.float()).abs().max().item(),
+                         "max_abs_diff_s": (s.float() - s_ref.float()).abs().max().item()})
+    return rows_out
+
+
+def print_single(rows: list[dict[str, Any]]) -> None:
+    say(f"{'peers':>5} {'rows':>6} {'H':>6} {'fused us':>10} {'unfused us':>11} {'speedup':>8} {'GB/s':>8} "
+        f"{'|dy|max':>9} {'|ds|max':>9}")
+    for r in rows:
+        say(f"{r['peers']:>5} {r['rows']:>6} {r['H']:>6} {r['fused_us']:>10.1f} {r['unfused_us']:>11.1f} "
+            f"{r['speedup']:>8.2f} {r['fused_GBps']:>8.2f} {r['max_abs_diff_y']:>9.2e} {r['max_abs_diff_s']:>9.2e}")
+
+
 def print_table(rows: list[dict[str, Any]], backend: str) -> None:
     say(f"{'collective':>15} {'bytes':>11} {'ws us':>10} {'ws algbw':>9} {'ws busbw':>9} {backend + ' us':>10} "
         f"{'algbw':>9} {'busbw':>9} {'pred us':>9} {'pred alg':>9}  warpsmith path")
@@ -154,6 +217,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default=".", help="output folder (default: here)")
     p.add_argument("--dry-run", action="store_true", help="CPU world with gloo, tiny sizes (checks the script)")
     p.add_argument("--world", type=int, default=2, help="dry run: processes (default 2)")
+    p.add_argument("--single-device", action="store_true",
+                   help="only the single-device part: the fused all-reduce + add + RMSNorm vs the unfused sequence")
     return p.parse_args(argv)
 
 
@@ -170,9 +235,23 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    if args.single_device and not args.dry_run:
+        import torch
+
+        if not torch.cuda.is_available():
+            say("--single-device needs a GPU; use --dry-run on a CPU")
+            return 2
+        single = single_device(FUSED_CASES, args.dtype, args.iters, args.warmup)
+        print_single(single)
+        write_json(out / f"comm_{date}.json", {"benchmark": "comm", "dry_run": False, "rows": [],
+                                               "single_device": single, "device": torch.cuda.get_device_name()})
+        return 0
+    single = []
     if args.dry_run:
         from warpsmith.comm.local import run_world
 
+        single = single_device(DRY_FUSED_CASES, args.dtype, 1, 0)
+        print_single(single)
         rows = run_world(_dry_worker, args.world, colls, DRY_SIZES, args.dtype, min(args.iters, 2),
                          min(args.warmup, 1), args.topology, timeout_s=300)[0]
         backend, device = "gloo", f"cpu (dry run, {args.world} processes; times are Triton's interpreter, not bandwidth)"
@@ -193,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     print_table(rows, backend)
     write_json(out / f"comm_{date}.json", {"benchmark": "comm", "dry_run": args.dry_run, "device": device,
-                                           "reference_backend": backend, "rows": rows,
+                                           "reference_backend": backend, "rows": rows, "single_device": single,
                                            "note": "bandwidth is claimed only from a multi-GPU run"})
     if not args.dry_run:
         import torch.distributed as dist

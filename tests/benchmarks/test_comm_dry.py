@@ -18,3 +18,8 @@ def test_comm_dry_run(tmp_path):
         assert r["torch_busbw_GBps"] == pytest.approx(r["torch_algbw_GBps"] * factor)
         assert r["warpsmith_us"] > 0 and r["torch_us"] > 0 and r["predicted_us"] > 0
     assert "busbw" in stdout and "not bandwidth" in doc["device"]
+    single = doc["single_device"]
+    assert [(r["peers"], r["rows"], r["H"]) for r in single] == [(2, 3, 40), (4, 2, 65)]
+    for r in single:  # bf16: the fused kernel rounds as the unfused sequence does (RMSNorm's sum order aside)
+        assert r["max_abs_diff_s"] == 0.0, r
+        assert r["max_abs_diff_y"] <= 2 ** -6, r

@@ -108,16 +108,31 @@ def reduce_scatter(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def launch_reduce_add_rms_norm(table: torch.Tensor, world: int, residual: torch.Tensor, weight: torch.Tensor,
+                               y: torch.Tensor, s: torch.Tensor, eps: float) -> None:
+    """The fused kernel over the ``world`` buffers ``table`` addresses (each holding [rows, H] of
+    ``y``'s dtype): ``s = round(sum) + residual``, ``y = rms_norm(s) * weight``."""
+    rows, h = y.shape
+    if rows:
+        reduce_add_rms_norm_kernel[(rows,)](table, residual, weight, y, s, h, eps, WORLD=world,
+                                            BLOCK_H=triton.next_power_of_2(h), EMULATE=_emulate(y.dtype))
+
+
+def reduce_add_rms_norm_local(peers: list[torch.Tensor], residual: torch.Tensor, weight: torch.Tensor,
+                              eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fused kernel on one device, ``peers`` standing in for the ranks' buffers (contiguous
+    [rows, H] tensors of one dtype on one device): the single-device part of benchmarks/comm.py."""
+    table = torch.tensor([p.data_ptr() for p in peers], dtype=torch.int64, device=peers[0].device)
+    y, s = torch.empty_like(peers[0]), torch.empty_like(peers[0])
+    launch_reduce_add_rms_norm(table, len(peers), residual, weight, y, s, eps)
+    return y, s
+
+
 def all_reduce_add_rms_norm(w: SymmetricWorld, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                             eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """One-shot all-reduce of ``x`` [rows, H] fused with ``s = sum + residual`` and RMSNorm of ``s``
     (one kernel reading every peer): returns ``(y, s)``."""
     y, s = torch.empty_like(x), torch.empty_like(x)
-    rows, h = x.shape
-
-    def read() -> None:
-        if rows:
-            reduce_add_rms_norm_kernel[(rows,)](w.table, residual, weight, y, s, h, eps, WORLD=w.world,
-                                                BLOCK_H=triton.next_power_of_2(h), EMULATE=_emulate(x.dtype))
-    run_step(w, lambda: _copy_in(w, x.view(-1), 0), read)
+    run_step(w, lambda: _copy_in(w, x.view(-1), 0),
+             lambda: launch_reduce_add_rms_norm(w.table, w.world, residual, weight, y, s, eps))
     return y, s
