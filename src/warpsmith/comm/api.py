@@ -34,7 +34,10 @@ def attach(group: Any = None, capacity: int = 1 << 20, timeout_s: float = 60.0, 
            folder: str | None = None) -> SymmetricWorld:
     """Give ``group`` symmetric buffers of ``capacity`` bytes per rank in shared memory (a collective:
     every rank of the group calls it). CPU tensors only; ``topology`` names the
-    :mod:`warpsmith.cost.comm_model` topology that picks algorithms (``nvlink``: all-to-all)."""
+    :mod:`warpsmith.cost.comm_model` topology that picks algorithms (``nvlink``: all-to-all);
+    ``timeout_s`` bounds every flag wait; the files go in a fresh folder under ``folder`` (default
+    ``/dev/shm``), removed by :func:`detach` (a process that exits without it leaves them). Attaching
+    again replaces the group's buffers."""
     if not dist.is_initialized():
         raise InvalidInputError("torch.distributed", "an initialized process group", "none")
     comm_model.topology(topology)
@@ -43,7 +46,10 @@ def attach(group: Any = None, capacity: int = 1 << 20, timeout_s: float = 60.0, 
     dist.broadcast_object_list(box, src=dist.get_global_rank(_key(group), 0), group=group)
     w = SymmetricWorld(box[0], rank, world, capacity, timeout_s, topology).create()
     dist.barrier(group)
+    old = _WORLDS.get(_key(group))
     _WORLDS[_key(group)] = w.map()
+    if old is not None:
+        old.close(remove=old.rank == 0)
     return w
 
 
