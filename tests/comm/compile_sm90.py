@@ -21,6 +21,7 @@ with recording() as rec:
     x = torch.zeros(37, 5, dtype=dtype)
     runtime.all_reduce_one_shot(w, x)
     runtime.all_reduce_two_shot(w, x)
+    runtime.all_reduce_ring(w, x)
     runtime.all_gather(w, x)
     runtime.reduce_scatter(w, x)
     runtime.all_reduce_add_rms_norm(w, x, x.clone(), torch.ones(5, dtype=dtype), 1e-6)

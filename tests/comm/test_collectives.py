@@ -21,7 +21,7 @@ def _world(world: int) -> list:
 
 @pytest.mark.parametrize("world", [2, 3, 4])
 def test_collectives_match_gloo(world):
-    assert [checks for checks, _ in _world(world)] == [len(cw.DTYPES) * 8] * world
+    assert [checks for checks, _ in _world(world)] == [len(cw.DTYPES) * 10] * world
 
 
 def test_fused_all_reduce_add_rms_norm_matches_unfused():
@@ -47,8 +47,8 @@ def test_a_dead_rank_is_named_not_waited_for():
 def test_bad_input_names_expected_and_given():
     with pytest.raises(InvalidInputError, match="expected a torch.Tensor, got 'list'"):
         comm.all_reduce([1.0])
-    with pytest.raises(UnknownNameError, match="one of one_shot, two_shot"):
-        comm.all_reduce(torch.ones(2), algorithm="ring")
+    with pytest.raises(UnknownNameError, match="one of one_shot, ring, two_shot"):
+        comm.all_reduce(torch.ones(2), algorithm="tree")
     with pytest.raises(InvalidInputError, match="at least one dimension"):
         comm.reduce_scatter(torch.tensor(1.0))
     with pytest.raises(InvalidInputError, match=r"weight: expected shape \(4,\)"):
@@ -59,6 +59,7 @@ def test_the_model_picks_one_shot_for_small_and_two_shot_for_large_messages():
     assert comm.choose("all_reduce", 1024, 4) == "one_shot"
     assert comm.choose("all_reduce", 1 << 26, 4) == "two_shot"
     assert comm.choose("all_gather", 1 << 26, 4) == "one_shot"  # the only one implemented
+    assert comm.choose("all_reduce", 1 << 26, 8, topology="pcie") == "ring"
 
 
 def test_the_runtime_executes_the_model_checked_state_machine(tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
-"""The flag protocol (warpsmith.comm.protocol) model-checked: every interleaving of N ranks over 4
-consecutive steps, for every N in modelcheck.BOUNDS (1..5): no deadlock, no bad read; and planted
-bugs (a missing wait, a wait for the wrong step) found."""
+"""The flag protocol (warpsmith.comm.protocol) model-checked: every interleaving of N ranks over S
+consecutive steps, for every (N, S) in modelcheck.BOUNDS (N 1..4 with 12 steps, 5 with 8): no
+deadlock, no bad read; and planted bugs (a missing wait, a wait for the wrong step) found."""
 import pytest
 
 from warpsmith.comm import protocol

@@ -19,7 +19,7 @@ from . import runtime
 from .symmetric import SymmetricWorld, new_folder
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-IMPLEMENTED = {"all_reduce": ("one_shot", "two_shot"), "all_gather": ("one_shot",),
+IMPLEMENTED = {"all_reduce": ("one_shot", "two_shot", "ring"), "all_gather": ("one_shot",),
                "reduce_scatter": ("one_shot",)}
 _WORLDS: dict[Any, SymmetricWorld] = {}
 _REASONS: dict[Any, str] = {}
@@ -103,12 +103,14 @@ def choose(collective: str, nbytes: int, world: int, topology: str = "nvlink") -
 
 
 def all_reduce(t: torch.Tensor, group: Any = None, algorithm: str | None = None) -> torch.Tensor:
-    """Sum of ``t`` over the group's ranks (fp32 accumulation for 16-bit inputs), a new tensor.
+    """Sum of ``t`` over the group's ranks, a new tensor. 16-bit inputs are summed in fp32: one-shot
+    and two-shot round the sum once; the ring rounds each hop's partial sum (as NCCL does).
 
     Args:
         t: any shape; the same shape and dtype on every rank.
         group: a ``torch.distributed`` process group (None: the default group).
-        algorithm: ``one_shot`` or ``two_shot``; None: chosen by the alpha-beta model.
+        algorithm: ``one_shot``, ``two_shot`` or ``ring``; None: chosen by the alpha-beta model
+            for the topology given to :func:`attach`.
     """
     _check_tensor("all_reduce input", t)
     if algorithm is not None and algorithm not in IMPLEMENTED["all_reduce"]:
@@ -120,7 +122,8 @@ def all_reduce(t: torch.Tensor, group: Any = None, algorithm: str | None = None)
         dist.all_reduce(out, group=group)
         return out
     algorithm = algorithm or choose("all_reduce", x.numel() * x.element_size(), w.world, w.topology)
-    fn = runtime.all_reduce_one_shot if algorithm == "one_shot" else runtime.all_reduce_two_shot
+    fn = {"one_shot": runtime.all_reduce_one_shot, "two_shot": runtime.all_reduce_two_shot,
+          "ring": runtime.all_reduce_ring}[algorithm]
     return fn(w, x)
 
 

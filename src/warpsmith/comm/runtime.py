@@ -92,6 +92,46 @@ def all_reduce_two_shot(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _ring_table(w: SymmetricWorld, *addresses: int) -> torch.Tensor:
+    return torch.tensor(addresses, dtype=torch.int64)
+
+
+def all_reduce_ring(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
+    """The ring: 2 (W-1) steps, each moving one 1/W chunk from every rank to its right neighbour.
+    Reduce-scatter half, step k: publish my partial of chunk (r - k) mod W, add my left neighbour's
+    partial of chunk (r - k - 1) mod W to my own (fp32 add, rounded to the dtype: a ring rounds each
+    partial sum, as NCCL's and gloo's do). All-gather half, step k: publish my full chunk
+    (r + 1 - k) mod W, copy the neighbour's chunk (r - k) mod W. Every step is one protocol step
+    (a barrier of all ranks, more than a ring needs)."""
+    part, n, world, r = x.clone(), x.numel(), w.world, w.rank
+    flat, esize = part.view(-1), x.element_size()
+    left = w.buffers[(r - 1) % world].data_ptr()
+    bounds = [shard_rows(n, world, c) for c in range(world)]
+
+    def publish(c: int) -> None:
+        lo, hi = bounds[c]
+        _copy_in(w, flat[lo:hi], lo)
+
+    def add_left(c: int) -> None:
+        lo, hi = bounds[c]
+        if hi > lo:
+            table = _ring_table(w, left + lo * esize, flat[lo:hi].data_ptr())
+            reduce_kernel[(triton.cdiv(hi - lo, BLOCK),)](table, flat[lo:hi], 0, hi - lo, WORLD=2, BLOCK=BLOCK,
+                                                          EMULATE=_emulate(x.dtype))
+
+    def copy_left(c: int) -> None:
+        lo, hi = bounds[c]
+        if hi > lo:
+            table = _ring_table(w, left + lo * esize)
+            gather_kernel[(triton.cdiv(hi - lo, BLOCK), 1)](table, flat[lo:hi], hi - lo, 0, hi - lo, WORLD=1,
+                                                            BLOCK=BLOCK)
+    for k in range(world - 1):
+        run_step(w, lambda k=k: publish((r - k) % world), lambda k=k: add_left((r - k - 1) % world))
+    for k in range(world - 1):
+        run_step(w, lambda k=k: publish((r + 1 - k) % world), lambda k=k: copy_left((r - k) % world))
+    return part
+
+
 def all_gather(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
     """Concatenation of every rank's ``x`` along dim 0 (rank order)."""
     out = torch.empty((w.world * x.shape[0], *x.shape[1:]), dtype=x.dtype)
