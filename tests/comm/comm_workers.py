@@ -89,9 +89,34 @@ def fused(rank: int, world: int) -> float:
     return worst
 
 
-def collectives_and_fused(rank: int, world: int) -> tuple[int, float]:
-    """Both of the above in one world (one spawn fewer)."""
-    return collectives(rank, world), fused(rank, world)
+def quantized(rank: int, world: int) -> float:
+    """The int8-on-the-wire all-reduce within its error contract (per element: sum over ranks of the
+    block's max|x| / 254, plus the output's rounding); returns the worst error / bound."""
+    from warpsmith import comm
+
+    worst = 0.0
+    for dtype in DTYPES:
+        x = _inputs(rank, (3, 100), dtype, 11)  # 300 elements: blocks of 128, 128, 44
+        x[0, 5] = 40.0 if rank == 0 else x[0, 5]  # an outlier: its block's scale grows, its neighbours' error too
+        ours = comm.all_reduce(x, quantize="int8")
+        exact = _exact_sum(x, world).reshape(-1)
+        parts = [torch.empty_like(x) for _ in range(world)]
+        dist.all_gather(parts, x)
+        flat = torch.stack([p.double().reshape(-1) for p in parts])  # [W, n]
+        pad = (-flat.shape[1]) % 128
+        blk = torch.nn.functional.pad(flat.abs(), (0, pad)).reshape(world, -1, 128).amax(-1)  # [W, blocks]
+        bound = (blk.sum(0) / 254).repeat_interleave(128)[: flat.shape[1]]
+        u = {torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}[dtype]
+        bound = bound * (1 + 1e-5) + u * exact.abs() + 2.0 ** -22 * flat.abs().sum(0) + 1e-30
+        err = (ours.double().reshape(-1) - exact).abs()
+        assert (err <= bound).all(), (dtype, (err / bound).max())
+        worst = max(worst, (err / bound).max().item())
+    return worst
+
+
+def collectives_and_fused(rank: int, world: int) -> tuple[int, float, float]:
+    """The collectives, the fused kernel and the int8 all-reduce in one world (one spawn)."""
+    return collectives(rank, world), fused(rank, world), quantized(rank, world)
 
 
 def fallbacks(rank: int, world: int) -> list[str]:

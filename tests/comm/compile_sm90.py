@@ -22,6 +22,7 @@ with recording() as rec:
     runtime.all_reduce_one_shot(w, x)
     runtime.all_reduce_two_shot(w, x)
     runtime.all_reduce_ring(w, x)
+    runtime.all_reduce_int8(w, x)
     runtime.all_gather(w, x)
     runtime.reduce_scatter(w, x)
     runtime.all_reduce_add_rms_norm(w, x, x.clone(), torch.ones(5, dtype=dtype), 1e-6)

@@ -102,7 +102,11 @@ def choose(collective: str, nbytes: int, world: int, topology: str = "nvlink") -
     return comm_model.best(collective, nbytes, world, topology, among=IMPLEMENTED[collective])
 
 
-def all_reduce(t: torch.Tensor, group: Any = None, algorithm: str | None = None) -> torch.Tensor:
+QUANTIZE = ("int8",)
+
+
+def all_reduce(t: torch.Tensor, group: Any = None, algorithm: str | None = None,
+               quantize: str | None = None) -> torch.Tensor:
     """Sum of ``t`` over the group's ranks, a new tensor. 16-bit inputs are summed in fp32: one-shot
     and two-shot round the sum once; the ring rounds each hop's partial sum (as NCCL does).
 
@@ -111,16 +115,26 @@ def all_reduce(t: torch.Tensor, group: Any = None, algorithm: str | None = None)
         group: a ``torch.distributed`` process group (None: the default group).
         algorithm: ``one_shot``, ``two_shot`` or ``ring``; None: chosen by the alpha-beta model
             for the topology given to :func:`attach`.
+        quantize: ``int8``: one-shot with int8 values and an fp32 scale per 128 elements on the wire
+            (:func:`.runtime.all_reduce_int8`: error at most ``sum_p max|x_p, block| / 254`` per
+            element plus the output's rounding); never chosen unless asked. The fallback is exact.
     """
     _check_tensor("all_reduce input", t)
     if algorithm is not None and algorithm not in IMPLEMENTED["all_reduce"]:
         raise UnknownNameError("all_reduce algorithm", algorithm, IMPLEMENTED["all_reduce"])
+    if quantize is not None and quantize not in QUANTIZE:
+        raise UnknownNameError("all_reduce quantize", quantize, QUANTIZE)
+    if quantize is not None and algorithm not in (None, "one_shot"):
+        raise InvalidInputError("all_reduce algorithm with quantize='int8'", "None or one_shot", algorithm)
     x = t.contiguous()
-    w = _symmetric(group, x, x.numel() * x.element_size())
+    nbytes = runtime.int8_wire_bytes(x.numel()) if quantize else x.numel() * x.element_size()
+    w = _symmetric(group, x, nbytes)
     if w is None:
         out = x.clone()
         dist.all_reduce(out, group=group)
         return out
+    if quantize:
+        return runtime.all_reduce_int8(w, x)
     algorithm = algorithm or choose("all_reduce", x.numel() * x.element_size(), w.world, w.topology)
     fn = {"one_shot": runtime.all_reduce_one_shot, "two_shot": runtime.all_reduce_two_shot,
           "ring": runtime.all_reduce_ring}[algorithm]

@@ -77,3 +77,39 @@ def reduce_add_rms_norm_kernel(table_ptr, res_ptr, w_ptr, y_ptr, s_ptr, H, eps, 
     rstd = 1.0 / tl.sqrt(tl.sum(s * s, axis=0) / H + eps)
     w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
     tl.store(y_ptr + row * H + offs, to_output(s * rstd * w, y_ptr, EMULATE), mask=m)
+
+
+@triton.jit
+def quantize_int8_kernel(x_ptr, q_ptr, scale_ptr, n, QBLOCK: tl.constexpr):
+    """One block of ``QBLOCK`` elements per program: ``scale = max|x| / 127`` (1 for an all-zero
+    block), ``q = round_half_away(x / scale)`` as int8 into ``q_ptr``, the scale (fp32) into
+    ``scale_ptr[block]``. Bytes: n (in) + n (int8) + 4 n / QBLOCK."""
+    blk = tl.program_id(0)
+    offs = blk * QBLOCK + tl.arange(0, QBLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    amax = tl.max(tl.abs(x), axis=0)
+    scale = tl.where(amax > 0, amax / 127.0, 1.0)
+    v = x / scale
+    q = tl.where(v >= 0, tl.floor(v + 0.5), tl.ceil(v - 0.5))
+    q = tl.minimum(tl.maximum(q, -127.0), 127.0)
+    tl.store(q_ptr + offs, q.to(tl.int8), mask=m)
+    tl.store(scale_ptr + blk, scale)
+
+
+@triton.jit
+def dequant_reduce_int8_kernel(table_ptr, out_ptr, n, scale_offset, WORLD: tl.constexpr, QBLOCK: tl.constexpr,
+                               EMULATE: tl.constexpr):
+    """``out[i] = sum_p q_p[i] scale_p[i // QBLOCK]`` (fp32), one block per program; each peer's
+    buffer holds its int8 values at byte 0 and its fp32 scales at byte ``scale_offset``.
+    Bytes: WORLD (n + 4 n / QBLOCK) + n elements out."""
+    blk = tl.program_id(0)
+    offs = blk * QBLOCK + tl.arange(0, QBLOCK)
+    m = offs < n
+    acc = tl.zeros([QBLOCK], dtype=tl.float32)
+    for p in tl.static_range(WORLD):
+        base = tl.load(table_ptr + p)
+        q = tl.load(base.to(tl.pointer_type(tl.int8)) + offs, mask=m, other=0).to(tl.float32)
+        scale = tl.load((base + scale_offset).to(tl.pointer_type(tl.float32)) + blk)
+        acc += q * scale
+    tl.store(out_ptr + offs, to_output(acc, out_ptr, EMULATE), mask=m)
