@@ -46,3 +46,19 @@ def test_bad_names_and_sizes():
         cm.predict_s("broadcast", "ring", 1, 2, "nvlink")
     with pytest.raises(InvalidInputError, match="world size"):
         cm.predict_s("all_reduce", "ring", 1, 0, "nvlink")
+
+
+def test_crossover_plot_script(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "comm_crossovers.py"
+    spec = importlib.util.spec_from_file_location("comm_crossovers", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--out", str(tmp_path / "x.png")]) == 0
+    assert (tmp_path / "x.png").stat().st_size > 10_000
+    out = capsys.readouterr().out
+    assert "nvlink W=8 all_reduce: one_shot -> two_shot at 252." in out
+    assert "pcie W=8 all_reduce: two_shot -> ring" in out
