@@ -140,7 +140,27 @@ def fallbacks(rank: int, world: int) -> list[str]:
     assert torch.equal(comm.all_gather(torch.ones(2)), torch.ones(2 * world))
     reasons.append(comm.fallback_reason())
     comm.attach(capacity=1 << 16)
-    return reasons
+    return reasons + mismatched(rank, world)
+
+
+def mismatched(rank: int, world: int) -> list[str]:
+    """Rank 1 issues an all_reduce of another size, then an all_gather: every rank raises
+    CollectiveMismatchError naming the others, and the world refuses further calls."""
+    from warpsmith import comm
+    from warpsmith.comm.protocol import CollectiveMismatchError, CommError
+
+    out = []
+    try:
+        comm.all_reduce(torch.ones(8 if rank == 0 else 6), algorithm="one_shot")
+        raise AssertionError("mismatched collectives were not detected")
+    except CollectiveMismatchError as e:
+        out.append(str(e))
+    try:
+        comm.all_reduce(torch.ones(8), algorithm="one_shot")
+        raise AssertionError("a broken world accepted a collective")
+    except CommError as e:
+        out.append(str(e))
+    return out
 
 
 def dies_mid_collective(rank: int, world: int) -> tuple[str, float]:

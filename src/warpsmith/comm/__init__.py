@@ -5,7 +5,7 @@ of :mod:`warpsmith.cost.comm_model`; ``torch.distributed`` where no symmetric bu
 See docs/ops/comm.md."""
 from .api import (all_gather, all_reduce, all_reduce_add_rms_norm, attach, choose, detach, fallback_reason,
                   reduce_scatter)
-from .protocol import CommTimeoutError
+from .protocol import CollectiveMismatchError, CommError, CommTimeoutError
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_reduce_add_rms_norm", "attach", "detach",
-           "fallback_reason", "choose", "CommTimeoutError"]
+           "fallback_reason", "choose", "CommError", "CommTimeoutError", "CollectiveMismatchError"]

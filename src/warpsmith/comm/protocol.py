@@ -8,10 +8,13 @@ same collectives in the same order, as with any collective library). Rank ``r`` 
 
 1. ``WAIT_DONE s-1``: wait until ``done[p] >= s-1`` for every rank ``p`` (no peer still reads my
    buffer for the previous step; skipped for ``s == 1``);
-2. ``WRITE s``: write my step-``s`` data into my buffer;
+2. ``WRITE s``: write my step-``s`` data into my buffer, and my header (which collective, how many
+   bytes, which dtype) into my slot of the signal buffer;
 3. ``RAISE_READY s``: ``ready[r] = s`` (a release store after the write);
 4. ``WAIT_READY s``: wait until ``ready[p] >= s`` for every ``p`` (every peer's data is written);
-5. ``READ s, p`` for every ``p`` (my own buffer too): read the peers' step-``s`` data;
+5. ``READ s, p`` for every ``p`` (my own buffer too): check that the peer's header equals mine
+   (else :class:`CollectiveMismatchError` naming the ranks that issued another collective), read
+   its step-``s`` data;
 6. ``RAISE_DONE s``: ``done[r] = s``.
 
 :func:`step_program` returns this list of operations; :mod:`.runtime` executes it (waits on the
@@ -32,7 +35,21 @@ WAIT_DONE, WRITE, RAISE_READY, WAIT_READY, READ, RAISE_DONE = (
 BUGS = ("no_wait_done", "no_wait_ready", "wait_ready_ahead")
 
 
-class CommTimeoutError(WarpsmithError, TimeoutError):
+class CommError(WarpsmithError):
+    """A collective over symmetric buffers failed; the world is unusable afterwards (later calls on
+    it raise this at once)."""
+
+
+class CollectiveMismatchError(CommError):
+    """Ranks issued different collectives (kind, size or dtype) at the same step."""
+
+    def __init__(self, rank: int, step: int, mine: str, others: dict[int, str]) -> None:
+        self.rank, self.step, self.others = rank, step, others
+        theirs = "; ".join(f"rank {p} issued {v}" for p, v in sorted(others.items()))
+        super().__init__(f"rank {rank}: at step {step} this rank issued {mine}, but {theirs}")
+
+
+class CommTimeoutError(CommError, TimeoutError):
     """A peer's flag did not reach the awaited step in time."""
 
     def __init__(self, rank: int, flag: str, step: int, behind: dict[int, int], timeout_s: float) -> None:

@@ -12,7 +12,8 @@ import torch
 from ..core._triton import INTERPRET, triton
 from .kernel import (copy_kernel, dequant_reduce_int8_kernel, gather_kernel, quantize_int8_kernel,
                      reduce_add_rms_norm_kernel, reduce_kernel)
-from .protocol import RAISE_DONE, RAISE_READY, READ, WAIT_DONE, WAIT_READY, WRITE, Op, step_program
+from .protocol import (RAISE_DONE, RAISE_READY, READ, WAIT_DONE, WAIT_READY, WRITE, CollectiveMismatchError, CommError,
+                       Op, step_program)
 from .symmetric import DONE, READY, SymmetricWorld
 
 BLOCK = 1024
@@ -24,9 +25,34 @@ def _emulate(dtype: torch.dtype) -> bool:
     return INTERPRET and dtype == torch.bfloat16
 
 
-def run_step(w: SymmetricWorld, write: Callable[[], None], read: Callable[[], None]) -> None:
+KINDS = ("all_reduce_one_shot", "all_reduce_two_shot", "all_reduce_ring", "all_reduce_int8", "all_gather",
+         "reduce_scatter", "all_reduce_add_rms_norm")
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _describe(h: tuple[int, ...]) -> str:
+    kind = KINDS[h[0]] if 0 <= h[0] < len(KINDS) else f"kind {h[0]}"
+    dtype = _DTYPES[h[2]] if 0 <= h[2] < len(_DTYPES) else f"dtype {h[2]}"
+    return f"{kind} of {h[1]} bytes of {dtype}"
+
+
+def run_step(w: SymmetricWorld, kind: str, x: torch.Tensor, write: Callable[[], None],
+             read: Callable[[], None]) -> None:
     """One protocol step: the next step number, :func:`step_program`'s operations in order; the
-    ``READ`` operations are one kernel launch (``read``) reading every peer."""
+    header (``kind``, ``x``'s bytes and dtype) goes with the write and is checked with the reads;
+    the ``READ`` operations are one kernel launch (``read``) reading every peer. A failure marks the
+    world broken."""
+    if w.broken is not None:
+        raise CommError(f"rank {w.rank}: this world is unusable after an earlier failure: {w.broken}")
+    try:
+        _step(w, (KINDS.index(kind), x.numel() * x.element_size(), _DTYPES.index(x.dtype)), write, read)
+    except CommError as e:
+        w.broken = str(e)
+        raise
+
+
+def _step(w: SymmetricWorld, header: tuple[int, int, int], write: Callable[[], None],
+          read: Callable[[], None]) -> None:
     w.step += 1
     read_done = False
     for op in step_program(w.rank, w.world, w.step):
@@ -36,12 +62,16 @@ def run_step(w: SymmetricWorld, write: Callable[[], None], read: Callable[[], No
             w.wait_flags(DONE, op.step)
         elif op.kind == WRITE:
             write()
+            w.write_header(header)
         elif op.kind == RAISE_READY:
             w.raise_flag(READY, op.step)
         elif op.kind == WAIT_READY:
             w.wait_flags(READY, op.step)
         elif op.kind == READ:
             if not read_done:
+                if others := w.peers_headers():
+                    raise CollectiveMismatchError(w.rank, w.step, _describe(header),
+                                                  {p: _describe(h) for p, h in others.items()})
                 read()
                 read_done = True
         elif op.kind == RAISE_DONE:
@@ -77,7 +107,7 @@ def shard_rows(n_rows: int, world: int, rank: int) -> tuple[int, int]:
 
 def all_reduce_one_shot(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
-    run_step(w, lambda: _copy_in(w, x.view(-1), 0), lambda: _reduce(w, out.view(-1), 0))
+    run_step(w, "all_reduce_one_shot", x, lambda: _copy_in(w, x.view(-1), 0), lambda: _reduce(w, out.view(-1), 0))
     return out
 
 
@@ -88,8 +118,9 @@ def all_reduce_two_shot(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
     flat = out.view(-1)
     lo, hi = shard_rows(n, w.world, w.rank)
     shard = -(-n // w.world)
-    run_step(w, lambda: _copy_in(w, x.view(-1), 0), lambda: _reduce(w, flat[lo:hi], lo))
-    run_step(w, lambda: _copy_in(w, flat[lo:hi], lo), lambda: _gather(w, flat, shard, shard))
+    run_step(w, "all_reduce_two_shot", x, lambda: _copy_in(w, x.view(-1), 0), lambda: _reduce(w, flat[lo:hi], lo))
+    run_step(w, "all_reduce_two_shot", x, lambda: _copy_in(w, flat[lo:hi], lo),
+             lambda: _gather(w, flat, shard, shard))
     return out
 
 
@@ -127,9 +158,11 @@ def all_reduce_ring(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
             gather_kernel[(triton.cdiv(hi - lo, BLOCK), 1)](table, flat[lo:hi], hi - lo, 0, hi - lo, WORLD=1,
                                                             BLOCK=BLOCK)
     for k in range(world - 1):
-        run_step(w, lambda k=k: publish((r - k) % world), lambda k=k: add_left((r - k - 1) % world))
+        run_step(w, "all_reduce_ring", x, lambda k=k: publish((r - k) % world),
+                 lambda k=k: add_left((r - k - 1) % world))
     for k in range(world - 1):
-        run_step(w, lambda k=k: publish((r + 1 - k) % world), lambda k=k: copy_left((r - k) % world))
+        run_step(w, "all_reduce_ring", x, lambda k=k: publish((r + 1 - k) % world),
+                 lambda k=k: copy_left((r - k) % world))
     return part
 
 
@@ -164,14 +197,14 @@ def all_reduce_int8(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
         if n:
             dequant_reduce_int8_kernel[(nblk,)](w.table, out.view(-1), n, soff, WORLD=w.world, QBLOCK=QBLOCK,
                                                 EMULATE=_emulate(x.dtype))
-    run_step(w, write, read)
+    run_step(w, "all_reduce_int8", x, write, read)
     return out
 
 
 def all_gather(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
     """Concatenation of every rank's ``x`` along dim 0 (rank order)."""
     out = torch.empty((w.world * x.shape[0], *x.shape[1:]), dtype=x.dtype)
-    run_step(w, lambda: _copy_in(w, x.view(-1), 0), lambda: _gather(w, out.view(-1), x.numel(), 0))
+    run_step(w, "all_gather", x, lambda: _copy_in(w, x.view(-1), 0), lambda: _gather(w, out.view(-1), x.numel(), 0))
     return out
 
 
@@ -180,7 +213,7 @@ def reduce_scatter(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
     lo, hi = shard_rows(x.shape[0], w.world, w.rank)
     row = x[0].numel() if x.shape[0] else 0
     out = torch.empty((hi - lo, *x.shape[1:]), dtype=x.dtype)
-    run_step(w, lambda: _copy_in(w, x.view(-1), 0), lambda: _reduce(w, out.view(-1), lo * row))
+    run_step(w, "reduce_scatter", x, lambda: _copy_in(w, x.view(-1), 0), lambda: _reduce(w, out.view(-1), lo * row))
     return out
 
 
@@ -209,6 +242,6 @@ def all_reduce_add_rms_norm(w: SymmetricWorld, x: torch.Tensor, residual: torch.
     """One-shot all-reduce of ``x`` [rows, H] fused with ``s = sum + residual`` and RMSNorm of ``s``
     (one kernel reading every peer): returns ``(y, s)``."""
     y, s = torch.empty_like(x), torch.empty_like(x)
-    run_step(w, lambda: _copy_in(w, x.view(-1), 0),
+    run_step(w, "all_reduce_add_rms_norm", x, lambda: _copy_in(w, x.view(-1), 0),
              lambda: launch_reduce_add_rms_norm(w.table, w.world, residual, weight, y, s, eps))
     return y, s

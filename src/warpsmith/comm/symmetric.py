@@ -1,8 +1,9 @@
 """Symmetric buffers on the CPU: every rank of a process group maps every rank's buffer.
 
 Each rank owns one data buffer file ``buf<rank>`` of ``capacity`` bytes, and rank 0 creates the
-signal file ``signal``: int64 ``[2, world]``, row 0 the ``ready`` counters, row 1 the ``done``
-counters of :mod:`.protocol`. The files live in one folder (under ``/dev/shm`` by default, so the
+signal file ``signal``: int64 ``[5, world]``, row 0 the ``ready`` counters, row 1 the ``done``
+counters of :mod:`.protocol`, rows 2-4 each rank's header of its current collective (kind, bytes,
+dtype). The files live in one folder (under ``/dev/shm`` by default, so the
 pages are shared memory); every process maps them all with ``numpy.memmap`` and hands the Triton
 kernels the addresses of its own mappings (``table``). Flags are read and written on the host:
 under Triton's interpreter a kernel cannot wait on another process's stores, so the waits of the
@@ -23,6 +24,8 @@ from ..core.errors import InvalidInputError
 from .protocol import CommTimeoutError
 
 READY, DONE = 0, 1
+HEADER = slice(2, 5)  # kind, bytes, dtype of the rank's current collective
+ROWS = 5
 
 
 class SymmetricWorld:
@@ -37,6 +40,7 @@ class SymmetricWorld:
         self.folder, self.rank, self.world, self.capacity = Path(folder), rank, world, capacity
         self.timeout_s, self.topology = float(timeout_s), topology
         self.step = 0  # the last protocol step this rank started
+        self.broken: str | None = None  # why the world is unusable (an earlier failure), else None
         self._maps: list[np.memmap] = []
         self.buffers: list[torch.Tensor] = []
         self.signal: np.ndarray | None = None
@@ -46,14 +50,14 @@ class SymmetricWorld:
     def create(self) -> "SymmetricWorld":
         np.memmap(self.folder / f"buf{self.rank}", dtype=np.uint8, mode="w+", shape=(self.capacity,)).flush()
         if self.rank == 0:
-            np.memmap(self.folder / "signal", dtype=np.int64, mode="w+", shape=(2, self.world)).flush()
+            np.memmap(self.folder / "signal", dtype=np.int64, mode="w+", shape=(ROWS, self.world)).flush()
         return self
 
     def map(self) -> "SymmetricWorld":
         self._maps = [np.memmap(self.folder / f"buf{p}", dtype=np.uint8, mode="r+", shape=(self.capacity,))
                       for p in range(self.world)]
         self.buffers = [torch.from_numpy(m) for m in self._maps]
-        self.signal = np.memmap(self.folder / "signal", dtype=np.int64, mode="r+", shape=(2, self.world))
+        self.signal = np.memmap(self.folder / "signal", dtype=np.int64, mode="r+", shape=(ROWS, self.world))
         self.table = torch.tensor([b.data_ptr() for b in self.buffers], dtype=torch.int64)
         return self
 
@@ -70,6 +74,18 @@ class SymmetricWorld:
     def raise_flag(self, which: int, step: int) -> None:
         assert self.signal is not None
         self.signal[which, self.rank] = step  # one aligned 8-byte store: seen whole by the peers
+
+    def write_header(self, header: tuple[int, int, int]) -> None:
+        assert self.signal is not None
+        self.signal[HEADER, self.rank] = header
+
+    def peers_headers(self) -> dict[int, tuple[int, ...]]:
+        """The ranks whose header differs from mine, with theirs."""
+        assert self.signal is not None
+        hdr = self.signal[HEADER]
+        mine = tuple(int(v) for v in hdr[:, self.rank])
+        theirs = {p: tuple(int(v) for v in hdr[:, p]) for p in range(self.world)}
+        return {p: h for p, h in theirs.items() if h != mine}
 
     def wait_flags(self, which: int, step: int) -> None:
         """Wait until every rank's ``which`` counter is ``>= step``; poll with a growing sleep
