@@ -184,3 +184,33 @@ def dies_mid_collective(rank: int, world: int) -> tuple[str, float]:
 
 dies_mid_collective.may_die = (1, 2, 3)  # the last rank of worlds 2..4
 dies_mid_collective.leaves_world_broken = True
+
+
+def tensor_parallel(rank: int, world: int) -> list[float]:
+    """RowParallelLinear (plain and fused with residual + RMSNorm) against the whole nn.Linear, and
+    all_reduce_ as a drop-in for dist.all_reduce; returns the largest differences."""
+    from warpsmith import comm
+
+    torch.manual_seed(0)  # the same whole layer on every rank
+    full = torch.nn.Linear(10, 6)
+    x = torch.randn(4, 10)
+    want = full(x).detach()
+    layer = comm.RowParallelLinear.from_linear(full, rank, world)
+    lo = rank * -(-10 // world)
+    x_shard = x[:, lo:lo + layer.weight.shape[1]]
+    got = layer(x_shard)
+    diffs = [(got - want).abs().max().item()]
+    nobias = comm.RowParallelLinear.from_linear(torch.nn.Linear(10, 6, bias=False), rank, world)
+    torch.manual_seed(1)
+    res, nw = torch.randn(4, 6), torch.randn(6)
+    y, s = nobias(x_shard, residual=res, norm_weight=nw)
+    s_ref = nobias(x_shard) + res
+    y_ref = s_ref * torch.rsqrt(s_ref.pow(2).mean(-1, keepdim=True) + 1e-6) * nw
+    diffs += [(s - s_ref).abs().max().item(), (y - y_ref).abs().max().item()]
+    t = torch.full((5,), float(rank + 1))
+    assert comm.all_reduce_(t) is None
+    assert torch.equal(t, torch.full((5,), world * (world + 1) / 2)), t
+    t = torch.full((3,), float(rank))
+    comm.all_reduce_(t, op=dist.ReduceOp.MAX)
+    assert torch.equal(t, torch.full((3,), float(world - 1))) and "op=" in comm.fallback_reason()
+    return diffs

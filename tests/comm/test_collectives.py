@@ -75,6 +75,8 @@ def test_bad_input_names_expected_and_given():
         comm.all_reduce(torch.ones(2), algorithm="ring", quantize="int8")
     with pytest.raises(InvalidInputError, match="at least one dimension"):
         comm.reduce_scatter(torch.tensor(1.0))
+    with pytest.raises(InvalidInputError, match=r"expected at least 3 \(one per rank\), got 2"):
+        comm.RowParallelLinear.from_linear(torch.nn.Linear(2, 2), 0, 3)
     with pytest.raises(InvalidInputError, match=r"weight: expected shape \(4,\)"):
         comm.all_reduce_add_rms_norm(torch.ones(2, 4), torch.ones(2, 4), torch.ones(3))
 
@@ -101,3 +103,8 @@ def test_the_runtime_executes_the_model_checked_state_machine(tmp_path, monkeypa
     assert seen == protocol.program(0, 1, 3)
     assert w.signal[:2].tolist() == [[3], [3]]
     w.close()
+
+
+def test_row_parallel_linear_and_the_all_reduce_drop_in():
+    for diffs in run_world(cw.tensor_parallel, 2):
+        assert max(diffs) < 1e-5, diffs

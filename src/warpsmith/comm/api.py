@@ -141,6 +141,19 @@ def all_reduce(t: torch.Tensor, group: Any = None, algorithm: str | None = None,
     return fn(w, x)
 
 
+def all_reduce_(tensor: torch.Tensor, op: Any = None, group: Any = None, async_op: bool = False) -> Any:
+    """A drop-in for ``torch.distributed.all_reduce``: same arguments, sums ``tensor`` in place and
+    returns None (a tensor-parallel layer can call it where it calls ``dist.all_reduce``). An ``op``
+    other than SUM, or ``async_op=True``, goes to ``torch.distributed`` (with its reason recorded)."""
+    _check_tensor("all_reduce_ input", tensor)
+    if (op is not None and op != dist.ReduceOp.SUM) or async_op:
+        _fall_back(group, f"all_reduce_ with op={op} async_op={async_op} (the kernels sum, synchronously)")
+        return dist.all_reduce(tensor, op=op if op is not None else dist.ReduceOp.SUM, group=group,
+                               async_op=async_op)
+    tensor.copy_(all_reduce(tensor, group))
+    return None
+
+
 def all_gather(t: torch.Tensor, group: Any = None) -> torch.Tensor:
     """Every rank's ``t`` (same shape on every rank) concatenated along dim 0 in rank order."""
     _check_tensor("all_gather input", t)
