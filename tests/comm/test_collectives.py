@@ -1,7 +1,5 @@
 """The collectives on CPU worlds of 2, 3 and 4 processes (shared-memory symmetric buffers, Triton
 kernels under the interpreter) against torch.distributed with gloo."""
-import functools
-
 import pytest
 import torch
 
@@ -11,45 +9,51 @@ from warpsmith.comm.local import run_world
 from warpsmith.errors import InvalidInputError, UnknownNameError
 
 
-@functools.lru_cache(maxsize=None)
-def _world(world: int) -> list:
-    """One spawned world per size; the 3-rank one also runs the fused kernel (a spawn costs seconds)."""
-    if world == 3:
-        return run_world(cw.collectives_and_fused, 3)
-    return [(checks, None, None) for checks in run_world(cw.collectives, world)]
+@pytest.fixture(scope="module")
+def worlds():
+    """The spawned worlds, each run once (a spawn costs seconds): ``worlds(2)``, ``worlds(3)`` (also
+    the fused kernel and the int8 all-reduce), ``worlds(4)``, ``worlds("fallbacks")``. Module-scoped,
+    so pytest-xdist keeps this module's tests on one worker (tests/conftest.py)."""
+    cache: dict = {}
+
+    def get(key):
+        if key not in cache:
+            if key == "fallbacks":
+                cache[key] = run_world(cw.fallbacks, 2)
+            elif key == 3:
+                cache[key] = run_world(cw.collectives_and_fused, 3)
+            else:
+                cache[key] = [(checks, None, None) for checks in run_world(cw.collectives, key)]
+        return cache[key]
+    return get
 
 
 @pytest.mark.parametrize("world", [2, 3, 4])
-def test_collectives_match_gloo(world):
-    assert [r[0] for r in _world(world)] == [len(cw.DTYPES) * 10] * world
+def test_collectives_match_gloo(worlds, world):
+    assert [r[0] for r in worlds(world)] == [len(cw.DTYPES) * 10] * world
 
 
-def test_fused_all_reduce_add_rms_norm_matches_unfused():
-    worst = [r[1] for r in _world(3)]
+def test_fused_all_reduce_add_rms_norm_matches_unfused(worlds):
+    worst = [r[1] for r in worlds(3)]
     assert all(0 <= w <= 8 for w in worst), worst
 
 
-def test_int8_all_reduce_meets_its_error_contract():
+def test_int8_all_reduce_meets_its_error_contract(worlds):
     """Within sum_p max|x_p, block| / 254 per element (checked on every rank, every dtype), and the
     error is real: the worst element uses a good part of the bound (a test that cannot fail would not)."""
-    worst = [r[2] for r in _world(3)]
+    worst = [r[2] for r in worlds(3)]
     assert all(0.05 < w <= 1.0 for w in worst), worst
 
 
-@functools.lru_cache(maxsize=None)
-def _fallbacks() -> list:
-    return run_world(cw.fallbacks, 2)
-
-
-def test_fallbacks_say_why():
-    reasons = _fallbacks()[0]
+def test_fallbacks_say_why(worlds):
+    reasons = worlds("fallbacks")[0]
     assert "131072 bytes" in reasons[0] and "65536" in reasons[0]
     assert "torch.int64" in reasons[1]
     assert "no symmetric buffers" in reasons[2]
 
 
-def test_mismatched_collectives_are_named_not_silently_mixed():
-    (m0, b0), (m1, b1) = [r[3:] for r in _fallbacks()]
+def test_mismatched_collectives_are_named_not_silently_mixed(worlds):
+    (m0, b0), (m1, b1) = [r[3:] for r in worlds("fallbacks")]
     assert m0 == ("rank 0: at step 1 this rank issued all_reduce_one_shot of 32 bytes of torch.float32, but "
                   "rank 1 issued all_reduce_one_shot of 24 bytes of torch.float32")
     assert "rank 1: at step 1" in m1 and "rank 0 issued all_reduce_one_shot of 32 bytes" in m1

@@ -90,11 +90,13 @@ def _symmetric(group: Any, t: torch.Tensor, nbytes: int) -> SymmetricWorld | Non
     return None
 
 
-def _fall_back(group: Any, reason: str) -> None:
+def _fall_back(group: Any, reason: str, stacklevel: int = 4) -> None:
+    """Record and warn (once per reason); ``stacklevel`` points the warning at the user's call."""
     _REASONS[_key(group)] = reason
     if reason not in _WARNED:
         _WARNED.add(reason)
-        warnings.warn(f"warpsmith.comm falls back to torch.distributed: {reason}", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"warpsmith.comm falls back to torch.distributed: {reason}", RuntimeWarning,
+                      stacklevel=stacklevel)
 
 
 def choose(collective: str, nbytes: int, world: int, topology: str = "nvlink") -> str:
@@ -147,7 +149,8 @@ def all_reduce_(tensor: torch.Tensor, op: Any = None, group: Any = None, async_o
     other than SUM, or ``async_op=True``, goes to ``torch.distributed`` (with its reason recorded)."""
     _check_tensor("all_reduce_ input", tensor)
     if (op is not None and op != dist.ReduceOp.SUM) or async_op:
-        _fall_back(group, f"all_reduce_ with op={op} async_op={async_op} (the kernels sum, synchronously)")
+        _fall_back(group, f"all_reduce_ with op={op} async_op={async_op} (the kernels sum, synchronously)",
+                   stacklevel=3)
         return dist.all_reduce(tensor, op=op if op is not None else dist.ReduceOp.SUM, group=group,
                                async_op=async_op)
     tensor.copy_(all_reduce(tensor, group))
