@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("warpsmith.dispatch", 6),
     ("warpsmith.ops.shared", 7),
     ("warpsmith.ops.", 8),  # the families: warpsmith.ops.<family>
+    ("warpsmith.comm", 8),  # collectives: kernels over symmetric buffers, like a family (uses ops.shared)
     ("warpsmith.ops", 9),  # the family list, the registry and the public functions
     ("warpsmith.gpucheck", 10),  # compile every family's kernels for a GPU target; the search's compiler-facts worker
     ("warpsmith.tune", 10),

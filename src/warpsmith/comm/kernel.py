@@ -1,0 +1,115 @@
+"""Triton kernels of the collectives over symmetric buffers (only ``@triton.jit`` code).
+
+Every kernel reads the peers through ``table_ptr``: an int64 tensor of ``WORLD`` addresses, entry
+``p`` the base of rank ``p``'s symmetric buffer as mapped in the calling process. Sums accumulate
+in fp32 whatever the element type; outputs are rounded once (``to_output``: nearest even).
+"""
+from ..core._triton import tl, triton
+from ..ops.shared.kernel import round_to_bf16, to_output
+
+
+@triton.jit
+def _peer(table_ptr, p, like_ptr):
+    """Rank ``p``'s buffer as a pointer to ``like_ptr``'s element type."""
+    return tl.load(table_ptr + p).to(tl.pointer_type(like_ptr.dtype.element_ty))
+
+
+@triton.jit
+def copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    """``dst[i] = src[i]`` for ``i < n``: a rank writes its data into its own symmetric buffer.
+    Bytes: 2 n elements."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=m), mask=m)
+
+
+@triton.jit
+def reduce_kernel(table_ptr, out_ptr, src_offset, n, WORLD: tl.constexpr, BLOCK: tl.constexpr,
+                  EMULATE: tl.constexpr):
+    """``out[i] = sum_p peer_p[src_offset + i]`` (fp32 sum, peers in rank order) for ``i < n``: the
+    one-shot all-reduce (``src_offset = 0``, ``n`` the whole tensor) and the reduce-scatter half of
+    the two-shot one (this rank's shard). Bytes: (WORLD + 1) n elements; FLOPs: (WORLD - 1) n."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for p in tl.static_range(WORLD):
+        acc += tl.load(_peer(table_ptr, p, out_ptr) + src_offset + offs, mask=m, other=0.0).to(tl.float32)
+    tl.store(out_ptr + offs, to_output(acc, out_ptr, EMULATE), mask=m)
+
+
+@triton.jit
+def gather_kernel(table_ptr, out_ptr, chunk, src_step, n, WORLD: tl.constexpr, BLOCK: tl.constexpr):
+    """``out[p chunk + i] = peer_p[p src_step + i]`` for ``i < chunk`` and ``p chunk + i < n``; grid
+    ``(cdiv(chunk, BLOCK), WORLD)``. All-gather: ``src_step = 0`` (each rank's data at the start of
+    its buffer); the all-gather half of the two-shot all-reduce: ``src_step = chunk`` (each rank's
+    reduced shard in place). Bytes: 2 n elements."""
+    p = tl.program_id(1)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = (offs < chunk) & (p * chunk + offs < n)
+    base = tl.load(table_ptr + p).to(tl.pointer_type(out_ptr.dtype.element_ty))
+    tl.store(out_ptr + p * chunk + offs, tl.load(base + p * src_step + offs, mask=m), mask=m)
+
+
+@triton.jit
+def _round(x, like_ptr, EMULATE: tl.constexpr):
+    """fp32 ``x`` rounded to ``like_ptr``'s element type (nearest even), held in fp32."""
+    if EMULATE:
+        return round_to_bf16(x)
+    return x.to(like_ptr.dtype.element_ty).to(tl.float32)
+
+
+@triton.jit
+def reduce_add_rms_norm_kernel(table_ptr, res_ptr, w_ptr, y_ptr, s_ptr, H, eps, WORLD: tl.constexpr,
+                               BLOCK_H: tl.constexpr, EMULATE: tl.constexpr):
+    """One row per program: ``a = round(sum_p peer_p[row])`` (the all-reduce, fp32 sum),
+    ``s = round(a + residual[row])`` (stored: the new residual), ``y = s rsqrt(mean(s^2) + eps) w``:
+    the unfused all-reduce, add and RMSNorm with their roundings, in one pass. Bytes: (WORLD + 4) H
+    elements per row."""
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_H)
+    m = offs < H
+    acc = tl.zeros([BLOCK_H], dtype=tl.float32)
+    for p in tl.static_range(WORLD):
+        acc += tl.load(_peer(table_ptr, p, y_ptr) + row * H + offs, mask=m, other=0.0).to(tl.float32)
+    a = _round(acc, y_ptr, EMULATE)
+    s = _round(a + tl.load(res_ptr + row * H + offs, mask=m, other=0.0).to(tl.float32), y_ptr, EMULATE)
+    tl.store(s_ptr + row * H + offs, to_output(s, s_ptr, EMULATE), mask=m)
+    rstd = 1.0 / tl.sqrt(tl.sum(s * s, axis=0) / H + eps)
+    w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * H + offs, to_output(s * rstd * w, y_ptr, EMULATE), mask=m)
+
+
+@triton.jit
+def quantize_int8_kernel(x_ptr, q_ptr, scale_ptr, n, QBLOCK: tl.constexpr):
+    """One block of ``QBLOCK`` elements per program: ``scale = max|x| / 127`` (1 for an all-zero
+    block), ``q = round_half_away(x / scale)`` as int8 into ``q_ptr``, the scale (fp32) into
+    ``scale_ptr[block]``. Bytes: n (in) + n (int8) + 4 n / QBLOCK."""
+    blk = tl.program_id(0)
+    offs = blk * QBLOCK + tl.arange(0, QBLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    amax = tl.max(tl.abs(x), axis=0)
+    scale = tl.where(amax > 0, amax / 127.0, 1.0)
+    v = x / scale
+    q = tl.where(v >= 0, tl.floor(v + 0.5), tl.ceil(v - 0.5))
+    q = tl.minimum(tl.maximum(q, -127.0), 127.0)
+    tl.store(q_ptr + offs, q.to(tl.int8), mask=m)
+    tl.store(scale_ptr + blk, scale)
+
+
+@triton.jit
+def dequant_reduce_int8_kernel(table_ptr, out_ptr, n, scale_offset, WORLD: tl.constexpr, QBLOCK: tl.constexpr,
+                               EMULATE: tl.constexpr):
+    """``out[i] = sum_p q_p[i] scale_p[i // QBLOCK]`` (fp32), one block per program; each peer's
+    buffer holds its int8 values at byte 0 and its fp32 scales at byte ``scale_offset``.
+    Bytes: WORLD (n + 4 n / QBLOCK) + n elements out."""
+    blk = tl.program_id(0)
+    offs = blk * QBLOCK + tl.arange(0, QBLOCK)
+    m = offs < n
+    acc = tl.zeros([QBLOCK], dtype=tl.float32)
+    for p in tl.static_range(WORLD):
+        base = tl.load(table_ptr + p)
+        q = tl.load(base.to(tl.pointer_type(tl.int8)) + offs, mask=m, other=0).to(tl.float32)
+        scale = tl.load((base + scale_offset).to(tl.pointer_type(tl.float32)) + blk)
+        acc += q * scale
+    tl.store(out_ptr + offs, to_output(acc, out_ptr, EMULATE), mask=m)

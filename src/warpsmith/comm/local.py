@@ -1,0 +1,78 @@
+"""A CPU world for tests and the benchmark's dry run: ``world`` processes (torch.multiprocessing
+spawn), a gloo process group, and symmetric buffers in shared memory (:func:`.api.attach`).
+
+:func:`run_world` runs ``fn(rank, world, *args)`` on every rank and returns the ranks' return
+values (rank order). A child that raises sends its error back; a world that does not finish in
+``timeout_s`` is killed and reported, never waited on forever.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import pickle
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import torch.multiprocessing as mp
+
+
+def _child(rank: int, world: int, folder: str, fn: Callable[..., Any], args: tuple, capacity: int,
+           comm_timeout_s: float) -> None:
+    import torch.distributed as dist
+
+    from .api import attach, detach
+
+    result: Any
+    try:
+        dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=60))
+        attach(capacity=capacity, timeout_s=comm_timeout_s, folder=folder)
+        result = ("ok", fn(rank, world, *args))
+        if not getattr(fn, "leaves_world_broken", False):
+            detach()
+            dist.destroy_process_group()
+    except BaseException as e:  # noqa: BLE001 -- sent back to the parent
+        result = ("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+    with open(Path(folder) / f"result{rank}.pkl", "wb") as f:
+        pickle.dump(result, f)
+    os._exit(0)  # no teardown that could wait on a dead peer
+
+
+def run_world(fn: Callable[..., Any], world: int, *args: Any, capacity: int = 1 << 16, timeout_s: float = 120.0,
+              comm_timeout_s: float = 30.0) -> list[Any]:
+    """Run ``fn(rank, world, *args)`` on ``world`` CPU processes (see the module); ``fn`` must be
+    importable by name. Returns the results; raises RuntimeError with every failing rank's error
+    (a rank that exits without a result counts as failed, unless ``fn.may_die`` lists it)."""
+    folder = tempfile.mkdtemp(prefix="warpsmith-world-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    ctx = mp.spawn(_child, args=(world, folder, fn, args, capacity, comm_timeout_s), nprocs=world, join=False)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not all(not p.is_alive() for p in ctx.processes):
+            if time.monotonic() > deadline:
+                for p in ctx.processes:
+                    if p.is_alive():
+                        p.kill()
+                raise RuntimeError(f"the {world}-rank world did not finish within {timeout_s} s")
+            time.sleep(0.05)
+        results, errors = [], []
+        for r in range(world):
+            path = Path(folder) / f"result{r}.pkl"
+            if not path.exists():
+                results.append(None)
+                if r not in getattr(fn, "may_die", ()):
+                    errors.append(f"rank {r}: exited with code {ctx.processes[r].exitcode} and no result")
+                continue
+            status, value = pickle.loads(path.read_bytes())
+            results.append(value if status == "ok" else None)
+            if status != "ok":
+                errors.append(f"rank {r}: {value}")
+        if errors:
+            raise RuntimeError("\n".join(errors))
+        return results
+    finally:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)

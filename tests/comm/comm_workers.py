@@ -1,0 +1,216 @@
+"""Functions the CPU worlds of tests/comm run on every rank (importable by name in the children)."""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+
+import torch
+import torch.distributed as dist
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _inputs(rank: int, shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(1000 * seed + rank)
+    return torch.randn(shape, generator=g).to(dtype)
+
+
+def _exact_sum(x: torch.Tensor, world: int) -> torch.Tensor:
+    """The fp64 sum of every rank's x (gathered with gloo)."""
+    parts = [torch.empty_like(x) for _ in range(world)]
+    dist.all_gather(parts, x)
+    return torch.stack([p.double() for p in parts]).sum(0)
+
+
+def _check_sum(ours: torch.Tensor, x: torch.Tensor, world: int, what: str, rows: slice = slice(None),
+               rounded_once: bool = True) -> None:
+    """``ours`` (rows ``rows`` of the sum over ranks of ``x``) vs gloo's all_reduce and the exact
+    sum: 16-bit results are the exact sum rounded once (fp32 accumulation), bitwise; fp32 ones
+    within W ulps of sum |x|; both within W ulps of gloo's (which rounds its partial sums)."""
+    gloo = x.clone()
+    dist.all_reduce(gloo)
+    gloo, exact, mag = gloo[rows], _exact_sum(x, world)[rows], _exact_sum(x.abs(), world)[rows]
+    assert ours.dtype == x.dtype and ours.shape == exact.shape, (what, ours.dtype, ours.shape, exact.shape)
+    ulp = {torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}[x.dtype]  # unit roundoff
+    if x.dtype == torch.float32 or not rounded_once:
+        assert ((ours.double() - exact).abs() <= world * ulp * mag).all(), what
+    else:
+        assert torch.equal(ours, exact.to(x.dtype)), (what, (ours.double() - exact).abs().max())
+    assert ((ours.double() - gloo.double()).abs() <= 2 * world * ulp * mag).all(), what
+
+
+def collectives(rank: int, world: int) -> int:
+    """Every collective, every dtype, sizes not divisible by the world size; returns the checks run."""
+    from warpsmith import comm
+
+    checks = 0
+    for dtype in DTYPES:
+        for seed, shape in enumerate(((37, 5), (world - 1 if world > 2 else 1,))):
+            x = _inputs(rank, shape, dtype, seed)
+            for alg in ("one_shot", "two_shot", "ring", None):  # None: the alpha-beta model picks
+                _check_sum(comm.all_reduce(x, algorithm=alg), x, world, f"all_reduce {alg} {dtype} {shape}",
+                           rounded_once=alg != "ring")
+                checks += 1
+        x = _inputs(rank, (5, 3), dtype, 7)
+        parts = [torch.empty_like(x) for _ in range(world)]
+        dist.all_gather(parts, x)
+        assert torch.equal(comm.all_gather(x), torch.cat(parts)), f"all_gather {dtype}"
+        x = _inputs(rank, (7, 3), dtype, 8)  # 7 rows: uneven for 2, 3, 4 ranks
+        ours = comm.reduce_scatter(x)
+        per = -(-7 // world)
+        lo = min(7, rank * per)
+        _check_sum(ours, x, world, f"reduce_scatter {dtype}", slice(lo, min(7, lo + per)))
+        checks += 2
+    assert comm.fallback_reason() is None
+    return checks
+
+
+def fused(rank: int, world: int) -> float:
+    """all_reduce + residual add + RMSNorm, fused, vs the unfused sequence (gloo all_reduce, add,
+    RMSNorm in fp32); returns the largest difference of y in ulps-of-1 of its dtype."""
+    from warpsmith import comm
+
+    worst = 0.0
+    for dtype in DTYPES:
+        x, res = _inputs(rank, (3, 40), dtype, 1), _inputs(0, (3, 40), dtype, 2)
+        w = _inputs(0, (40,), dtype, 3)
+        y, s = comm.all_reduce_add_rms_norm(x, res, w, eps=1e-5)
+        r = x.clone()
+        dist.all_reduce(r)
+        s_ref = r + res
+        sf = s_ref.float()
+        y_ref = (sf * torch.rsqrt(sf.pow(2).mean(-1, keepdim=True) + 1e-5) * w.float()).to(dtype)
+        ulp = {torch.float32: 2.0 ** -23, torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}[dtype]
+        tol = (world - 1 + 1) * ulp  # gloo rounds its partial sums in the dtype; the fused kernel once
+        torch.testing.assert_close(s.float(), s_ref.float(), atol=4 * tol, rtol=2 * tol)
+        torch.testing.assert_close(y.float(), y_ref.float(), atol=4 * tol, rtol=4 * tol)
+        worst = max(worst, ((y.float() - y_ref.float()).abs().max() / ulp).item())
+    return worst
+
+
+def quantized(rank: int, world: int) -> float:
+    """The int8-on-the-wire all-reduce within its error contract (per element: sum over ranks of the
+    block's max|x| / 254, plus the output's rounding); returns the worst error / bound."""
+    from warpsmith import comm
+
+    worst = 0.0
+    for dtype in DTYPES:
+        x = _inputs(rank, (3, 100), dtype, 11)  # 300 elements: blocks of 128, 128, 44
+        x[0, 5] = 40.0 if rank == 0 else x[0, 5]  # an outlier: its block's scale grows, its neighbours' error too
+        ours = comm.all_reduce(x, quantize="int8")
+        exact = _exact_sum(x, world).reshape(-1)
+        parts = [torch.empty_like(x) for _ in range(world)]
+        dist.all_gather(parts, x)
+        flat = torch.stack([p.double().reshape(-1) for p in parts])  # [W, n]
+        pad = (-flat.shape[1]) % 128
+        blk = torch.nn.functional.pad(flat.abs(), (0, pad)).reshape(world, -1, 128).amax(-1)  # [W, blocks]
+        bound = (blk.sum(0) / 254).repeat_interleave(128)[: flat.shape[1]]
+        u = {torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}[dtype]
+        bound = bound * (1 + 1e-5) + u * exact.abs() + 2.0 ** -22 * flat.abs().sum(0) + 1e-30
+        err = (ours.double().reshape(-1) - exact).abs()
+        assert (err <= bound).all(), (dtype, (err / bound).max())
+        worst = max(worst, (err / bound).max().item())
+    return worst
+
+
+def collectives_and_fused(rank: int, world: int) -> tuple[int, float, float]:
+    """The collectives, the fused kernel and the int8 all-reduce in one world (one spawn)."""
+    return collectives(rank, world), fused(rank, world), quantized(rank, world)
+
+
+def fallbacks(rank: int, world: int) -> list[str]:
+    """A message past the buffer's capacity, an integer dtype, and a detached group fall back to
+    torch.distributed with a reason and one warning each."""
+    from warpsmith import comm
+
+    reasons = []
+    big = torch.ones(1 << 15)  # 128 KiB > the 64 KiB buffers of run_world
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert torch.equal(comm.all_reduce(big), big * world)
+        reasons.append(comm.fallback_reason())
+        comm.all_reduce(big)  # same reason: no second warning
+        assert torch.equal(comm.all_reduce(torch.arange(3)), torch.arange(3) * world)
+        reasons.append(comm.fallback_reason())
+        assert torch.equal(comm.all_reduce(torch.ones(3)), torch.full((3,), float(world)))
+        assert comm.fallback_reason() is None  # the symmetric path again
+    assert len([w for w in caught if "falls back" in str(w.message)]) == 2, [str(w.message) for w in caught]
+    comm.detach()
+    assert torch.equal(comm.all_gather(torch.ones(2)), torch.ones(2 * world))
+    reasons.append(comm.fallback_reason())
+    comm.attach(capacity=1 << 16)
+    return reasons + mismatched(rank, world)
+
+
+def mismatched(rank: int, world: int) -> list[str]:
+    """Rank 1 issues an all_reduce of another size, then an all_gather: every rank raises
+    CollectiveMismatchError naming the others, and the world refuses further calls."""
+    from warpsmith import comm
+    from warpsmith.comm.protocol import CollectiveMismatchError, CommError
+
+    out = []
+    try:
+        comm.all_reduce(torch.ones(8 if rank == 0 else 6), algorithm="one_shot")
+        raise AssertionError("mismatched collectives were not detected")
+    except CollectiveMismatchError as e:
+        out.append(str(e))
+    try:
+        comm.all_reduce(torch.ones(8), algorithm="one_shot")
+        raise AssertionError("a broken world accepted a collective")
+    except CommError as e:
+        out.append(str(e))
+    return out
+
+
+def dies_mid_collective(rank: int, world: int) -> tuple[str, float]:
+    """The last rank dies after writing its data for step 1, before raising its ready flag; the
+    others must raise CommTimeoutError naming it."""
+    from warpsmith import comm
+    from warpsmith.comm import runtime
+
+    if rank == world - 1:
+        def fault(w, op):
+            if op.kind == "raise_ready":
+                os._exit(3)
+        runtime.FAULT = fault
+    t0 = time.monotonic()
+    try:
+        comm.all_reduce(torch.ones(8), algorithm="one_shot")
+    except comm.CommTimeoutError as e:
+        return str(e), time.monotonic() - t0
+    raise AssertionError("the all_reduce completed although a rank died")
+
+
+dies_mid_collective.may_die = (1, 2, 3)  # the last rank of worlds 2..4
+dies_mid_collective.leaves_world_broken = True
+
+
+def tensor_parallel(rank: int, world: int) -> list[float]:
+    """RowParallelLinear (plain and fused with residual + RMSNorm) against the whole nn.Linear, and
+    all_reduce_ as a drop-in for dist.all_reduce; returns the largest differences."""
+    from warpsmith import comm
+
+    torch.manual_seed(0)  # the same whole layer on every rank
+    full = torch.nn.Linear(10, 6)
+    x = torch.randn(4, 10)
+    want = full(x).detach()
+    layer = comm.RowParallelLinear.from_linear(full, rank, world)
+    lo = rank * -(-10 // world)
+    x_shard = x[:, lo:lo + layer.weight.shape[1]]
+    got = layer(x_shard)
+    diffs = [(got - want).abs().max().item()]
+    nobias = comm.RowParallelLinear.from_linear(torch.nn.Linear(10, 6, bias=False), rank, world)
+    torch.manual_seed(1)
+    res, nw = torch.randn(4, 6), torch.randn(6)
+    y, s = nobias(x_shard, residual=res, norm_weight=nw)
+    s_ref = nobias(x_shard) + res
+    y_ref = s_ref * torch.rsqrt(s_ref.pow(2).mean(-1, keepdim=True) + 1e-6) * nw
+    diffs += [(s - s_ref).abs().max().item(), (y - y_ref).abs().max().item()]
+    t = torch.full((5,), float(rank + 1))
+    assert comm.all_reduce_(t) is None
+    assert torch.equal(t, torch.full((5,), world * (world + 1) / 2)), t
+    t = torch.full((3,), float(rank))
+    comm.all_reduce_(t, op=dist.ReduceOp.MAX)
+    assert torch.equal(t, torch.full((3,), float(world - 1))) and "op=" in comm.fallback_reason()
+    return diffs

@@ -1,0 +1,114 @@
+"""The collectives on CPU worlds of 2, 3 and 4 processes (shared-memory symmetric buffers, Triton
+kernels under the interpreter) against torch.distributed with gloo."""
+import pytest
+import torch
+
+import comm_workers as cw
+from warpsmith import comm
+from warpsmith.comm.local import run_world
+from warpsmith.errors import InvalidInputError, UnknownNameError
+
+
+@pytest.fixture(scope="module")
+def worlds():
+    """The spawned worlds, each run once (a spawn costs seconds): ``worlds(2)``, ``worlds(3)`` (also
+    the fused kernel and the int8 all-reduce), ``worlds(4)``, ``worlds("fallbacks")``. Module-scoped,
+    so pytest-xdist keeps this module's tests on one worker (tests/conftest.py)."""
+    cache: dict = {}
+
+    def get(key):
+        if key not in cache:
+            if key == "fallbacks":
+                cache[key] = run_world(cw.fallbacks, 2)
+            elif key == 3:
+                cache[key] = run_world(cw.collectives_and_fused, 3)
+            else:
+                cache[key] = [(checks, None, None) for checks in run_world(cw.collectives, key)]
+        return cache[key]
+    return get
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_collectives_match_gloo(worlds, world):
+    assert [r[0] for r in worlds(world)] == [len(cw.DTYPES) * 10] * world
+
+
+def test_fused_all_reduce_add_rms_norm_matches_unfused(worlds):
+    worst = [r[1] for r in worlds(3)]
+    assert all(0 <= w <= 8 for w in worst), worst
+
+
+def test_int8_all_reduce_meets_its_error_contract(worlds):
+    """Within sum_p max|x_p, block| / 254 per element (checked on every rank, every dtype), and the
+    error is real: the worst element uses a good part of the bound (a test that cannot fail would not)."""
+    worst = [r[2] for r in worlds(3)]
+    assert all(0.05 < w <= 1.0 for w in worst), worst
+
+
+def test_fallbacks_say_why(worlds):
+    reasons = worlds("fallbacks")[0]
+    assert "131072 bytes" in reasons[0] and "65536" in reasons[0]
+    assert "torch.int64" in reasons[1]
+    assert "no symmetric buffers" in reasons[2]
+
+
+def test_mismatched_collectives_are_named_not_silently_mixed(worlds):
+    (m0, b0), (m1, b1) = [r[3:] for r in worlds("fallbacks")]
+    assert m0 == ("rank 0: at step 1 this rank issued all_reduce_one_shot of 32 bytes of torch.float32, but "
+                  "rank 1 issued all_reduce_one_shot of 24 bytes of torch.float32")
+    assert "rank 1: at step 1" in m1 and "rank 0 issued all_reduce_one_shot of 32 bytes" in m1
+    assert "unusable after an earlier failure" in b0 and "unusable" in b1
+
+
+def test_a_dead_rank_is_named_not_waited_for():
+    out = run_world(cw.dies_mid_collective, 3, comm_timeout_s=2.0, timeout_s=60)
+    assert out[2] is None
+    for msg, elapsed in out[:2]:
+        assert "rank 2 (its ready flag is at step 0)" in msg and "step 1" in msg, msg
+        assert 2.0 <= elapsed < 10.0, elapsed
+
+
+def test_bad_input_names_expected_and_given():
+    with pytest.raises(InvalidInputError, match="expected a torch.Tensor, got 'list'"):
+        comm.all_reduce([1.0])
+    with pytest.raises(UnknownNameError, match="one of one_shot, ring, two_shot"):
+        comm.all_reduce(torch.ones(2), algorithm="tree")
+    with pytest.raises(UnknownNameError, match="one of int8"):
+        comm.all_reduce(torch.ones(2), quantize="fp4")
+    with pytest.raises(InvalidInputError, match="expected None or one_shot, got 'ring'"):
+        comm.all_reduce(torch.ones(2), algorithm="ring", quantize="int8")
+    with pytest.raises(InvalidInputError, match="at least one dimension"):
+        comm.reduce_scatter(torch.tensor(1.0))
+    with pytest.raises(InvalidInputError, match=r"expected at least 3 \(one per rank\), got 2"):
+        comm.RowParallelLinear.from_linear(torch.nn.Linear(2, 2), 0, 3)
+    with pytest.raises(InvalidInputError, match=r"weight: expected shape \(4,\)"):
+        comm.all_reduce_add_rms_norm(torch.ones(2, 4), torch.ones(2, 4), torch.ones(3))
+
+
+def test_the_model_picks_one_shot_for_small_and_two_shot_for_large_messages():
+    assert comm.choose("all_reduce", 1024, 4) == "one_shot"
+    assert comm.choose("all_reduce", 1 << 26, 4) == "two_shot"
+    assert comm.choose("all_gather", 1 << 26, 4) == "one_shot"  # the only one implemented
+    assert comm.choose("all_reduce", 1 << 26, 8, topology="pcie") == "ring"
+
+
+def test_the_runtime_executes_the_model_checked_state_machine(tmp_path, monkeypatch):
+    """One rank (world 1, no process group needed): the operations the runtime runs for a two-shot
+    all-reduce are protocol.program's, in order; and the flags end at the last step."""
+    from warpsmith.comm import protocol, runtime
+    from warpsmith.comm.symmetric import SymmetricWorld
+
+    w = SymmetricWorld(tmp_path, 0, 1, 1 << 12).create().map()
+    seen = []
+    monkeypatch.setattr(runtime, "FAULT", lambda world, op: seen.append(op))
+    x = torch.randn(5, dtype=torch.bfloat16)
+    assert torch.equal(runtime.all_reduce_two_shot(w, x), x)
+    assert torch.equal(runtime.all_reduce_one_shot(w, x), x)
+    assert seen == protocol.program(0, 1, 3)
+    assert w.signal[:2].tolist() == [[3], [3]]
+    w.close()
+
+
+def test_row_parallel_linear_and_the_all_reduce_drop_in():
+    for diffs in run_world(cw.tensor_parallel, 2):
+        assert max(diffs) < 1e-5, diffs
