@@ -59,3 +59,32 @@ def _private_db(tmp_path, monkeypatch):
     clear_cache()
     yield
     clear_cache()
+
+
+#: the test folders whose subject is the check's protocol itself: they always run the whole protocol
+PROTOCOL_TESTS = ("tests/check/",)
+
+
+@pytest.fixture(autouse=True)
+def _quick_check_protocol(request, monkeypatch):
+    """The quick tier runs the check's protocol without its endurance phase and with short settle
+    pauses, except in the tests of the protocol itself (:data:`PROTOCOL_TESTS`). Elsewhere the check
+    judges warpsmith's own emitted programs (``solve``, the compiler's tests): what those tests ask is
+    whether the program's values are right, which every trial and repeat still judges; the endurance
+    phase (further calls, against a candidate that turns wrong after N calls) and the settle pause
+    (against late writes from a thread) guard against adversaries and are tested in tests/check.
+    ``--full`` (CI) runs the whole protocol everywhere."""
+    if request.config.getoption("--full") or request.node.nodeid.startswith(PROTOCOL_TESTS):
+        yield
+        return
+    from warpsmith.check import hardened
+
+    def no_endurance(self, gen, budget_s, t0):
+        self.endurance_calls = (0, 0)
+
+    monkeypatch.setattr(hardened._Session, "endurance", no_endurance)
+    monkeypatch.setitem(hardened.check.__kwdefaults__, "settle_s", QUICK_SETTLE_S)
+    yield
+
+
+QUICK_SETTLE_S = 0.005  # the quick tier's settle pause outside the protocol's own tests (the default: hardened.SETTLE_S)
