@@ -77,6 +77,7 @@ class Profile:
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["target"] = self.target.name
+        doc["target_provenance"] = self.target.provenance
         for k, row in zip(doc["kernels"], self.kernels):
             k["intensity"] = row.intensity
         return doc

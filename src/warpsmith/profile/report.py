@@ -41,7 +41,8 @@ def header(p: Profile) -> list[str]:
              f"roofline floor {p.roofline_ms:.4g} ms ({p.math_kind} peak, HBM) predicted",
              f"analytic cost model: {_num(p.analytic_ms)} ms predicted; static machine-code model: "
              f"{_num(sum(r.predicted_ms or 0 for r in p.kernels) or None)} ms predicted (kernels in sequence)",
-             p.measured_note if p.measured_ms is None else f"measured: {p.measured_ms:.4g} ms ({p.measured_note})"]
+             p.measured_note if p.measured_ms is None else f"measured: {p.measured_ms:.4g} ms ({p.measured_note})",
+             f"{p.target.name} rates: {p.target.provenance}"]
     if p.static_note:
         lines.append(p.static_note)
     return lines
