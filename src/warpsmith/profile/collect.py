@@ -45,6 +45,7 @@ class KernelRow:
     top_classes: list[tuple[str, int]] = field(default_factory=list)
     unit_ms: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    ncu: dict[str, float] = field(default_factory=dict)  # Nsight Compute's metrics, measured (``--ncu``)
 
     @property
     def intensity(self) -> float | None:
@@ -72,6 +73,7 @@ class Profile:
     measured_note: str = NO_GPU
     timing: str = "predicted"
     source: str = "op definition"  # where ``flops`` and ``bytes`` come from
+    ncu_note: str | None = None  # what Nsight Compute measured (``--ncu``), if it ran
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
