@@ -225,7 +225,7 @@ def predict_config(spec: Any, problem: Any, kernels: Any, sass: Any, target: Tar
             for i, (k, s) in enumerate(zip(kernels, sass))]
 
 
-def config_terms(preds: "list[StaticPrediction | None]") -> dict[str, float | str]:
+def config_terms(preds: list[StaticPrediction | None]) -> dict[str, float | str]:
     """The static model's word on one config, as named facts (the learned ranker's ``static.*`` features):
     ``static.log_ms`` (log of the kernels' predicted times in sequence), ``static.sol`` and
     ``static.bound`` of the main kernel; empty where a kernel was not priced."""
@@ -237,4 +237,3 @@ def config_terms(preds: "list[StaticPrediction | None]") -> dict[str, float | st
     if main.sol is not None:
         out["static.sol"] = main.sol
     return out
-

@@ -61,6 +61,7 @@ def _launch(case: Case, device: str, size: str) -> tuple[Callable[[], Any], dict
     from ..ops.shared.launch import emulated
 
     p = case.params
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if size == "gpu" else 1
     if case.kind == "copy":
         block = 32 * COPY_WARPS * p["bits"] // 32
         n = {"gpu": 1 << 28, "tiny": 3 * block + 5, "compile": 1 << 20}[size]
@@ -71,14 +72,14 @@ def _launch(case: Case, device: str, size: str) -> tuple[Callable[[], Any], dict
                 {"bytes": 2 * 4 * n, "check": lambda: torch.equal(x, y)})
     if case.kind == "shared":
         block = 32 * SHARED_WARPS
-        programs, iters = (132 * 8, 4096) if size == "gpu" else (4, 16)
+        programs, iters = (sms * 8, 4096) if size == "gpu" else (4, 16)
         out = torch.empty(programs * block, dtype=torch.int32, device=device)
         return (lambda: k.shared_kernel[(programs,)](out, iters, p["stride"], BLOCK=block, num_warps=SHARED_WARPS),
                 {"bytes": programs * block * iters * 16})
     if case.kind == "mma":
         m, n, kk = p["tile"] if size != "tiny" else (16, 16, 32)
         dtype = getattr(torch, p["dtype"])
-        programs, iters = (132 * 4, 2048) if size == "gpu" else (2, 3)
+        programs, iters = (sms * 4, 2048) if size == "gpu" else (2, 3)
         g = torch.Generator().manual_seed(0)
         # small integers: every product and sum is exact in every type, so the check is equality
         a = torch.randint(-2, 3, (m, kk), generator=g).to(dtype).to(device)
