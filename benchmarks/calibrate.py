@@ -56,7 +56,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def _compile_in_child(args: argparse.Namespace, arch: str) -> list[dict]:
     """Compile-only needs a process that imports Triton with ``WARPSMITH_COMPILE_ONLY`` set."""
-    env = {**os.environ, "WARPSMITH_COMPILE_ONLY": arch}
+    import warpsmith
+
+    src = str(Path(warpsmith.__file__).resolve().parents[1])  # the child imports the same warpsmith
+    env = {**os.environ, "WARPSMITH_COMPILE_ONLY": arch,
+           "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
     env.pop("TRITON_INTERPRET", None)
     res = subprocess.run([sys.executable, __file__, "--compile-check", "--target", args.target, "--only",
                           ",".join(args.only)], env=env, capture_output=True, text=True, timeout=600)

@@ -4,11 +4,9 @@ target's table (its peaks, and the provenance `warpsmith profile` prints). No GP
 calibration files below are hand-written inputs, not measurements."""
 from __future__ import annotations
 
+import importlib.util
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,19 +22,22 @@ from warpsmith.targets.compiler.sass import SassCounts
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _dry_run(tmp_path: Path, only: str) -> tuple[subprocess.CompletedProcess, dict]:
+def _dry_run(tmp_path: Path, only: str, monkeypatch) -> tuple[int, dict]:
+    """``benchmarks/calibrate.py --dry-run`` in this process (its compile-only half in a child)."""
     if nvdisasm_path() is None:
         pytest.skip("nvdisasm not found: the compiled kernels' machine code cannot be checked")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "WARPSMITH_FACTS_DIR": str(tmp_path / "facts")}
-    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "calibrate.py"), "--dry-run", "--only", only,
-                          "--out", str(tmp_path)], env=env, capture_output=True, text=True, timeout=600)
+    monkeypatch.setenv("WARPSMITH_FACTS_DIR", str(tmp_path / "facts"))
+    spec = importlib.util.spec_from_file_location("calibrate_script", ROOT / "benchmarks" / "calibrate.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    rc = script.main(["--dry-run", "--only", only, "--out", str(tmp_path)])
     files = list(tmp_path.glob("calibration_h200_*_dry.json"))
-    return res, json.loads(files[0].read_text()) if files else {}
+    return rc, json.loads(files[0].read_text()) if files else {}
 
 
-def test_dry_run_compiles_for_sm90_and_interprets(tmp_path):
-    res, doc = _dry_run(tmp_path, "copy")
-    assert res.returncode == 0, res.stdout + res.stderr
+def test_dry_run_compiles_for_sm90_and_interprets(tmp_path, monkeypatch):
+    rc, doc = _dry_run(tmp_path, "copy", monkeypatch)
+    assert rc == 0, doc
     assert doc["dry_run"] is True and "peaks" not in doc and "results" not in doc  # nothing measured
     compiled = {r["case"]: r for r in doc["compile_check"]}
     assert set(compiled) == {"copy 32-bit", "copy 64-bit", "copy 128-bit"}
@@ -46,9 +47,9 @@ def test_dry_run_compiles_for_sm90_and_interprets(tmp_path):
 
 
 @pytest.mark.slow
-def test_dry_run_of_every_kernel(tmp_path):
-    res, doc = _dry_run(tmp_path, "copy,shared,mma,launch")
-    assert res.returncode == 0, res.stdout + res.stderr
+def test_dry_run_of_every_kernel(tmp_path, monkeypatch):
+    rc, doc = _dry_run(tmp_path, "copy,shared,mma,launch", monkeypatch)
+    assert rc == 0, doc
     assert len(doc["compile_check"]) == len(microbench.cases()) and all(r["ok"] for r in doc["compile_check"])
     mma = {r["case"]: r["mma"] for r in doc["compile_check"] if r["case"].startswith("mma")}
     assert any("E4M3" in m for m in mma["mma fp8 128x128x64"]) and any("S8" in m for m in mma["mma int8 128x128x64"])
