@@ -41,6 +41,18 @@ def test_merge_puts_the_last_launch_beside_the_prediction_marked_measured():
     assert "ncu (measured)" not in report.html_table([_row("k")], [])  # no ncu, no column
 
 
+def test_metrics_this_gpus_ncu_does_not_list_are_left_out():
+    """A hand-written `ncu --query-metrics` listing (name, type, unit, description), not a real one."""
+    query = ("Device NVIDIA H200 (GH100)\n---------------\nMetric Name  Metric Type  Metric Unit  Metric Description\n"
+             "gpu__time_duration  Counter  nsecond  total duration\n"
+             "dram__throughput  Throughput  %  DRAM throughput\n"
+             "smsp__average_warps_issue_stalled_barrier_per_issue_active  Ratio  inst  stalls at a barrier\n")
+    keep, dropped = ncu.supported(list(ncu.METRICS), query)
+    assert keep == ["gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                    "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"]
+    assert len(dropped) == len(ncu.METRICS) - 3 and "sm__pipe_tensor_op_gmma_cycles_active" in dropped[0]
+
+
 def test_output_without_a_csv_header_is_an_error_naming_it():
     with pytest.raises(WarpsmithError, match='no CSV header.*ncu: command not found'):
         ncu.parse_csv("==ERROR== something\nncu: command not found")

@@ -138,9 +138,11 @@ def profile(op: str | None, shape: str | None, dtype: str, target: str | None, a
         request = (op, shape, dtype, get_op(op).parse_attrs(attr_items))
     out = Console(file=sys.stdout, highlight=False, width=max(Console().width, 180))
     if use_ncu:
-        missing = ncu.merge(prof.kernels, ncu.run(ncu.request(*request, prof.variant, prof.config)))
+        kernels, dropped = ncu.run(ncu.request(*request, prof.variant, prof.config))
+        missing = ncu.merge(prof.kernels, kernels)
         prof.ncu_note = ("ncu: Nsight Compute metrics measured on this GPU (last of 3 launches)"
-                         + (f"; not seen by ncu: {', '.join(missing)}" if missing else ""))
+                         + (f"; not seen by ncu: {', '.join(missing)}" if missing else "")
+                         + (f"; metrics this ncu does not know: {', '.join(dropped)}" if dropped else ""))
     head = report.header(prof)
     for line in head:
         out.print(line, markup=False)

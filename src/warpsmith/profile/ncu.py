@@ -2,7 +2,7 @@
 
 :func:`run` launches the profiled config in a child process under ``ncu --csv`` with a small metric
 set (:data:`METRICS`: the kernel's duration, DRAM throughput, tensor-pipe utilization, the main warp
-stall reasons), :func:`parse_csv` reads ncu's CSV (one row per kernel launch and metric), and
+stall reasons; those ``ncu --query-metrics`` does not list for the GPU are left out and named), :func:`parse_csv` reads ncu's CSV (one row per kernel launch and metric), and
 :func:`merge` puts each kernel's last launch (after the warm-ups) beside its predicted row, marked
 measured. The child is ``python -m warpsmith.profile.ncu REQUEST_JSON``: it builds the problem and
 launches the variant's config three times. Not yet run on a GPU (none here); the parser is tested
@@ -107,17 +107,30 @@ def request(op: str, shape: Mapping[str, int], dtype: str, attrs: Mapping[str, A
             "config": dict(config)}
 
 
-def run(req: Mapping[str, Any], timeout_s: float = 300.0) -> list[NcuKernel]:
-    """The config of ``req`` launched under ncu in a child process; its kernels' metrics."""
+def supported(metrics: Sequence[str], query: str) -> tuple[list[str], list[str]]:
+    """``metrics`` split into those whose base name (before the first ``.``) ``ncu --query-metrics``
+    lists for this GPU (``query``: its output, one metric a line, its name first) and the others."""
+    names = {line.split()[0] for line in query.splitlines() if line.strip()}
+    keep = [m for m in metrics if m.split(".", 1)[0] in names]
+    return keep, [m for m in metrics if m not in keep]
+
+
+def run(req: Mapping[str, Any], timeout_s: float = 300.0) -> tuple[list[NcuKernel], list[str]]:
+    """The config of ``req`` launched under ncu in a child process: its kernels' metrics, and the metrics
+    of :data:`METRICS` this GPU's ncu does not know (left out rather than failing the run)."""
     why = available()
     if why:
         raise InvalidInputError("--ncu", "a machine with an NVIDIA GPU and Nsight Compute's ncu on PATH", why)
-    cmd = ["ncu", "--csv", "--metrics", ",".join(METRICS), "--target-processes", "all",
+    query = subprocess.run(["ncu", "--query-metrics"], capture_output=True, text=True, timeout=120)
+    keep, dropped = supported(list(METRICS), query.stdout) if query.returncode == 0 else (list(METRICS), [])
+    if not keep:
+        raise WarpsmithError(f"ncu --query-metrics lists none of {', '.join(METRICS)}")
+    cmd = ["ncu", "--csv", "--metrics", ",".join(keep), "--target-processes", "all",
            sys.executable, "-m", "warpsmith.profile.ncu", json.dumps(req)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     if res.returncode != 0:
         raise WarpsmithError(f"ncu exited {res.returncode}: {(res.stderr or res.stdout)[-2000:]}")
-    return parse_csv(res.stdout)
+    return parse_csv(res.stdout), dropped
 
 
 def _child(req: Mapping[str, Any]) -> None:
