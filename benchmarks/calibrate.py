@@ -114,10 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         doc.update(gpu=torch.cuda.get_device_name(0), driver=driver_version(),
                    timing_kind="measured", timing="CUDA events, median of repeats after warm-up")
         doc.update(microbench.run(args.time_limit, only=args.only))
-        failed = []
+        failed = [r for r in doc["results"] if "error" in r]
         for r in doc["results"]:
             figure = " ".join(f"{k}={r[k]:.4g}" for k in ("ms", "tbps", "tflops", "us", "graph_us") if k in r)
-            print(f"{r['case']:<24} {figure} (measured)")
+            print(f"{r['case']:<24} " + (f"FAILED: {r['error']}" if "error" in r else f"{figure} (measured)"))
         print(f"peaks (measured on {doc['gpu']}): {json.dumps(doc['peaks'])}")
     doc["wall_s"] = round(time.monotonic() - t0, 1)
     path = out / f"calibration_{target.name}_{stamp:%Y-%m-%d}{'_dry' if args.dry_run else ''}.json"

@@ -187,19 +187,22 @@ def run(time_limit_s: float = 60.0, only: Sequence[str] | None = None) -> dict[s
         if time.monotonic() - t0 > time_limit_s:
             skipped.append(case.name)
             continue
-        fn, work = _launch(case, "cuda", "gpu")
         row: dict[str, Any] = {"kind": case.kind, "case": case.name,
                                **{k: v for k, v in case.params.items() if k not in ("int",)}}
-        if case.kind == "launch":
-            row["us"] = _time_launches(fn, 1000, graph=False)
-            row["graph_us"] = _time_launches(fn, 1000, graph=True)
-        else:
-            t = time_gpu(lambda _: fn(), [None], warmup=3, runs=10, max_ms=300.0, flush_l2=False)
-            row["ms"] = t.median_ms
-            if "bytes" in work:
-                row["tbps"] = work["bytes"] / (t.median_ms * 1e-3) / 1e12
-            if "flops" in work:
-                row["tflops"] = work["flops"] / (t.median_ms * 1e-3) / 1e12
+        try:
+            fn, work = _launch(case, "cuda", "gpu")
+            if case.kind == "launch":
+                row["us"] = _time_launches(fn, 1000, graph=False)
+                row["graph_us"] = _time_launches(fn, 1000, graph=True)
+            else:
+                t = time_gpu(lambda _: fn(), [None], warmup=3, runs=10, max_ms=300.0, flush_l2=False)
+                row["ms"] = t.median_ms
+                if "bytes" in work:
+                    row["tbps"] = work["bytes"] / (t.median_ms * 1e-3) / 1e12
+                if "flops" in work:
+                    row["tflops"] = work["flops"] / (t.median_ms * 1e-3) / 1e12
+        except Exception as exc:  # one case failing (a compile error, say) costs that case, not the run
+            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
         row["elapsed_s"] = round(time.monotonic() - t0, 2)
         results.append(row)
     return {"results": results, "skipped": skipped, "peaks": peaks(results)}
@@ -208,7 +211,8 @@ def run(time_limit_s: float = 60.0, only: Sequence[str] | None = None) -> dict[s
 def peaks(results: list[dict[str, Any]]) -> dict[str, Any]:
     """The named peaks a target's table takes from measured ``results``: ``hbm_tbps`` (the fastest copy),
     ``smem_tbps`` (conflict-free shared loads), ``peak_tflops`` per math kind (the fastest tile),
-    ``launch_us`` (back-to-back launches); what was not measured is left out."""
+    ``launch_us`` (back-to-back launches); what was not measured (or failed) is left out."""
+    results = [r for r in results if "error" not in r]
     out: dict[str, Any] = {}
     copies = [r["tbps"] for r in results if r["kind"] == "copy"]
     if copies:
