@@ -12,9 +12,11 @@
 #     bash benchmarks/run_h200.sh kernelbench [options]  # KernelBench level 2 (kernelbench_speed.py) vs eager and torch.compile;
 #                                                        # needs carry=["benchmarks/kernelbench_src"] (fetched with its --fetch)
 #     bash benchmarks/run_h200.sh all                 # gemm and memory, sharing the budget
+#     bash benchmarks/run_h200.sh calibrate           # the calibration microbenchmarks (calibrate.py) alone
+#     BENCH_CALIBRATE=1 bash benchmarks/run_h200.sh gemm   # calibrate first, then the suite in the time left
 #     bash benchmarks/run_h200.sh --print-plan [gemm|memory|all]   # the steps' time limits; runs nothing
 #
-# The first argument picks the suite (matmul, memory, attention, decode, lowprec, conv or all; default matmul; gemm is matmul); the others go to that
+# The first argument picks the suite (matmul, memory, attention, decode, lowprec, conv, calibrate or all; default matmul; gemm is matmul); the others go to that
 # suite's script (`all` takes none: run the suites separately to pass options).
 #
 # Time: the whole script, from its first line to its last, ends within BENCH_TOTAL seconds (default
@@ -23,6 +25,9 @@
 # later (default 10):
 #   header    nvidia-smi, versions, the device                 limit BENCH_HEADER_S (30)
 #   gpucheck  only with BENCH_GPUCHECK=1: "${GPUCHECK_CMD[@]}"  limit BENCH_GPUCHECK_S (60)
+#   calibrate with BENCH_CALIBRATE=1 or the calibrate suite: calibrate.py  limit BENCH_CALIBRATE_S (90); it
+#             starts no microbenchmark after --time-limit (the limit less 30 s) and each is capped at 300 ms
+#             of kernel time, so the compiles dominate (15 kernels; about 20 s compiled for sm_90 here, CPU)
 #   install   memory and all: unpack the Liger wheel           limit BENCH_INSTALL_S (15)
 #   gemm      matmul.py                                      the time left (all: BENCH_GEMM_SHARE %, 50)
 #   memory    memory_bound.py                                  the time left
@@ -61,10 +66,10 @@ PLAN=0
 if [ "${1:-}" = --print-plan ]; then PLAN=1; shift; fi
 SUITE=gemm
 case "${1:-}" in
-  gemm|memory|attention|decode|lowprec|conv|kernelbench|all) SUITE="$1"; shift ;;
+  gemm|memory|attention|decode|lowprec|conv|kernelbench|calibrate|all) SUITE="$1"; shift ;;
   matmul) SUITE=gemm; shift ;;
   -*|"") ;;
-  *) echo "run_h200.sh: unknown suite '$1' (expected matmul, memory, attention, decode, lowprec, conv, kernelbench or all, then that suite's options)" >&2; exit 2 ;;
+  *) echo "run_h200.sh: unknown suite '$1' (expected matmul, memory, attention, decode, lowprec, conv, kernelbench, calibrate or all, then that suite's options)" >&2; exit 2 ;;
 esac
 if [ "$SUITE" = all ] && [ $# -gt 0 ]; then
   echo "run_h200.sh: 'all' takes no options (the suites' options differ): run 'gemm ...' and 'memory ...' separately" >&2
@@ -79,6 +84,7 @@ SHARE="${BENCH_GEMM_SHARE:-50}"  # all: percent of the suites' time for gemm (me
 TAIL=60                          # a suite starts nothing new in the last TAIL s of its limit
 STEPS=(header)
 [ "${BENCH_GPUCHECK:-0}" = 1 ] && STEPS+=(gpucheck)
+[ "${BENCH_CALIBRATE:-0}" = 1 ] && [ "$SUITE" != calibrate ] && STEPS+=(calibrate)
 case "$SUITE" in
   gemm)   STEPS+=(gemm copy) ;;
   memory) STEPS+=(install memory copy) ;;
@@ -87,6 +93,7 @@ case "$SUITE" in
   lowprec) STEPS+=(lowprec copy) ;;
   conv) STEPS+=(conv copy) ;;
   kernelbench) STEPS+=(kernelbench copy) ;;
+  calibrate) STEPS+=(calibrate copy) ;;
   all)    STEPS+=(install gemm memory copy) ;;
 esac
 
@@ -94,6 +101,7 @@ fixed_limit() {  # a fixed step's limit; -1 for a suite (which gets the time lef
   case "$1" in
     header) echo "${BENCH_HEADER_S:-30}" ;;
     gpucheck) echo "${BENCH_GPUCHECK_S:-60}" ;;
+    calibrate) echo "${BENCH_CALIBRATE_S:-90}" ;;
     install) echo "${BENCH_INSTALL_S:-15}" ;;
     copy) echo "${BENCH_COPY_S:-10}" ;;
     *) echo -1 ;;
@@ -188,6 +196,9 @@ step() {  # STEP [suite options]: run one step of STEPS
     header) run_step header "$limit" "$OUT/header.log" bash -c 'header "$1"' _ "$SUITE" ;;
     gpucheck)  # its status counts in the script's, but the suites run whatever it says
       run_step gpucheck "$limit" "$OUT/gpucheck.log" "${GPUCHECK_CMD[@]}" || RC=$(( $? > RC ? $? : RC )) ;;
+    calibrate)  # measured peaks for targets/calibration.py; its status counts, the suites run anyway
+      run_step calibrate "$limit" "$OUT/calibrate.log" "$PY" benchmarks/calibrate.py --target h200 --out "$OUT" \
+        --time-limit $(( limit > 60 ? limit - 30 : limit / 2 )) || RC=$(( $? > RC ? $? : RC )) ;;
     install)  # Liger-Kernel (pure Python) from a carried wheel, never from the network, no pip
       local whl; whl=$(ls "$WHEELS"/liger_kernel-*.whl 2>/dev/null | tail -n 1)
       if [ -z "$whl" ]; then
@@ -218,7 +229,7 @@ for f in sorted(Path(sys.argv[1]).glob("*.json")):
         print(f"not copied (unreadable: {exc}): {f}")
         continue
     if doc.get("benchmark") not in ("matmul", "memory_bound", "attention", "attention_decode", "lowprec", "conv",
-                                   "kernelbench"):
+                                   "kernelbench", "calibration"):
         continue
     if doc.get("dry_run") is False and doc.get("timing_kind") == "measured":
         Path(sys.argv[2]).mkdir(parents=True, exist_ok=True)
@@ -231,7 +242,7 @@ PY
   esac
 }
 
-rm -f "$OUT"/{run_h200,header,gpucheck,install,copy}.log  # this run's logs only (the suites' are rewritten)
+rm -f "$OUT"/{run_h200,header,gpucheck,calibrate,install,copy}.log  # this run's logs only (the suites' are rewritten)
 for s in "${STEPS[@]}"; do step "$s" "$@"; done
 echo "== run_h200.sh $SUITE: done in ${SECONDS} s of ${TOTAL} s, exit status $RC" | tee -a "$OUT/run_h200.log"
 exit "$RC"

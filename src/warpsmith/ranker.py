@@ -16,8 +16,11 @@ Features (:func:`features`), all computed without compiling or timing anything:
 - every config knob (numbers as they are, booleans 0/1, strings as categorical codes) and every
   key attribute of the problem;
 - with ``facts=True`` only, the compiler's facts (registers, spill bytes, shared memory, loop loads
-  and pipelined loads of the main kernel, kernels per launch), and then only samples that carry
-  them train it. Off by default: the prescreen ranks configs before anything is compiled, so facts
+  and pipelined loads of the main kernel, kernels per launch) and, where a sample carries its kernels'
+  machine code counted (``Sample.sass``), the static machine-code model's word on it for the ranker's
+  target (``cost.static_sass.config_terms``: ``static.log_ms``, ``static.sol``, ``static.bound``;
+  one more fact beside the analytic model, which it does not replace), and then only samples that carry
+  facts train it. Off by default: the prescreen ranks configs before anything is compiled, so facts
   would be present when training and absent when ranking (and a tuning run stores them for its
   measured candidates, not its winner: missing facts would mark the winners). A facts ranker is
   for re-ranking candidates whose facts are known (``Ranker.predict_log_ms``).
@@ -84,6 +87,7 @@ class Sample:
     time_ms: float | None = None
     facts: Any = None               # a ConfigFacts, its to_json() list, or None
     source: str = ""                # where the sample came from (record id, file)
+    sass: Any = None                # each kernel's SassCounts (or its to_json()), in launch order, or None
 
     @property
     def group(self) -> str:
@@ -97,9 +101,9 @@ def samples_from_records(records: Iterable[Any], target: str) -> list[Sample]:
     for r in records:
         if r.target != target or r.timing_kind != "measured" or not (r.time_ms > 0 and math.isfinite(r.time_ms)):
             continue
-        facts = (r.certificate or {}).get("compiler_facts") if isinstance(r.certificate, dict) else None
+        note = r.certificate if isinstance(r.certificate, dict) else {}
         out.append(Sample(r.op, r.variant, dict(r.shape), r.dtype, dict(r.attrs), dict(r.config), float(r.time_ms),
-                          facts, f"record {r.id}"))
+                          note.get("compiler_facts"), f"record {r.id}", note.get("compiler_sass")))
     return out
 
 
@@ -140,8 +144,29 @@ def _facts_terms(facts: Any) -> dict[str, float]:
     return out
 
 
-def raw_features(s: Sample, facts: bool = False) -> dict[str, float | str]:
-    """Named feature values of one sample (strings are categorical; mapped to codes by the vocabulary)."""
+def _static_terms(s: Sample, target: str) -> dict[str, float | str]:
+    """The static machine-code model's prediction for the sample's kernels on ``target`` (empty without
+    their machine code, or where the problem cannot be rebuilt)."""
+    if not s.sass or not s.facts:
+        return {}
+    try:
+        from .cost.static_sass import config_terms, predict_config
+        from .ops import get_op
+        from .targets import ConfigFacts, get_target
+        from .targets.compiler import SassCounts
+
+        spec = get_op(s.op)
+        kernels = s.facts.kernels if hasattr(s.facts, "kernels") else ConfigFacts.from_json(s.facts).kernels
+        sass = [SassCounts.from_json(x) if isinstance(x, dict) else x for x in s.sass]
+        return config_terms(predict_config(spec, spec.problem(s.shape, s.dtype, s.attrs), kernels, sass,
+                                           get_target(target)))
+    except Exception:  # an op this build lacks, counts of another format: the terms are missing
+        return {}
+
+
+def raw_features(s: Sample, facts: bool = False, target: str | None = None) -> dict[str, float | str]:
+    """Named feature values of one sample (strings are categorical; mapped to codes by the vocabulary).
+    With ``facts``, the compiler's facts, and with a ``target`` also the static model's terms."""
     f: dict[str, float | str] = {"op": s.op, "variant": s.op + "/" + s.variant,
                                  "dtype_bytes": float(_DTYPE_BYTES.get(s.dtype, 4))}
     total = 0.0
@@ -160,6 +185,8 @@ def raw_features(s: Sample, facts: bool = False) -> dict[str, float | str]:
     f.update(_problem_terms(s))
     if facts:
         f.update(_facts_terms(s.facts))
+        if target is not None:
+            f.update(_static_terms(s, target))
     return f
 
 
@@ -209,10 +236,11 @@ class Featurizer:
 
 
 def features(samples: Sequence[Sample], analytic_target: str | None = None,
-             facts: bool = False) -> list[dict[str, float | str]]:
+             facts: bool = False, target: str | None = None) -> list[dict[str, float | str]]:
     """Feature rows; with ``analytic_target``, also ``analytic.log_ms``, the analytic cost model's
-    log prediction on that target (a *feature* of a stacked ranker; the target stays measured)."""
-    rows = [raw_features(s, facts) for s in samples]
+    log prediction on that target (a *feature* of a stacked ranker; the target stays measured); with
+    ``facts`` and ``target``, the static machine-code model's ``static.*`` terms where samples carry SASS."""
+    rows = [raw_features(s, facts, target) for s in samples]
     if analytic_target is not None:
         for r, a in zip(rows, analytic_log_ms(samples, analytic_target)):
             if math.isfinite(a):
@@ -427,7 +455,7 @@ class Ranker:
     def predict_log_ms(self, samples: Sequence[Sample]) -> np.ndarray:
         if not samples:
             return np.zeros(0)
-        rows = features(samples, self.featurizer.analytic, self.featurizer.facts)
+        rows = features(samples, self.featurizer.analytic, self.featurizer.facts, self.target)
         return np.asarray(self.model.predict(self.featurizer.matrix(rows)), dtype=float)
 
     def prescreen(self, samples: Sequence[Sample], keep: float = KEEP_FRACTION, min_keep: int = 1) -> list[int]:
@@ -497,7 +525,7 @@ def fit(samples: Sequence[Sample], target: str, *, backend: str = "numpy", seed:
     if not data:
         raise ValueError("no measured samples to train the ranker on (predicted times are never used"
                          + ("; with facts, only samples carrying the compiler's facts count)" if facts else ")"))
-    rows = features(data, target if analytic else None, facts)
+    rows = features(data, target if analytic else None, facts, target)
     fz = Featurizer.fit(rows, target if analytic else None, facts)
     y = np.log(np.array([s.time_ms for s in data], dtype=float))
     model = make_model(backend, seed, **params).fit(fz.matrix(rows), y)

@@ -57,6 +57,7 @@ class TuneResult:
             "time_ms": (w.ms if w else None), "predicted_ms": (w.predicted_ms if w else None),
             "baseline_ms": self.baseline_ms,
             "compiler_facts": w.facts.to_json() if w and w.facts else None,
+            "compiler_sass": [c.to_json() for c in w.sass] if w and w.sass else None,
             "speedup": (self.baseline_ms / w.ms if w and self.baseline_ms else None),
             "verified": bool(self.certificate and self.certificate.passed),
             "certificate": self.certificate.to_json() if self.certificate else None,
@@ -291,7 +292,8 @@ def _record_candidates(db: TuningDB, result: TuneResult, board: Sequence[Score])
     for s in board:
         if id(s) not in done and s.measured_ms is not None and math.isfinite(s.measured_ms) and s.measured_ms > 0:
             note = {"verdict": "not verified", "note": "a measured search candidate (learned ranker data)",
-                    "compiler_facts": s.facts.to_json() if s.facts else None}
+                    "compiler_facts": s.facts.to_json() if s.facts else None,
+                    "compiler_sass": [c.to_json() for c in s.sass] if s.sass else None}
             db.put(_record(result, s, note, False), allow_unverified=True)
             n += 1
     return n

@@ -243,3 +243,16 @@ def test_run_h200_unpacks_the_liger_wheel_onto_pythonpath(tmp_path):
     assert re.search(r"unpacked liger_kernel-9\.9-py3-none-any\.whl into \S+site: .*tinypkg", p.stdout), p.stdout
     assert "tinypkg 42" in p.stdout
     assert not re.search(r"\bpip\b", (tmp_path / "calls.log").read_text())
+
+
+@pytest.mark.parametrize("suite,pre", [("calibrate", "0"), ("gemm", "1"), ("all", "1")])
+def test_calibration_step_fits_the_device_call(tmp_path, suite, pre):
+    """The calibrate suite, or BENCH_CALIBRATE=1 before a suite: a fixed 90 s step inside the budget,
+    with the suites still getting their time."""
+    plan = _plan(tmp_path, suite, BENCH_CALIBRATE=pre)
+    steps = dict(plan["steps"])
+    assert [n for n, _ in plan["steps"]][:2] == ["header", "calibrate"] and steps["calibrate"]["limit"] == 90
+    assert plan["worst_case"] <= DEVICE_LIMIT_S, plan
+    for s in ("gemm", "memory"):
+        if s in steps:
+            assert steps[s]["limit"] >= 100 and 0 < steps[s]["total_time"] <= steps[s]["limit"] - 60

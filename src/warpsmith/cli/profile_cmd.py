@@ -62,12 +62,15 @@ def _parse_config(text: str | None) -> dict[str, Any] | None:
               help="Write the roofline as a PNG.")
 @click.option("--trace", "trace_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the kernel sequence as a Perfetto / Chrome trace-event JSON (predicted durations).")
+@click.option("--ncu", "use_ncu", is_flag=True, default=False,
+              help="On a GPU with Nsight Compute: run the config under ncu and add its measured metrics (time, DRAM "
+                   "throughput, tensor-pipe utilization, warp stall reasons) to the table.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the profile as JSON.")
 @handle_errors
 def profile(op: str | None, shape: str | None, dtype: str, target: str | None, attr_items: tuple[str, ...],
             variant: str | None, config_text: str | None, record_id: int | None, db_path: Path | None, do_compile: bool, html_out: Path | None, png_out: Path | None,
-            trace_out: Path | None, json_out: Path | None) -> None:
+            trace_out: Path | None, use_ncu: bool, json_out: Path | None) -> None:
     """Where OP's time goes on TARGET for one shape, kernel by kernel: predicted time, FLOPs, bytes,
     intensity, bound, speed-of-light %, registers, spills, occupancy, top instruction classes.
 
@@ -84,6 +87,14 @@ def profile(op: str | None, shape: str | None, dtype: str, target: str | None, a
 
     for option, path in (("--html", html_out), ("--png", png_out), ("--trace", trace_out), ("--json", json_out)):
         check_suffix(option, path, _SUFFIX[option])
+    if use_ncu:
+        from ..profile import ncu
+
+        if op is not None and op.endswith(".py"):
+            raise InvalidInputError("--ncu", "an op or --record (a solution file's kernels are not launched alone)", op)
+        why = ncu.available()
+        if why:
+            raise InvalidInputError("--ncu", "a machine with an NVIDIA GPU and Nsight Compute's ncu on PATH", why)
     given = [o for o, v in (("--shape", shape), ("--attr", attr_items), ("--variant", variant),
                             ("--config", config_text)) if v]
     if record_id is not None:
@@ -101,6 +112,7 @@ def profile(op: str | None, shape: str | None, dtype: str, target: str | None, a
         elif rec.timing_kind == "measured":
             prof.measured_note = f"measured: record #{record_id} was timed on {rec.target}, not {tgt.name}"
         title = f"record #{record_id}: {prof.problem}"
+        request = (rec.op, dict(rec.shape), rec.dtype, dict(rec.attrs))
     elif op is None:
         raise InvalidInputError("OP", "an op, a solution file (.py) or --record ID", None)
     elif op.endswith(".py"):
@@ -123,7 +135,14 @@ def profile(op: str | None, shape: str | None, dtype: str, target: str | None, a
         prof = _profile_op(op, shape, dtype, tgt, get_op(op).parse_attrs(attr_items), variant,
                            _parse_config(config_text), do_compile)
         title = f"{op} {shape} {dtype}: {prof.variant}"
+        request = (op, shape, dtype, get_op(op).parse_attrs(attr_items))
     out = Console(file=sys.stdout, highlight=False, width=max(Console().width, 180))
+    if use_ncu:
+        kernels, dropped = ncu.run(ncu.request(*request, prof.variant, prof.config))
+        missing = ncu.merge(prof.kernels, kernels)
+        prof.ncu_note = ("ncu: Nsight Compute metrics measured on this GPU (last of 3 launches)"
+                         + (f"; not seen by ncu: {', '.join(missing)}" if missing else "")
+                         + (f"; metrics this ncu does not know: {', '.join(dropped)}" if dropped else ""))
     head = report.header(prof)
     for line in head:
         out.print(line, markup=False)

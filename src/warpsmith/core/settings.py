@@ -8,6 +8,7 @@
 | WARPSMITH_DISPATCH   | ``tuned`` (use the DB) or ``default`` (heuristics)   | ``tuned``                            |
 | WARPSMITH_COMPILE_ONLY | a GPU architecture (``sm_90``, ``gfx942``): compile kernels for it, run nothing (``warpsmith gpucheck``) | unset |
 | WARPSMITH_FACTS_DIR  | cache of compiler facts (registers, spills, shared memory) per kernel config | ``<user cache>/warpsmith/facts`` |
+| WARPSMITH_CALIBRATION | a calibration file (``benchmarks/calibrate.py``'s JSON) or a folder of ``<target>.json``: measured peaks that override the target tables | ``src/warpsmith/targets/calibration/`` |
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 _VARIABLES = ("WARPSMITH_DB", "WARPSMITH_TARGET", "WARPSMITH_INTERPRET", "WARPSMITH_DISPATCH",
-              "WARPSMITH_COMPILE_ONLY", "WARPSMITH_FACTS_DIR", "XDG_CACHE_HOME", "HOME")
+              "WARPSMITH_COMPILE_ONLY", "WARPSMITH_FACTS_DIR", "WARPSMITH_CALIBRATION", "XDG_CACHE_HOME", "HOME")
 
 
 def _cache_dir(env: dict[str, str]) -> Path:
@@ -33,6 +34,7 @@ class Settings:
     dispatch: str
     compile_only: str | None
     facts_dir: Path
+    calibration: Path | None = None
 
     @staticmethod
     def from_env() -> "Settings":
@@ -51,6 +53,7 @@ def _from_values(values: tuple[str | None, ...]) -> Settings:
         dispatch=env.get("WARPSMITH_DISPATCH", "tuned").lower(),
         compile_only=env.get("WARPSMITH_COMPILE_ONLY", "").lower() or None,
         facts_dir=Path(env.get("WARPSMITH_FACTS_DIR") or _cache_dir(env) / "facts").expanduser(),
+        calibration=Path(env["WARPSMITH_CALIBRATION"]).expanduser() if env.get("WARPSMITH_CALIBRATION") else None,
     )
 
 

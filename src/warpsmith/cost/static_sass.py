@@ -206,3 +206,34 @@ def predict(sass: SassCounts, facts: KernelFacts, target: Target, flops: float |
     per_program = {c: executed(c) / programs for c in sass.classes}
     return StaticPrediction(sass.name, ms, bound, unit_ms, sol, programs, occ, trips, trips_from,
                             tensor_flops + fp32_flops, global_bytes, per_program, notes)
+
+
+def predict_config(spec: Any, problem: Any, kernels: Any, sass: Any, target: Target) -> list[StaticPrediction | None]:
+    """Each kernel of one config of ``spec``'s op at ``problem`` priced (None for a kernel without machine
+    code, every one None without a rate table): the first, the config's main kernel, with the op's FLOPs,
+    minimum bytes, roofline floor and output bytes; any other (a split-K reduction, say) with its
+    instructions' own. ``kernels``: the config's ``KernelFacts``; ``sass``: their counts, in order."""
+    from .roofline import roofline
+
+    if target.throughput is None:
+        return [None for _ in sass]
+    flops, nbytes = spec.flops(problem), spec.min_bytes(problem)
+    out_bytes = float(sum(math.prod(shape) * dt.itemsize for shape, dt in spec.outputs(problem)))
+    floor_ms = roofline(spec, problem, target).bound_ms
+    return [None if s is None else
+            predict(s, k, target, flops, nbytes, floor_ms, out_bytes) if i == 0 else predict(s, k, target)
+            for i, (k, s) in enumerate(zip(kernels, sass))]
+
+
+def config_terms(preds: list[StaticPrediction | None]) -> dict[str, float | str]:
+    """The static model's word on one config, as named facts (the learned ranker's ``static.*`` features):
+    ``static.log_ms`` (log of the kernels' predicted times in sequence), ``static.sol`` and
+    ``static.bound`` of the main kernel; empty where a kernel was not priced."""
+    if not preds or any(p is None for p in preds):
+        return {}
+    ms = sum(p.ms for p in preds if p is not None)
+    main = preds[0]
+    out: dict[str, float | str] = {"static.log_ms": math.log(ms), "static.bound": main.bound}
+    if main.sol is not None:
+        out["static.sol"] = main.sol
+    return out

@@ -26,7 +26,7 @@ from ..core.opspec import OpSpec, Problem
 from ..core.variant import Variant
 from ..cost.cost import predict_ms
 from ..targets import ConfigFacts, Target
-from ..targets.compiler import kernel_facts, recording
+from ..targets.compiler import kernel_facts, kernel_sass, recording
 from .timing import time_gpu
 
 _ROTATE_BYTES = 1 << 30  # rotate input sets while they fit in this much memory
@@ -49,6 +49,16 @@ def span(trace: Any, name: str, track: str | None = None, **args: Any) -> Contex
 COMPILE_WORKER = "compile-only worker"  # the trace track of predicted candidates' compiles
 
 
+def _count_sass(launches: Sequence[Any]) -> list[Any] | None:
+    """Each launched kernel's machine code counted (``targets.compiler.sass``; the learned ranker's
+    static-model features), or None where any kernel's cannot be (no nvdisasm, no cubin)."""
+    try:
+        counts = [kernel_sass(launch.kernel) for launch in launches]
+    except Exception:  # nvdisasm missing or failing: the facts stand without it
+        return None
+    return counts if counts and all(c is not None for c in counts) else None
+
+
 @dataclass
 class Score:
     variant: str
@@ -57,6 +67,7 @@ class Score:
     measured_ms: float | None = None
     error: str | None = None
     facts: ConfigFacts | None = None  # what the compiler made of the config, where known
+    sass: list[Any] | None = None  # each kernel's machine code counted (SassCounts), where it could be
 
     @property
     def ms(self) -> float:
@@ -117,6 +128,7 @@ class Evaluator:
             with span(self.trace, "compile", variant=s.variant, config=s.config), recording() as launches:
                 self.variants[s.variant].launch(inputs, self.problem, s.config)
             s.facts = ConfigFacts(tuple(kernel_facts(launch) for launch in launches)) if launches else None
+            s.sass = _count_sass(launches)
         except Exception as exc:  # compile errors, OutOfResources, launch failures: scored, never raised
             s.error, s.measured_ms = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", math.inf
             return s

@@ -10,7 +10,6 @@ unless a GPU timed it (``measured_ms``; ``measured_note`` says why not).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
@@ -18,7 +17,7 @@ from ..core.opspec import Problem
 from ..core.registry import default_variant
 from ..cost import predict_ms
 from ..cost.roofline import math_kind, roofline
-from ..cost.static_sass import StaticPrediction, occupancy, predict
+from ..cost.static_sass import StaticPrediction, occupancy, predict, predict_config
 from ..ops import get_op, variants as op_variants
 from ..targets import KernelFacts, Target, measures
 from ..targets.compiler import CompilerFacts, SassCounts
@@ -46,6 +45,7 @@ class KernelRow:
     top_classes: list[tuple[str, int]] = field(default_factory=list)
     unit_ms: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    ncu: dict[str, float] = field(default_factory=dict)  # Nsight Compute's metrics, measured (``--ncu``)
 
     @property
     def intensity(self) -> float | None:
@@ -73,10 +73,12 @@ class Profile:
     measured_note: str = NO_GPU
     timing: str = "predicted"
     source: str = "op definition"  # where ``flops`` and ``bytes`` come from
+    ncu_note: str | None = None  # what Nsight Compute measured (``--ncu``), if it ran
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["target"] = self.target.name
+        doc["target_provenance"] = self.target.provenance
         for k, row in zip(doc["kernels"], self.kernels):
             k["intensity"] = row.intensity
         return doc
@@ -84,14 +86,15 @@ class Profile:
 
 def kernel_row(facts: KernelFacts, sass: SassCounts | None, target: Target, flops: float | None,
                nbytes: float | None, floor_ms: float | None = None, counted_from: str = "op definition",
-               out_bytes: float | None = None) -> KernelRow:
-    """One kernel's row: the static model's prediction where its machine code was counted. ``flops`` and
-    ``nbytes`` (where known, from ``counted_from``) set loop trips, HBM bytes and the point on the
-    roofline; where None, the instructions' own FLOPs and global bytes stand in."""
-    pred: StaticPrediction | None = None
+               out_bytes: float | None = None, pred: StaticPrediction | None = None) -> KernelRow:
+    """One kernel's row: the static model's prediction where its machine code was counted (``pred`` where
+    the caller priced it already). ``flops`` and ``nbytes`` (where known, from ``counted_from``) set loop
+    trips, HBM bytes and the point on the roofline; where None, the instructions' own FLOPs and global
+    bytes stand in."""
     notes: list[str] = []
-    if sass is not None and target.throughput is not None:
+    if pred is None and sass is not None and target.throughput is not None:
         pred = predict(sass, facts, target, flops, nbytes, floor_ms, out_bytes)
+    if pred is not None:
         notes += pred.notes
     elif sass is None:
         notes.append("no machine code (not an NVIDIA kernel)")
@@ -132,9 +135,9 @@ def profile_op(problem: Problem, target: Target, facts: CompilerFacts | None = N
         note = f"machine code not counted: {facts.error or facts.failed or 'the config did not compile'}"
     analytic = predict_ms(v, problem, cfg, target, got[0] if got else None)
     if got:
-        out_bytes = float(sum(math.prod(shape) * dt.itemsize for shape, dt in spec.outputs(problem)))
-        rows = [kernel_row(k, s, target, flops, nbytes, rl.bound_ms, out_bytes=out_bytes) if i == 0 else
-                kernel_row(k, s, target, None, None) for i, (k, s) in enumerate(zip(got[0].kernels, got[1]))]
+        preds = predict_config(spec, problem, got[0].kernels, got[1], target)
+        rows = [kernel_row(k, s, target, flops if i == 0 else None, nbytes if i == 0 else None, pred=pr)
+                for i, (k, s, pr) in enumerate(zip(got[0].kernels, got[1], preds))]
     else:
         rows = [KernelRow(name=f"{v.name} (all kernels)", grid=None, predicted_ms=analytic, flops=flops, bytes=nbytes,
                           counted_from="op definition", bound=rl.limiter, sol=(rl.bound_ms / analytic if analytic else None),

@@ -28,7 +28,7 @@ def _match(name: str) -> Target | None:
     low = name.lower()
     for t in TARGETS.values():
         if t.name in low.replace(" ", "") or any(a in low for a in t.aliases):
-            return t
+            return get_target(t.name)  # with a calibration file's peaks where one applies
     return None
 
 

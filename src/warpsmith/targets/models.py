@@ -65,6 +65,8 @@ class Target:
         throughput: per-SM instruction and shared-memory rates (None: no table for this target,
             and no static machine-code model).
         max_programs_per_sm: resident programs (thread blocks) per SM.
+        provenance: where the figures come from: ``nominal (datasheet)``, or ``calibrated on <gpu>
+            <date>: <the figures measured>`` (``targets/calibration.py``).
     """
 
     name: str
@@ -85,6 +87,7 @@ class Target:
     throughput: Throughput | None = None
     max_programs_per_sm: int = 32
     aliases: tuple[str, ...] = field(default=(), compare=False)
+    provenance: str = field(default="nominal (datasheet)", compare=False)
 
     def peak(self, kind: str) -> float:
         """Peak TFLOP/s for a math kind; kinds a target lacks fall back to the next wider one."""
@@ -142,8 +145,11 @@ TARGETS: dict[str, Target] = {
 
 
 def get_target(name: str) -> Target:
-    """Look up a hardware model by name (case-insensitive)."""
+    """Look up a hardware model by name (case-insensitive), with the peaks a device measured where a
+    calibration file applies (``targets/calibration.py``)."""
     key = name.strip().lower()
     if key in TARGETS:
-        return TARGETS[key]
+        from .calibration import calibrated
+
+        return calibrated(TARGETS[key])
     raise UnknownNameError("target", name, list(TARGETS))
