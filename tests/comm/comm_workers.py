@@ -66,12 +66,36 @@ def collectives(rank: int, world: int) -> int:
     return checks
 
 
-def fused(rank: int, world: int) -> float:
+def _rms_norm64(s: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    s64 = s.double()
+    return s64 * torch.rsqrt(s64.pow(2).mean(-1, keepdim=True) + eps) * w.double()
+
+
+def fp8_out_ratio(q: torch.Tensor, scale: torch.Tensor, s: torch.Tensor, w: torch.Tensor, eps: float) -> float:
+    """The fused kernel's e4m3 output against its contract; returns the worst error / bound. The
+    reference: y64 = RMSNorm(s) * w in fp64 from the kernel's own s (checked separately). The kernel's
+    fp32 y is within d = (H + 8) u32 of y64 relatively (a sum of H squares, rsqrt, two products);
+    quantizing rounds y / scale to e4m3: half an ulp, at most |y| / 16 for a normal and 2^-10 scale for
+    a subnormal. So |q scale - y64| <= |y64| (1 + d) / 16 + scale / 1024 + d |y64|, and the scale is
+    max|y| / 448 within (d + u32) of max|y64| / 448."""
+    y64, h = _rms_norm64(s, w, eps), s.shape[1]
+    d = (h + 8) * 2.0 ** -24
+    assert q.dtype == torch.float8_e4m3fn and scale.shape == (s.shape[0],), (q.dtype, scale.shape)
+    rowmax = y64.abs().amax(1)
+    assert ((scale.double() - rowmax / 448).abs() <= (d + 2.0 ** -23) * rowmax / 448).all(), (scale, rowmax / 448)
+    err = (q.double() * scale.double()[:, None] - y64).abs()
+    bound = y64.abs() * (1 + d) / 16 + scale.double()[:, None] / 1024 + d * y64.abs()
+    assert (err <= bound).all(), (err / bound).max()
+    return (err / bound).max().item()
+
+
+def fused(rank: int, world: int) -> tuple[float, float]:
     """all_reduce + residual add + RMSNorm, fused, vs the unfused sequence (gloo all_reduce, add,
-    RMSNorm in fp32); returns the largest difference of y in ulps-of-1 of its dtype."""
+    RMSNorm in fp32); returns the largest difference of y in ulps-of-1 of its dtype, and the fp8
+    output's worst error / its contract's bound (:func:`fp8_out_ratio`)."""
     from warpsmith import comm
 
-    worst = 0.0
+    worst, worst8 = 0.0, 0.0
     for dtype in DTYPES:
         x, res = _inputs(rank, (3, 40), dtype, 1), _inputs(0, (3, 40), dtype, 2)
         w = _inputs(0, (40,), dtype, 3)
@@ -86,36 +110,54 @@ def fused(rank: int, world: int) -> float:
         torch.testing.assert_close(s.float(), s_ref.float(), atol=4 * tol, rtol=2 * tol)
         torch.testing.assert_close(y.float(), y_ref.float(), atol=4 * tol, rtol=4 * tol)
         worst = max(worst, ((y.float() - y_ref.float()).abs().max() / ulp).item())
-    return worst
+        q, scale, s8 = comm.all_reduce_add_rms_norm(x, res, w, eps=1e-5, quantize_output="fp8")
+        assert torch.equal(s8, s), dtype  # the same new residual, bit for bit
+        worst8 = max(worst8, fp8_out_ratio(q, scale, s8, w, 1e-5))
+    return worst, worst8
 
 
-def quantized(rank: int, world: int) -> float:
-    """The int8-on-the-wire all-reduce within its error contract (per element: sum over ranks of the
-    block's max|x| / 254, plus the output's rounding); returns the worst error / bound."""
+def wire_bound(parts: torch.Tensor, fmt: str, dtype: torch.dtype) -> torch.Tensor:
+    """Per element, the error contract of the all-reduce with ``fmt`` on the wire, ``parts`` [W, n]
+    every rank's input (fp64): per rank and element, int8 half a step, max|x_p, block| / 254; fp8
+    (e4m3, scale max / 448) half an ulp, |x_p| / 16 for a normal value and 2^-10 scale for a subnormal;
+    plus the output's rounding (unit roundoff of ``dtype`` times |sum|), the fp32 sum's (2^-22 sum |x|)
+    and the fp32 scale arithmetic's (a 1e-5 relative slack on the quantization terms)."""
+    world, n = parts.shape
+    pad = (-n) % 128
+    blk = torch.nn.functional.pad(parts.abs(), (0, pad)).reshape(world, -1, 128).amax(-1)  # [W, blocks]
+    per_block = blk.repeat_interleave(128, dim=1)[:, :n]
+    if fmt == "int8":
+        q = (per_block / 254).sum(0)
+    else:
+        q = (parts.abs() / 16 + per_block / 448 / 1024).sum(0)
+    u = {torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}[dtype]
+    return q * (1 + 1e-5) + u * parts.sum(0).abs() + 2.0 ** -22 * parts.abs().sum(0) + 1e-30
+
+
+def quantized(rank: int, world: int) -> dict[str, float]:
+    """The int8- and fp8-on-the-wire all-reduces within their error contracts (:func:`wire_bound`),
+    every dtype, an outlier in one block; returns the worst error / bound per format."""
     from warpsmith import comm
 
-    worst = 0.0
-    for dtype in DTYPES:
-        x = _inputs(rank, (3, 100), dtype, 11)  # 300 elements: blocks of 128, 128, 44
-        x[0, 5] = 40.0 if rank == 0 else x[0, 5]  # an outlier: its block's scale grows, its neighbours' error too
-        ours = comm.all_reduce(x, quantize="int8")
-        exact = _exact_sum(x, world).reshape(-1)
-        parts = [torch.empty_like(x) for _ in range(world)]
-        dist.all_gather(parts, x)
-        flat = torch.stack([p.double().reshape(-1) for p in parts])  # [W, n]
-        pad = (-flat.shape[1]) % 128
-        blk = torch.nn.functional.pad(flat.abs(), (0, pad)).reshape(world, -1, 128).amax(-1)  # [W, blocks]
-        bound = (blk.sum(0) / 254).repeat_interleave(128)[: flat.shape[1]]
-        u = {torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}[dtype]
-        bound = bound * (1 + 1e-5) + u * exact.abs() + 2.0 ** -22 * flat.abs().sum(0) + 1e-30
-        err = (ours.double().reshape(-1) - exact).abs()
-        assert (err <= bound).all(), (dtype, (err / bound).max())
-        worst = max(worst, (err / bound).max().item())
+    worst = {"int8": 0.0, "fp8": 0.0}
+    for fmt in worst:
+        for dtype in DTYPES:
+            x = _inputs(rank, (3, 100), dtype, 11)  # 300 elements: blocks of 128, 128, 44
+            x[0, 5] = 40.0 if rank == 0 else x[0, 5]  # an outlier: its block's scale grows, its neighbours' error too
+            ours = comm.all_reduce(x, quantize=fmt)
+            parts = [torch.empty_like(x) for _ in range(world)]
+            dist.all_gather(parts, x)
+            flat = torch.stack([p.double().reshape(-1) for p in parts])  # [W, n]
+            err = (ours.double().reshape(-1) - flat.sum(0)).abs()
+            bound = wire_bound(flat, fmt, dtype)
+            assert (err <= bound).all(), (fmt, dtype, (err / bound).max())
+            worst[fmt] = max(worst[fmt], (err / bound).max().item())
     return worst
 
 
-def collectives_and_fused(rank: int, world: int) -> tuple[int, float, float]:
-    """The collectives, the fused kernel and the int8 all-reduce in one world (one spawn)."""
+def collectives_and_fused(rank: int, world: int) -> tuple[int, tuple[float, float], dict[str, float]]:
+    """The collectives, the fused kernel (plain and fp8 out) and the quantized all-reduces in one
+    world (one spawn)."""
     return collectives(rank, world), fused(rank, world), quantized(rank, world)
 
 

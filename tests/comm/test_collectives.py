@@ -34,15 +34,43 @@ def test_collectives_match_gloo(worlds, world):
 
 
 def test_fused_all_reduce_add_rms_norm_matches_unfused(worlds):
-    worst = [r[1] for r in worlds(3)]
+    worst = [r[1][0] for r in worlds(3)]
     assert all(0 <= w <= 8 for w in worst), worst
 
 
-def test_int8_all_reduce_meets_its_error_contract(worlds):
-    """Within sum_p max|x_p, block| / 254 per element (checked on every rank, every dtype), and the
-    error is real: the worst element uses a good part of the bound (a test that cannot fail would not)."""
-    worst = [r[2] for r in worlds(3)]
+def test_fused_fp8_output_meets_its_error_contract(worlds):
+    """The e4m3 output (values + per-row scale) against an fp64 RMSNorm of the new residual, within
+    half an e4m3 ulp per element (comm_workers.fp8_out_ratio), using a good part of the bound."""
+    worst = [r[1][1] for r in worlds(3)]
     assert all(0.05 < w <= 1.0 for w in worst), worst
+
+
+@pytest.mark.parametrize("fmt", ["int8", "fp8"])
+def test_quantized_all_reduce_meets_its_error_contract(worlds, fmt):
+    """Within comm_workers.wire_bound per element (checked on every rank, every dtype), and the
+    error is real: the worst element uses a good part of the bound (a test that cannot fail would not)."""
+    worst = [r[2][fmt] for r in worlds(3)]
+    assert all(0.05 < w <= 1.0 for w in worst), worst
+
+
+@pytest.mark.parametrize("fmt,qmax", [("int8", 100.0), ("fp8", 600.0)])
+def test_the_wire_contract_catches_a_wrong_scale(tmp_path, monkeypatch, fmt, qmax):
+    """One rank (no process group): the quantized all-reduce meets comm_workers.wire_bound, and with a
+    planted wrong scale (max|x| / qmax: int8 and e4m3 saturate) it does not: the check can fail."""
+    from warpsmith.comm import runtime
+    from warpsmith.comm.symmetric import SymmetricWorld
+
+    w = SymmetricWorld(tmp_path, 0, 1, 1 << 12).create().map()
+    x = torch.randn(300, generator=torch.Generator().manual_seed(0))
+    x[5] = 40.0
+
+    def ratio() -> float:
+        err = (runtime.all_reduce_quantized(w, x, fmt).double() - x.double()).abs()
+        return (err / cw.wire_bound(x.double()[None], fmt, torch.float32)).max().item()
+    assert 0.05 < ratio() <= 1.0
+    monkeypatch.setitem(runtime.WIRE, fmt, (runtime.WIRE[fmt][0], qmax))
+    assert ratio() > 1.0
+    w.close()
 
 
 def test_fallbacks_say_why(worlds):
@@ -73,7 +101,7 @@ def test_bad_input_names_expected_and_given():
         comm.all_reduce([1.0])
     with pytest.raises(UnknownNameError, match="one of one_shot, ring, two_shot"):
         comm.all_reduce(torch.ones(2), algorithm="tree")
-    with pytest.raises(UnknownNameError, match="one of int8"):
+    with pytest.raises(UnknownNameError, match="one of fp8, int8"):
         comm.all_reduce(torch.ones(2), quantize="fp4")
     with pytest.raises(InvalidInputError, match="expected None or one_shot, got 'ring'"):
         comm.all_reduce(torch.ones(2), algorithm="ring", quantize="int8")
@@ -81,6 +109,8 @@ def test_bad_input_names_expected_and_given():
         comm.reduce_scatter(torch.tensor(1.0))
     with pytest.raises(InvalidInputError, match=r"expected at least 3 \(one per rank\), got 2"):
         comm.RowParallelLinear.from_linear(torch.nn.Linear(2, 2), 0, 3)
+    with pytest.raises(UnknownNameError, match="one of fp8"):
+        comm.all_reduce_add_rms_norm(torch.ones(2, 4), torch.ones(2, 4), torch.ones(4), quantize_output="int8")
     with pytest.raises(InvalidInputError, match=r"weight: expected shape \(4,\)"):
         comm.all_reduce_add_rms_norm(torch.ones(2, 4), torch.ones(2, 4), torch.ones(3))
 

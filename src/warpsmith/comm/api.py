@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from ..core.errors import InvalidInputError, UnknownNameError
 from ..cost import comm_model
+from ..ops.lowprec.quant.reference import quantize_rows
 from . import runtime
 from .symmetric import SymmetricWorld, new_folder
 
@@ -104,7 +105,7 @@ def choose(collective: str, nbytes: int, world: int, topology: str = "nvlink") -
     return comm_model.best(collective, nbytes, world, topology, among=IMPLEMENTED[collective])
 
 
-QUANTIZE = ("int8",)
+QUANTIZE = ("int8", "fp8")
 
 
 def all_reduce(t: torch.Tensor, group: Any = None, algorithm: str | None = None,
@@ -117,9 +118,9 @@ def all_reduce(t: torch.Tensor, group: Any = None, algorithm: str | None = None,
         group: a ``torch.distributed`` process group (None: the default group).
         algorithm: ``one_shot``, ``two_shot`` or ``ring``; None: chosen by the alpha-beta model
             for the topology given to :func:`attach`.
-        quantize: ``int8``: one-shot with int8 values and an fp32 scale per 128 elements on the wire
-            (:func:`.runtime.all_reduce_int8`: error at most ``sum_p max|x_p, block| / 254`` per
-            element plus the output's rounding); never chosen unless asked. The fallback is exact.
+        quantize: ``int8`` or ``fp8`` (e4m3): one-shot with 8-bit values and an fp32 scale per 128
+            elements on the wire (:func:`.runtime.all_reduce_quantized`, whose docstring gives each
+            error contract); never chosen unless asked. The fallback is exact.
     """
     _check_tensor("all_reduce input", t)
     if algorithm is not None and algorithm not in IMPLEMENTED["all_reduce"]:
@@ -127,16 +128,16 @@ def all_reduce(t: torch.Tensor, group: Any = None, algorithm: str | None = None,
     if quantize is not None and quantize not in QUANTIZE:
         raise UnknownNameError("all_reduce quantize", quantize, QUANTIZE)
     if quantize is not None and algorithm not in (None, "one_shot"):
-        raise InvalidInputError("all_reduce algorithm with quantize='int8'", "None or one_shot", algorithm)
+        raise InvalidInputError(f"all_reduce algorithm with quantize={quantize!r}", "None or one_shot", algorithm)
     x = t.contiguous()
-    nbytes = runtime.int8_wire_bytes(x.numel()) if quantize else x.numel() * x.element_size()
+    nbytes = runtime.wire_bytes(x.numel()) if quantize else x.numel() * x.element_size()
     w = _symmetric(group, x, nbytes)
     if w is None:
         out = x.clone()
         dist.all_reduce(out, group=group)
         return out
     if quantize:
-        return runtime.all_reduce_int8(w, x)
+        return runtime.all_reduce_quantized(w, x, quantize)
     algorithm = algorithm or choose("all_reduce", x.numel() * x.element_size(), w.world, w.topology)
     fn = {"one_shot": runtime.all_reduce_one_shot, "two_shot": runtime.all_reduce_two_shot,
           "ring": runtime.all_reduce_ring}[algorithm]
@@ -186,17 +187,26 @@ def reduce_scatter(t: torch.Tensor, group: Any = None) -> torch.Tensor:
     return runtime.reduce_scatter(w, x)
 
 
+OUT_QUANTIZE = ("fp8",)
+
+
 def all_reduce_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
-                            group: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+                            group: Any = None, quantize_output: str | None = None) -> tuple[torch.Tensor, ...]:
     """``s = all_reduce(x) + residual`` and ``y = rms_norm(s) * weight`` in one kernel over the
     peers' buffers (one-shot); returns ``(y, s)``, each rounded as the unfused sequence rounds.
 
     Args:
         x: [rows, H], this rank's partial sum (e.g. a row-parallel linear's output).
         residual: [rows, H], same dtype. weight: [H].
+        quantize_output: ``fp8``: ``y`` (fp32 in the kernel, never rounded to ``x``'s dtype) is
+            returned quantized to e4m3 with a per-row fp32 scale ``max|y| / 448``: the result is
+            ``(y_e4m3 [rows, H] float8_e4m3fn, y_scale [rows] float32, s)``, ``y ~ y_e4m3 * y_scale``
+            within half an e4m3 ulp per element (docs/ops/comm.md).
     """
     for name, v in (("x", x), ("residual", residual), ("weight", weight)):
         _check_tensor(f"all_reduce_add_rms_norm {name}", v)
+    if quantize_output is not None and quantize_output not in OUT_QUANTIZE:
+        raise UnknownNameError("all_reduce_add_rms_norm quantize_output", quantize_output, OUT_QUANTIZE)
     if x.dim() != 2:
         raise InvalidInputError("all_reduce_add_rms_norm x", "a 2-d tensor [rows, H]", tuple(x.shape))
     if residual.shape != x.shape or residual.dtype != x.dtype:
@@ -204,11 +214,14 @@ def all_reduce_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: tor
                                 f"shape {tuple(residual.shape)} dtype {residual.dtype}")
     if weight.shape != (x.shape[1],):
         raise InvalidInputError("all_reduce_add_rms_norm weight", f"shape ({x.shape[1]},)", tuple(weight.shape))
-    xc = x.contiguous()
+    xc, fp8 = x.contiguous(), quantize_output == "fp8"
     w = _symmetric(group, xc, xc.numel() * xc.element_size())
     if w is None:
         s = all_reduce(xc, group) + residual
         sf = s.float()
-        y = (sf * torch.rsqrt(sf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
-        return y, s
-    return runtime.all_reduce_add_rms_norm(w, xc, residual.contiguous(), weight.contiguous(), float(eps))
+        y = sf * torch.rsqrt(sf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+        if fp8:
+            q, scale = quantize_rows(y, "e4m3")
+            return q, scale.reshape(-1), s
+        return y.to(x.dtype), s
+    return runtime.all_reduce_add_rms_norm(w, xc, residual.contiguous(), weight.contiguous(), float(eps), fp8)

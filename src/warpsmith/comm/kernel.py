@@ -5,6 +5,7 @@ Every kernel reads the peers through ``table_ptr``: an int64 tensor of ``WORLD``
 in fp32 whatever the element type; outputs are rounded once (``to_output``: nearest even).
 """
 from ..core._triton import tl, triton
+from ..ops.lowprec.quant.kernel import amax_term, fp8_value, quantize_values
 from ..ops.shared.kernel import round_to_bf16, to_output
 
 
@@ -59,57 +60,74 @@ def _round(x, like_ptr, EMULATE: tl.constexpr):
 
 
 @triton.jit
-def reduce_add_rms_norm_kernel(table_ptr, res_ptr, w_ptr, y_ptr, s_ptr, H, eps, WORLD: tl.constexpr,
-                               BLOCK_H: tl.constexpr, EMULATE: tl.constexpr):
+def reduce_add_rms_norm_kernel(table_ptr, res_ptr, w_ptr, y_ptr, s_ptr, ys_ptr, H, eps, WORLD: tl.constexpr,
+                               BLOCK_H: tl.constexpr, EMULATE: tl.constexpr, FP8_OUT: tl.constexpr,
+                               FP8_EMULATE: tl.constexpr):
     """One row per program: ``a = round(sum_p peer_p[row])`` (the all-reduce, fp32 sum),
     ``s = round(a + residual[row])`` (stored: the new residual), ``y = s rsqrt(mean(s^2) + eps) w``:
-    the unfused all-reduce, add and RMSNorm with their roundings, in one pass. Bytes: (WORLD + 4) H
-    elements per row."""
+    the unfused all-reduce, add and RMSNorm with their roundings, in one pass. ``FP8_OUT``: ``y``
+    (fp32) is stored quantized to e4m3 instead (its bytes into ``y_ptr``, uint8) with the row's scale
+    ``max|y| / 448`` (1 for an all-zero row) into ``ys_ptr[row]``; ``FP8_EMULATE`` computes the bytes
+    exactly under the interpreter (whose fp32 -> fp8 cast is wrong). Bytes: (WORLD + 4) H elements
+    per row (fp8 out: (WORLD + 3) H elements + H + 4)."""
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK_H)
     m = offs < H
     acc = tl.zeros([BLOCK_H], dtype=tl.float32)
     for p in tl.static_range(WORLD):
-        acc += tl.load(_peer(table_ptr, p, y_ptr) + row * H + offs, mask=m, other=0.0).to(tl.float32)
-    a = _round(acc, y_ptr, EMULATE)
-    s = _round(a + tl.load(res_ptr + row * H + offs, mask=m, other=0.0).to(tl.float32), y_ptr, EMULATE)
+        acc += tl.load(_peer(table_ptr, p, res_ptr) + row * H + offs, mask=m, other=0.0).to(tl.float32)
+    a = _round(acc, res_ptr, EMULATE)
+    s = _round(a + tl.load(res_ptr + row * H + offs, mask=m, other=0.0).to(tl.float32), res_ptr, EMULATE)
     tl.store(s_ptr + row * H + offs, to_output(s, s_ptr, EMULATE), mask=m)
     rstd = 1.0 / tl.sqrt(tl.sum(s * s, axis=0) / H + eps)
     w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row * H + offs, to_output(s * rstd * w, y_ptr, EMULATE), mask=m)
+    y = s * rstd * w
+    if FP8_OUT:
+        amax = tl.max(tl.where(m, amax_term(y), 0.0), axis=0)
+        scale = tl.where(amax > 0, amax / 448.0, 1.0)
+        tl.store(y_ptr + row * H + offs, quantize_values(y, scale, "e4m3", FP8_EMULATE), mask=m)
+        tl.store(ys_ptr + row, scale)
+    else:
+        tl.store(y_ptr + row * H + offs, to_output(y, y_ptr, EMULATE), mask=m)
 
 
 @triton.jit
-def quantize_int8_kernel(x_ptr, q_ptr, scale_ptr, n, QBLOCK: tl.constexpr):
-    """One block of ``QBLOCK`` elements per program: ``scale = max|x| / 127`` (1 for an all-zero
-    block), ``q = round_half_away(x / scale)`` as int8 into ``q_ptr``, the scale (fp32) into
-    ``scale_ptr[block]``. Bytes: n (in) + n (int8) + 4 n / QBLOCK."""
+def quantize_block_kernel(x_ptr, q_ptr, scale_ptr, n, QMAX, QBLOCK: tl.constexpr, FMT: tl.constexpr,
+                          EMULATE: tl.constexpr):
+    """One block of ``QBLOCK`` elements per program: ``scale = max|x| / QMAX`` (1 for an all-zero
+    block), ``q = saturate(round(x / scale))`` (nearest even) into ``q_ptr`` as int8 (``FMT`` "int8",
+    QMAX 127) or as e4m3 bytes (uint8; "e4m3", QMAX 448), the scale (fp32) into ``scale_ptr[block]``.
+    ``EMULATE``: the fp8 bytes computed exactly under the interpreter. Bytes: n (in) + n (out) +
+    4 n / QBLOCK."""
     blk = tl.program_id(0)
     offs = blk * QBLOCK + tl.arange(0, QBLOCK)
     m = offs < n
     x = tl.load(x_ptr + offs, mask=m, other=0.0).to(tl.float32)
-    amax = tl.max(tl.abs(x), axis=0)
-    scale = tl.where(amax > 0, amax / 127.0, 1.0)
-    v = x / scale
-    q = tl.where(v >= 0, tl.floor(v + 0.5), tl.ceil(v - 0.5))
-    q = tl.minimum(tl.maximum(q, -127.0), 127.0)
-    tl.store(q_ptr + offs, q.to(tl.int8), mask=m)
+    amax = tl.max(amax_term(x), axis=0)
+    scale = tl.where(amax > 0, amax / QMAX, 1.0)
+    tl.store(q_ptr + offs, quantize_values(x, scale, FMT, EMULATE), mask=m)
     tl.store(scale_ptr + blk, scale)
 
 
 @triton.jit
-def dequant_reduce_int8_kernel(table_ptr, out_ptr, n, scale_offset, WORLD: tl.constexpr, QBLOCK: tl.constexpr,
-                               EMULATE: tl.constexpr):
+def dequant_reduce_kernel(table_ptr, out_ptr, n, scale_offset, WORLD: tl.constexpr, QBLOCK: tl.constexpr,
+                          FMT: tl.constexpr, EMULATE: tl.constexpr, DECODE: tl.constexpr):
     """``out[i] = sum_p q_p[i] scale_p[i // QBLOCK]`` (fp32), one block per program; each peer's
-    buffer holds its int8 values at byte 0 and its fp32 scales at byte ``scale_offset``.
-    Bytes: WORLD (n + 4 n / QBLOCK) + n elements out."""
+    buffer holds its values (``FMT`` "int8": int8; "e4m3": the fp8 bytes, decoded bit by bit where
+    ``DECODE``, the interpreter's fp8 -> fp32 cast being wrong) at byte 0 and its fp32 scales at
+    byte ``scale_offset``. Bytes: WORLD (n + 4 n / QBLOCK) + n elements out."""
     blk = tl.program_id(0)
     offs = blk * QBLOCK + tl.arange(0, QBLOCK)
     m = offs < n
     acc = tl.zeros([QBLOCK], dtype=tl.float32)
     for p in tl.static_range(WORLD):
         base = tl.load(table_ptr + p)
-        q = tl.load(base.to(tl.pointer_type(tl.int8)) + offs, mask=m, other=0).to(tl.float32)
+        if FMT == "int8":
+            q = tl.load(base.to(tl.pointer_type(tl.int8)) + offs, mask=m, other=0).to(tl.float32)
+        elif DECODE:
+            q = fp8_value(tl.load(base.to(tl.pointer_type(tl.uint8)) + offs, mask=m, other=0).to(tl.int32), 3, 7, True)
+        else:
+            q = tl.load(base.to(tl.pointer_type(tl.float8e4nv)) + offs, mask=m, other=0.0).to(tl.float32)
         scale = tl.load((base + scale_offset).to(tl.pointer_type(tl.float32)) + blk)
         acc += q * scale
     tl.store(out_ptr + offs, to_output(acc, out_ptr, EMULATE), mask=m)

@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 
 from ..core._triton import INTERPRET, triton
-from .kernel import (copy_kernel, dequant_reduce_int8_kernel, gather_kernel, quantize_int8_kernel,
+from .kernel import (copy_kernel, dequant_reduce_kernel, gather_kernel, quantize_block_kernel,
                      reduce_add_rms_norm_kernel, reduce_kernel)
 from .protocol import (RAISE_DONE, RAISE_READY, READ, WAIT_DONE, WAIT_READY, WRITE, CollectiveMismatchError, CommError,
                        Op, step_program)
@@ -26,7 +26,7 @@ def _emulate(dtype: torch.dtype) -> bool:
 
 
 KINDS = ("all_reduce_one_shot", "all_reduce_two_shot", "all_reduce_ring", "all_reduce_int8", "all_gather",
-         "reduce_scatter", "all_reduce_add_rms_norm")
+         "reduce_scatter", "all_reduce_add_rms_norm", "all_reduce_fp8", "matmul_reduce_scatter")
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -166,38 +166,44 @@ def all_reduce_ring(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
     return part
 
 
-QBLOCK = 128  # elements per int8 scale
+QBLOCK = 128  # elements per scale of the quantized all-reduce
+WIRE = {"int8": ("int8", 127.0), "fp8": ("e4m3", 448.0)}  # quantize= -> (format on the wire, its largest value)
 
 
-def int8_wire_bytes(n: int) -> int:
-    """Buffer bytes of an int8 all-reduce of ``n`` elements: the values, then (16-aligned) the scales."""
-    return int8_scale_offset(n) + 4 * -(-n // QBLOCK)
+def wire_bytes(n: int) -> int:
+    """Buffer bytes of a quantized all-reduce of ``n`` elements: one byte per value, then (16-aligned)
+    an fp32 scale per ``QBLOCK`` elements (int8 and fp8 alike)."""
+    return scale_offset(n) + 4 * -(-n // QBLOCK)
 
 
-def int8_scale_offset(n: int) -> int:
+def scale_offset(n: int) -> int:
     return -(-n // 16) * 16
 
 
-def all_reduce_int8(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
-    """One-shot all-reduce with int8 on the wire: each rank writes its input quantized per block of
-    ``QBLOCK`` elements (int8 values, one fp32 scale = max|x| / 127 per block) into its buffer; each
-    rank dequantizes every peer's blocks and sums in fp32. Error: at most half a step per rank and
-    element, ``sum_p max|x_p, block| / 254``, plus the output's rounding."""
+def all_reduce_quantized(w: SymmetricWorld, x: torch.Tensor, quantize: str) -> torch.Tensor:
+    """One-shot all-reduce with 8 bits per value on the wire: each rank writes its input quantized per
+    block of ``QBLOCK`` elements (``quantize`` "int8": int8 values, scale max|x| / 127; "fp8": e4m3
+    values, scale max|x| / 448; one fp32 scale per block) into its buffer; each rank dequantizes every
+    peer's blocks and sums in fp32. Error per element, plus the output's rounding: int8 at most half a
+    step per rank, ``sum_p max|x_p, block| / 254``; fp8 at most half an e4m3 ulp per rank,
+    ``sum_p (|x_p| / 16 + max|x_p, block| / (448 * 1024))`` (docs/ops/comm.md)."""
+    fmt, qmax = WIRE[quantize]
     out, n = torch.empty_like(x), x.numel()
-    soff = int8_scale_offset(n)
+    soff = scale_offset(n)
     nblk = -(-n // QBLOCK)
     mine = w.buffers[w.rank]
 
     def write() -> None:
         if n:
-            quantize_int8_kernel[(nblk,)](x.view(-1), mine[:n].view(torch.int8), mine[soff:soff + 4 * nblk]
-                                          .view(torch.float32), n, QBLOCK=QBLOCK)
+            quantize_block_kernel[(nblk,)](x.view(-1), mine[:n].view(torch.int8 if fmt == "int8" else torch.uint8),
+                                           mine[soff:soff + 4 * nblk].view(torch.float32), n, qmax, QBLOCK=QBLOCK,
+                                           FMT=fmt, EMULATE=INTERPRET)
 
     def read() -> None:
         if n:
-            dequant_reduce_int8_kernel[(nblk,)](w.table, out.view(-1), n, soff, WORLD=w.world, QBLOCK=QBLOCK,
-                                                EMULATE=_emulate(x.dtype))
-    run_step(w, "all_reduce_int8", x, write, read)
+            dequant_reduce_kernel[(nblk,)](w.table, out.view(-1), n, soff, WORLD=w.world, QBLOCK=QBLOCK, FMT=fmt,
+                                           EMULATE=_emulate(x.dtype), DECODE=INTERPRET)
+    run_step(w, f"all_reduce_{quantize}", x, write, read)
     return out
 
 
@@ -218,13 +224,17 @@ def reduce_scatter(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
 
 
 def launch_reduce_add_rms_norm(table: torch.Tensor, world: int, residual: torch.Tensor, weight: torch.Tensor,
-                               y: torch.Tensor, s: torch.Tensor, eps: float) -> None:
+                               y: torch.Tensor, s: torch.Tensor, eps: float, y_scale: torch.Tensor | None = None) -> None:
     """The fused kernel over the ``world`` buffers ``table`` addresses (each holding [rows, H] of
-    ``y``'s dtype): ``s = round(sum) + residual``, ``y = rms_norm(s) * weight``."""
-    rows, h = y.shape
+    ``residual``'s dtype): ``s = round(sum) + residual``, ``y = rms_norm(s) * weight``; with ``y_scale``
+    ([rows] fp32), ``y`` is [rows, H] float8_e4m3fn: ``y * y_scale[row]`` approximates the norm's output."""
+    rows, h = s.shape
+    fp8 = y_scale is not None
     if rows:
-        reduce_add_rms_norm_kernel[(rows,)](table, residual, weight, y, s, h, eps, WORLD=world,
-                                            BLOCK_H=triton.next_power_of_2(h), EMULATE=_emulate(y.dtype))
+        reduce_add_rms_norm_kernel[(rows,)](table, residual, weight, y.view(torch.uint8) if fp8 else y, s,
+                                            y_scale if fp8 else s, h, eps, WORLD=world,
+                                            BLOCK_H=triton.next_power_of_2(h), EMULATE=_emulate(s.dtype),
+                                            FP8_OUT=fp8, FP8_EMULATE=INTERPRET)
 
 
 def reduce_add_rms_norm_local(peers: list[torch.Tensor], residual: torch.Tensor, weight: torch.Tensor,
@@ -238,10 +248,13 @@ def reduce_add_rms_norm_local(peers: list[torch.Tensor], residual: torch.Tensor,
 
 
 def all_reduce_add_rms_norm(w: SymmetricWorld, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                            eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+                            eps: float, fp8_out: bool = False) -> tuple[torch.Tensor, ...]:
     """One-shot all-reduce of ``x`` [rows, H] fused with ``s = sum + residual`` and RMSNorm of ``s``
-    (one kernel reading every peer): returns ``(y, s)``."""
-    y, s = torch.empty_like(x), torch.empty_like(x)
+    (one kernel reading every peer): returns ``(y, s)``, or with ``fp8_out`` ``(y_e4m3, y_scale, s)``
+    (``y_scale`` [rows] fp32, the row's max|y| / 448)."""
+    s = torch.empty_like(x)
+    y = torch.empty(x.shape, dtype=torch.float8_e4m3fn) if fp8_out else torch.empty_like(x)
+    ys = torch.empty(x.shape[0], dtype=torch.float32) if fp8_out else None
     run_step(w, "all_reduce_add_rms_norm", x, lambda: _copy_in(w, x.view(-1), 0),
-             lambda: launch_reduce_add_rms_norm(w.table, w.world, residual, weight, y, s, eps))
-    return y, s
+             lambda: launch_reduce_add_rms_norm(w.table, w.world, residual, weight, y, s, eps, ys))
+    return (y, ys, s) if fp8_out else (y, s)
