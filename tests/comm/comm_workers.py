@@ -256,3 +256,74 @@ def tensor_parallel(rank: int, world: int) -> list[float]:
     comm.all_reduce_(t, op=dist.ReduceOp.MAX)
     assert torch.equal(t, torch.full((3,), float(world - 1))) and "op=" in comm.fallback_reason()
     return diffs
+
+
+def _gloo_reduce_scatter(full: torch.Tensor, world: int, rank: int) -> torch.Tensor:
+    """``full``'s rank-``rank`` rows (torch.chunk's split) of the sum over ranks, by gloo's
+    reduce_scatter (equal chunks: the short ones padded with zero rows)."""
+    per = -(-full.shape[0] // world)
+    padded = torch.nn.functional.pad(full, (0, 0, 0, per * world - full.shape[0]))
+    out = torch.empty_like(padded[:per])
+    dist.reduce_scatter(out, list(padded.split(per)))
+    lo = min(full.shape[0], rank * per)
+    return out[:min(full.shape[0], lo + per) - lo]
+
+
+def matmul_reduce_scatter(rank: int, world: int, die: bool = False) -> tuple[int, float]:
+    """comm.matmul_reduce_scatter (a row-parallel GEMM's output tiles reduce-scattered as they
+    finish) against matmul + gloo's reduce_scatter and the fp64 result, every dtype, row counts that
+    do not divide by the world (one with empty shards), uneven K shards; bitwise the same on a second
+    run. The contract: |ours - exact| <= (K + W) u32 (|x| @ |w|^T) (fp32 dots of K_p terms, then an
+    fp32 sum of W partials) + u |exact| (the output's rounding). Returns (checks, worst error / bound).
+    With ``die``, the last rank then dies before pushing its tiles: the others must raise
+    CommTimeoutError naming it (returned as the second value instead)."""
+    from warpsmith import comm
+    from warpsmith.comm import runtime
+
+    checks, worst = 0, 0.0
+    k_total = 3 * world + 2
+    k_lo = [min(k_total, p * 3 + min(p, 2)) for p in range(world + 1)]  # uneven K shards
+    for dtype in DTYPES:
+        for m, n in ((37, 19), (world - 1 if world > 2 else 1, 5)):
+            g = torch.Generator().manual_seed(m * 100 + n)
+            x_full = torch.randn(m, k_total, generator=g).to(dtype)
+            w_full = torch.randn(n, k_total, generator=g).to(dtype)
+            ks = slice(k_lo[rank], k_lo[rank + 1])
+            x, w = x_full[:, ks].contiguous(), w_full[:, ks].contiguous()
+            ours = comm.matmul_reduce_scatter(x, w)
+            assert torch.equal(ours, comm.matmul_reduce_scatter(x, w)), "not deterministic"
+            gloo = _gloo_reduce_scatter((x.float() @ w.float().T).to(dtype), world, rank)
+            lo, hi = runtime.shard_rows(m, world, rank)
+            exact = (x_full.double() @ w_full.double().T)[lo:hi]
+            mag = (x_full.double().abs() @ w_full.double().abs().T)[lo:hi]
+            u = {torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}[dtype]
+            bound = (k_total + world) * 2.0 ** -24 * mag + u * exact.abs() + 1e-30
+            assert ours.shape == gloo.shape == exact.shape and ours.dtype == dtype, (ours.shape, gloo.shape)
+            err = (ours.double() - exact).abs()
+            assert (err <= bound).all(), (dtype, m, n, (err / bound).max())
+            # gloo rounds each rank's partial to the dtype and its partial sums: within W + 1 roundings
+            assert ((ours.double() - gloo.double()).abs() <= (world + 2) * (u * mag + bound)).all(), (dtype, m, n)
+            worst = max(worst, (err / bound).max().item() if err.numel() else 0.0)
+            checks += 1
+    assert comm.fallback_reason() is None
+    if die:
+        if rank == world - 1:
+            def fault(_, op):
+                if op.kind == "write_tile":
+                    os._exit(3)
+            runtime.FAULT = fault
+        t0 = time.monotonic()
+        try:
+            comm.matmul_reduce_scatter(x, w)
+        except comm.CommTimeoutError as e:
+            return checks, (str(e), time.monotonic() - t0)
+        raise AssertionError("matmul_reduce_scatter completed although a rank died")
+    return checks, worst
+
+
+def matmul_reduce_scatter_then_die(rank: int, world: int) -> tuple[int, tuple[str, float]]:
+    return matmul_reduce_scatter(rank, world, die=True)
+
+
+matmul_reduce_scatter_then_die.may_die = (2,)
+matmul_reduce_scatter_then_die.leaves_world_broken = True

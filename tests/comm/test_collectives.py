@@ -96,6 +96,24 @@ def test_a_dead_rank_is_named_not_waited_for():
         assert 2.0 <= elapsed < 10.0, elapsed
 
 
+def test_matmul_reduce_scatter_matches_gloo_on_2_ranks():
+    """Every dtype, 37 and 1 output rows (uneven; rank 1 of the 1-row case owns nothing)."""
+    out = run_world(cw.matmul_reduce_scatter, 2)
+    assert [c for c, _ in out] == [2 * len(cw.DTYPES)] * 2
+    assert all(0.001 < w <= 1.0 for _, w in out), out  # within the contract, with real error
+
+
+def test_matmul_reduce_scatter_on_3_ranks_and_a_dead_rank_is_named():
+    """3 ranks, uneven K shards, 37 and 2 rows; then the last rank dies before pushing its tiles:
+    the others' kernels stop polling its tile flags and raise CommTimeoutError naming it."""
+    out = run_world(cw.matmul_reduce_scatter_then_die, 3, comm_timeout_s=2.0, timeout_s=120)
+    assert out[2] is None
+    for checks, (msg, elapsed) in out[:2]:
+        assert checks == 2 * len(cw.DTYPES)
+        assert "waiting for tile flags" in msg and "missing rank 2 (its tile flag is at step" in msg, msg
+        assert elapsed < 60.0, elapsed
+
+
 def test_bad_input_names_expected_and_given():
     with pytest.raises(InvalidInputError, match="expected a torch.Tensor, got 'list'"):
         comm.all_reduce([1.0])
@@ -105,6 +123,10 @@ def test_bad_input_names_expected_and_given():
         comm.all_reduce(torch.ones(2), quantize="fp4")
     with pytest.raises(InvalidInputError, match="expected None or one_shot, got 'ring'"):
         comm.all_reduce(torch.ones(2), algorithm="ring", quantize="int8")
+    with pytest.raises(InvalidInputError, match=r"expected \[M, K\] and \[N, K\] \(the same K\), got '\(2, 3\) and \(4, 2\)'"):
+        comm.matmul_reduce_scatter(torch.ones(2, 3), torch.ones(4, 2))
+    with pytest.raises(InvalidInputError, match="weight dtype: expected torch.float32, got torch.float16"):
+        comm.matmul_reduce_scatter(torch.ones(2, 3), torch.ones(4, 3, dtype=torch.float16))
     with pytest.raises(InvalidInputError, match="at least one dimension"):
         comm.reduce_scatter(torch.tensor(1.0))
     with pytest.raises(InvalidInputError, match=r"expected at least 3 \(one per rank\), got 2"):
@@ -136,6 +158,22 @@ def test_the_runtime_executes_the_model_checked_state_machine(tmp_path, monkeypa
     assert torch.equal(runtime.all_reduce_one_shot(w, x), x)
     assert seen == protocol.program(0, 1, 3)
     assert w.signal[:2].tolist() == [[3], [3]]
+    w.close()
+
+
+def test_the_runtime_executes_the_model_checked_tile_step(tmp_path, monkeypatch):
+    """One rank: matmul_reduce_scatter runs protocol.tile_step_program's operations, in order, for its
+    tile count (3 x 2 tiles of 16 for a [37, 19] output), and its result is the GEMM's."""
+    from warpsmith.comm import protocol, runtime
+    from warpsmith.comm.symmetric import SymmetricWorld
+
+    w = SymmetricWorld(tmp_path, 0, 1, 1 << 14).create().map()
+    seen = []
+    monkeypatch.setattr(runtime, "FAULT", lambda world, op: seen.append(op))
+    x, wt = torch.randn(37, 6), torch.randn(19, 6)
+    torch.testing.assert_close(runtime.matmul_reduce_scatter(w, x, wt), x @ wt.T)
+    assert seen == protocol.tile_step_program(0, 1, 1, [6]) and len(seen) == 2 * 6 + 2 * 6 + 1  # no done wait at step 1
+    assert w.tile_flags[0][0, :7].tolist() == [1] * 6 + [0]
     w.close()
 
 

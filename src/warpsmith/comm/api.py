@@ -17,7 +17,7 @@ from ..core.errors import InvalidInputError, UnknownNameError
 from ..cost import comm_model
 from ..ops.lowprec.quant.reference import quantize_rows
 from . import runtime
-from .symmetric import SymmetricWorld, new_folder
+from .symmetric import MAX_TILES, SymmetricWorld, new_folder
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 IMPLEMENTED = {"all_reduce": ("one_shot", "two_shot", "ring"), "all_gather": ("one_shot",),
@@ -188,6 +188,39 @@ def reduce_scatter(t: torch.Tensor, group: Any = None) -> torch.Tensor:
 
 
 OUT_QUANTIZE = ("fp8",)
+
+
+def matmul_reduce_scatter(x: torch.Tensor, weight: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """This rank's rows of ``sum over ranks of x @ weight^T``: a row-parallel linear's GEMM whose
+    output tiles are reduce-scattered as they finish (each tile pushed to the rank owning its rows
+    with a per-tile flag; the owner sums contributions in rank order, fp32, rounded once).
+
+    Args:
+        x: [M, K_r], this rank's shard of the reduction dimension (K_r may differ between ranks).
+        weight: [N, K_r], the same shard of the weight; same dtype as ``x``.
+
+    Returns:
+        [rows, N] of ``x``'s dtype: rows ``[r ceil(M/W), (r+1) ceil(M/W))`` clipped to M (as
+        :func:`reduce_scatter` splits them; the last ranks' may be short or empty).
+    """
+    _check_tensor("matmul_reduce_scatter x", x)
+    _check_tensor("matmul_reduce_scatter weight", weight)
+    if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
+        raise InvalidInputError("matmul_reduce_scatter x and weight", "[M, K] and [N, K] (the same K)",
+                                f"{tuple(x.shape)} and {tuple(weight.shape)}")
+    if weight.dtype != x.dtype:
+        raise InvalidInputError("matmul_reduce_scatter weight dtype", x.dtype, weight.dtype)
+    xc, wc = x.contiguous(), weight.contiguous()
+    (m, _), n = xc.shape, wc.shape[0]
+    world = dist.get_world_size(group) if dist.is_initialized() else 1
+    w = _symmetric(group, xc, runtime.matmul_wire_bytes(m, n, world))
+    if w is not None and max(runtime.matmul_tiles(m, n, world)) > MAX_TILES:
+        _fall_back(group, f"the output has {max(runtime.matmul_tiles(m, n, world))} tiles per rank; the tile "
+                          f"flags hold {MAX_TILES}", stacklevel=3)
+        w = None
+    if w is None:
+        return reduce_scatter((xc.float() @ wc.float().T).to(x.dtype), group)
+    return runtime.matmul_reduce_scatter(w, xc, wc)
 
 
 def all_reduce_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,

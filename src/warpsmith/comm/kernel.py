@@ -6,7 +6,7 @@ in fp32 whatever the element type; outputs are rounded once (``to_output``: near
 """
 from ..core._triton import tl, triton
 from ..ops.lowprec.quant.kernel import amax_term, fp8_value, quantize_values
-from ..ops.shared.kernel import round_to_bf16, to_output
+from ..ops.shared.kernel import dot_acc, round_to_bf16, to_output
 
 
 @triton.jit
@@ -131,3 +131,70 @@ def dequant_reduce_kernel(table_ptr, out_ptr, n, scale_offset, WORLD: tl.constex
         scale = tl.load((base + scale_offset).to(tl.pointer_type(tl.float32)) + blk)
         acc += q * scale
     tl.store(out_ptr + offs, to_output(acc, out_ptr, EMULATE), mask=m)
+
+
+@triton.jit
+def matmul_push_tiles_kernel(x_ptr, w_ptr, table_ptr, flags_table_ptr, M, N, K, stride_xm, stride_wn, rank, step,
+                             WORLD: tl.constexpr, MAX_TILES: tl.constexpr, BLOCK_M: tl.constexpr,
+                             BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, IS_FP32: tl.constexpr,
+                             EMULATE: tl.constexpr):
+    """This rank's partial of a row-parallel GEMM, each output tile sent to the rank owning its rows
+    as soon as it is computed. Grid ``(cdiv(per, BLOCK_M), cdiv(N, BLOCK_N), WORLD)`` with
+    ``per = ceil(M / WORLD)``: program ``(tm, tn, o)`` computes tile ``t = tm cdiv(N, BLOCK_N) + tn``
+    of owner ``o``'s rows ``[o per, min(M, (o + 1) per))`` of ``x [M, K] @ w[N, K]^T`` (fp32
+    accumulation), stores it (fp32) into ``o``'s buffer, slot ``rank`` (``[per, N]`` at element
+    ``rank per N``), then raises ``o``'s tile flag ``[rank, t]`` to ``step`` (a release after a
+    barrier: the whole tile is visible before the flag). Bytes: (M + N) K elements read per column
+    of tiles, 4 M N written; FLOPs: 2 M N K."""
+    tm = tl.program_id(0)
+    tn = tl.program_id(1)
+    o = tl.program_id(2)
+    per = tl.cdiv(M, WORLD)
+    lo = tl.minimum(M, o * per)
+    rows = tl.minimum(M, lo + per) - lo
+    if tm * BLOCK_M < rows:
+        offs_m = tm * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = tn * BLOCK_N + tl.arange(0, BLOCK_N)
+        offs_k = tl.arange(0, BLOCK_K)
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k in range(0, K, BLOCK_K):
+            kk = k + offs_k
+            a = tl.load(x_ptr + (lo + offs_m)[:, None] * stride_xm + kk[None, :],
+                        mask=(offs_m[:, None] < rows) & (kk[None, :] < K), other=0.0)
+            b = tl.load(w_ptr + offs_n[None, :] * stride_wn + kk[:, None],
+                        mask=(offs_n[None, :] < N) & (kk[:, None] < K), other=0.0)
+            acc = dot_acc(a, b, acc, IS_FP32, "ieee", EMULATE)
+        dst = tl.load(table_ptr + o).to(tl.pointer_type(tl.float32)) + rank * per * N
+        tl.store(dst + offs_m[:, None] * N + offs_n[None, :], acc, mask=(offs_m[:, None] < rows) & (offs_n[None, :] < N))
+        tl.debug_barrier()
+        flags = tl.load(flags_table_ptr + o).to(tl.pointer_type(tl.int64))
+        tl.atomic_xchg(flags + rank * MAX_TILES + tm * tl.cdiv(N, BLOCK_N) + tn, step, sem="release")
+
+
+@triton.jit
+def reduce_tiles_kernel(buf_ptr, flags_ptr, out_ptr, status_ptr, rows, N, per, step, max_spins,
+                        WORLD: tl.constexpr, MAX_TILES: tl.constexpr, BLOCK_M: tl.constexpr,
+                        BLOCK_N: tl.constexpr, EMULATE: tl.constexpr):
+    """The owner's side: grid ``(cdiv(rows, BLOCK_M), cdiv(N, BLOCK_N))``, program ``(tm, tn)`` sums
+    tile ``t`` of every slot of my buffer (``buf_ptr``: fp32, slot ``p`` the ``[per, N]`` partial
+    rank ``p`` pushed) in rank order (fp32; deterministic), each slot read after its flag
+    ``flags[p, t]`` reached ``step`` (acquire loads), and stores it rounded once into ``out``
+    (``[rows, N]``). A flag still behind after ``max_spins`` polls: ``status[t] = p + 1`` (the host
+    raises). Bytes: 4 WORLD rows N read, rows N elements written."""
+    tm = tl.program_id(0)
+    tn = tl.program_id(1)
+    t = tm * tl.cdiv(N, BLOCK_N) + tn
+    offs_m = tm * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tn * BLOCK_N + tl.arange(0, BLOCK_N)
+    m = (offs_m[:, None] < rows) & (offs_n[None, :] < N)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    late = 0
+    for p in tl.static_range(WORLD):
+        spins = 0
+        while (tl.atomic_add(flags_ptr + p * MAX_TILES + t, 0, sem="acquire") < step) & (spins < max_spins):
+            spins += 1
+        arrived = tl.atomic_add(flags_ptr + p * MAX_TILES + t, 0, sem="acquire") >= step
+        late = tl.where((late == 0) & (not arrived), p + 1, late)
+        acc += tl.load(buf_ptr + p * per * N + offs_m[:, None] * N + offs_n[None, :], mask=m, other=0.0)
+    tl.store(out_ptr + offs_m[:, None] * N + offs_n[None, :], to_output(acc, out_ptr, EMULATE), mask=m)
+    tl.store(status_ptr + t, late)

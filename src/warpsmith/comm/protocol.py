@@ -37,7 +37,7 @@ whose flags stayed behind (a peer that died, or one that issues a different coll
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 from ..core.errors import WarpsmithError
 
@@ -93,17 +93,19 @@ def step_program(rank: int, world: int, step: int, bug: str | None = None) -> li
     return ops
 
 
-def tile_step_program(rank: int, world: int, step: int, tiles: int, bug: str | None = None) -> list[Op]:
-    """Rank ``rank``'s operations for a tile step ``step`` in which every owner has ``tiles`` tiles
-    (see the module docstring)."""
+def tile_step_program(rank: int, world: int, step: int, tiles: int | Sequence[int],
+                      bug: str | None = None) -> list[Op]:
+    """Rank ``rank``'s operations for a tile step ``step`` in which owner ``o`` has ``tiles[o]``
+    tiles (an int: every owner that many; see the module docstring)."""
     if bug is not None and bug not in BUGS:
         raise ValueError(f"unknown planted bug {bug!r}")
+    counts = [tiles] * world if isinstance(tiles, int) else list(tiles)
     ops: list[Op] = [Op(WAIT_DONE, step - 1)] if step > 1 and bug != "no_wait_done" else []
     for o in range(world):
-        for t in range(tiles):
+        for t in range(counts[o]):
             pair = [Op(WRITE_TILE, step, o, t), Op(RAISE_TILE, step, o, t)]
             ops += pair[::-1] if bug == "tile_flag_before_write" else pair
-    for t in range(tiles):
+    for t in range(counts[rank]):
         for p in range(world):
             ops += ([] if bug == "no_wait_tile" else [Op(WAIT_TILE, step, p, t)]) + [Op(READ_TILE, step, p, t)]
     return ops + [Op(RAISE_DONE, step)]

@@ -5,16 +5,18 @@ contiguous, on the CPU, of a supported dtype, and fit the buffer.
 """
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import torch
 
 from ..core._triton import INTERPRET, triton
-from .kernel import (copy_kernel, dequant_reduce_kernel, gather_kernel, quantize_block_kernel,
-                     reduce_add_rms_norm_kernel, reduce_kernel)
-from .protocol import (RAISE_DONE, RAISE_READY, READ, WAIT_DONE, WAIT_READY, WRITE, CollectiveMismatchError, CommError,
-                       Op, step_program)
-from .symmetric import DONE, READY, SymmetricWorld
+from .kernel import (copy_kernel, dequant_reduce_kernel, gather_kernel, matmul_push_tiles_kernel, quantize_block_kernel,
+                     reduce_add_rms_norm_kernel, reduce_kernel, reduce_tiles_kernel)
+from .protocol import (RAISE_DONE, RAISE_READY, RAISE_TILE, READ, READ_TILE, WAIT_DONE, WAIT_READY, WAIT_TILE, WRITE,
+                       WRITE_TILE, CollectiveMismatchError, CommError, CommTimeoutError, Op, step_program,
+                       tile_step_program)
+from .symmetric import DONE, MAX_TILES, READY, SymmetricWorld
 
 BLOCK = 1024
 # A test's fault injection: called with each protocol operation before it runs (None: no fault).
@@ -37,45 +39,66 @@ def _describe(h: tuple[int, ...]) -> str:
 
 
 def run_step(w: SymmetricWorld, kind: str, x: torch.Tensor, write: Callable[[], None],
-             read: Callable[[], None]) -> None:
+             read: Callable[[], None], tiles: list[int] | None = None, nbytes: int | None = None) -> None:
     """One protocol step: the next step number, :func:`step_program`'s operations in order; the
     header (``kind``, ``x``'s bytes and dtype) goes with the write and is checked with the reads;
     the ``READ`` operations are one kernel launch (``read``) reading every peer. A failure marks the
-    world broken."""
+    world broken. ``tiles`` (owner ``o``'s tile count at ``o``): a tile step
+    (:func:`.protocol.tile_step_program`); ``nbytes``: the header's bytes if not ``x``'s."""
     if w.broken is not None:
         raise CommError(f"rank {w.rank}: this world is unusable after an earlier failure: {w.broken}")
+    header = (KINDS.index(kind), x.numel() * x.element_size() if nbytes is None else nbytes, _DTYPES.index(x.dtype))
     try:
-        _step(w, (KINDS.index(kind), x.numel() * x.element_size(), _DTYPES.index(x.dtype)), write, read)
+        w.step += 1
+        ops = (step_program(w.rank, w.world, w.step) if tiles is None
+               else tile_step_program(w.rank, w.world, w.step, tiles))
+        _run_ops(w, ops, header, write, read)
     except CommError as e:
         w.broken = str(e)
         raise
 
 
-def _step(w: SymmetricWorld, header: tuple[int, int, int], write: Callable[[], None],
-          read: Callable[[], None]) -> None:
-    w.step += 1
-    read_done = False
-    for op in step_program(w.rank, w.world, w.step):
+def _run_ops(w: SymmetricWorld, ops: list[Op], header: tuple[int, int, int], write: Callable[[], None],
+             read: Callable[[], None]) -> None:
+    """Execute one step's operations: waits and done flags on the host; ``write`` (with the header)
+    at the first ``WRITE``/``WRITE_TILE``, the tile kernel raising the ``RAISE_TILE`` flags itself;
+    ``read`` at the first ``READ``/``WAIT_TILE`` (one kernel for every read, and in a tile step every
+    tile wait), after the header check (a tile step checks it after its kernel: a peer's tile flag
+    follows its header)."""
+    wrote = read_done = False
+    for op in ops:
         if FAULT is not None:
             FAULT(w, op)
         if op.kind == WAIT_DONE:
             w.wait_flags(DONE, op.step)
-        elif op.kind == WRITE:
-            write()
-            w.write_header(header)
+        elif op.kind in (WRITE, WRITE_TILE):
+            if not wrote:
+                w.write_header(header)
+                write()
+                wrote = True
+        elif op.kind in (RAISE_TILE, READ_TILE):
+            pass  # inside the write and read kernels
+        elif op.kind == WAIT_TILE:
+            if not read_done:
+                read()
+                read_done = True
+                _check_headers(w, header)
         elif op.kind == RAISE_READY:
             w.raise_flag(READY, op.step)
         elif op.kind == WAIT_READY:
             w.wait_flags(READY, op.step)
         elif op.kind == READ:
             if not read_done:
-                if others := w.peers_headers():
-                    raise CollectiveMismatchError(w.rank, w.step, _describe(header),
-                                                  {p: _describe(h) for p, h in others.items()})
+                _check_headers(w, header)
                 read()
                 read_done = True
         elif op.kind == RAISE_DONE:
             w.raise_flag(DONE, op.step)
+
+
+def _check_headers(w: SymmetricWorld, header: tuple[int, int, int]) -> None:
+    if others := w.peers_headers():
+        raise CollectiveMismatchError(w.rank, w.step, _describe(header), {p: _describe(h) for p, h in others.items()})
 
 
 def _copy_in(w: SymmetricWorld, src: torch.Tensor, offset: int) -> None:
@@ -258,3 +281,59 @@ def all_reduce_add_rms_norm(w: SymmetricWorld, x: torch.Tensor, residual: torch.
     run_step(w, "all_reduce_add_rms_norm", x, lambda: _copy_in(w, x.view(-1), 0),
              lambda: launch_reduce_add_rms_norm(w.table, w.world, residual, weight, y, s, eps, ys))
     return (y, ys, s) if fp8_out else (y, s)
+
+
+MM_BLOCK = 16  # BLOCK_M = BLOCK_N = BLOCK_K of the GEMM's tiles
+# The owner's kernel has no clock: it polls each tile flag at most SPIN_BATCH times, reports the
+# tiles still missing, and the host launches it again until the flags arrive or the timeout (a wall
+# clock) passes. SPIN_BATCH is about a quarter second of polls: about 1 ms a poll under the
+# interpreter on a shared 2-core CPU (seen), a nominal microsecond on a GPU.
+SPIN_BATCH = 250 if INTERPRET else 250_000
+
+
+def matmul_tiles(m: int, n: int, world: int) -> list[int]:
+    """Output tiles (``MM_BLOCK`` square) of each owner's rows of an ``[m, n]`` result."""
+    return [triton.cdiv(hi - lo, MM_BLOCK) * triton.cdiv(n, MM_BLOCK)
+            for lo, hi in (shard_rows(m, world, o) for o in range(world))]
+
+
+def matmul_wire_bytes(m: int, n: int, world: int) -> int:
+    """Bytes of each owner's buffer: ``world`` fp32 slots of ``ceil(m / world)`` rows of ``n``."""
+    return world * -(-m // world) * n * 4
+
+
+def matmul_reduce_scatter(w: SymmetricWorld, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """This rank's rows (:func:`shard_rows`) of ``sum_p x_p @ weight_p^T`` (``x`` [M, K_p] and
+    ``weight`` [N, K_p] this rank's shards of the reduction dimension: a row-parallel linear): one
+    tile step. Every rank's kernel computes its fp32 partial tile by tile and pushes each tile into
+    its owner's buffer with a per-tile flag as it finishes; the owner's kernel sums each tile's
+    contributions as they arrive, in rank order (fp32, rounded once: deterministic)."""
+    (m, k), n = x.shape, weight.shape[0]
+    lo, hi = shard_rows(m, w.world, w.rank)
+    per, bn = -(-m // w.world), triton.cdiv(n, MM_BLOCK)
+    tiles = matmul_tiles(m, n, w.world)
+    out = torch.empty((hi - lo, n), dtype=x.dtype)
+    status = torch.zeros(max(1, tiles[w.rank]), dtype=torch.int32)
+
+    def push() -> None:
+        if m and n:
+            matmul_push_tiles_kernel[(triton.cdiv(per, MM_BLOCK), bn, w.world)](
+                x, weight, w.table, w.tile_table, m, n, k, x.stride(0), weight.stride(0), w.rank, w.step,
+                WORLD=w.world, MAX_TILES=MAX_TILES, BLOCK_M=MM_BLOCK, BLOCK_N=MM_BLOCK, BLOCK_K=MM_BLOCK,
+                IS_FP32=x.dtype == torch.float32, EMULATE=INTERPRET)
+
+    def reduce() -> None:
+        deadline = time.monotonic() + w.timeout_s
+        while True:
+            reduce_tiles_kernel[(triton.cdiv(hi - lo, MM_BLOCK), bn)](
+                w.buffers[w.rank].view(torch.float32), w.tile_flags[w.rank], out, status, hi - lo, n, per, w.step,
+                SPIN_BATCH, WORLD=w.world, MAX_TILES=MAX_TILES, BLOCK_M=MM_BLOCK, BLOCK_N=MM_BLOCK,
+                EMULATE=_emulate(x.dtype))
+            if not status.any() or time.monotonic() > deadline:
+                break
+        if status.any():
+            flags = w.tile_flags[w.rank][:, :tiles[w.rank]]
+            behind = {p: int(flags[p].min()) for p in range(w.world) if int(flags[p].min()) < w.step}
+            raise CommTimeoutError(w.rank, "tile", w.step, behind, w.timeout_s)
+    run_step(w, "matmul_reduce_scatter", x, push, reduce, tiles=tiles, nbytes=m * n * 4)
+    return out

@@ -3,7 +3,9 @@
 Each rank owns one data buffer file ``buf<rank>`` of ``capacity`` bytes, and rank 0 creates the
 signal file ``signal``: int64 ``[5, world]``, row 0 the ``ready`` counters, row 1 the ``done``
 counters of :mod:`.protocol`, rows 2-4 each rank's header of its current collective (kind, bytes,
-dtype). The files live in one folder (under ``/dev/shm`` by default, so the
+dtype). Each rank also owns a tile-flag file ``tiles<rank>``: int64 ``[world, MAX_TILES]``, entry
+``[src, t]`` the last step in which rank ``src`` pushed its partial of tile ``t`` into this rank's
+buffer (the tile steps of :mod:`.protocol`); its peers write it, from inside a kernel. The files live in one folder (under ``/dev/shm`` by default, so the
 pages are shared memory); every process maps them all with ``numpy.memmap`` and hands the Triton
 kernels the addresses of its own mappings (``table``). Flags are read and written on the host:
 under Triton's interpreter a kernel cannot wait on another process's stores, so the waits of the
@@ -24,6 +26,7 @@ from ..core.errors import InvalidInputError
 from .protocol import CommTimeoutError
 
 READY, DONE = 0, 1
+MAX_TILES = 1024  # output tiles per owner in one tile step (the tile-flag file's columns)
 HEADER = slice(2, 5)  # kind, bytes, dtype of the rank's current collective
 ROWS = 5
 
@@ -45,10 +48,13 @@ class SymmetricWorld:
         self.buffers: list[torch.Tensor] = []
         self.signal: np.ndarray | None = None
         self.table: torch.Tensor | None = None
+        self.tile_flags: list[torch.Tensor] = []  # every rank's tile flags, int64 [world, MAX_TILES]
+        self.tile_table: torch.Tensor | None = None  # their addresses
 
     # -- setup: create own files, then (after every rank created its own) map them all ----------------
     def create(self) -> "SymmetricWorld":
         np.memmap(self.folder / f"buf{self.rank}", dtype=np.uint8, mode="w+", shape=(self.capacity,)).flush()
+        np.memmap(self.folder / f"tiles{self.rank}", dtype=np.int64, mode="w+", shape=(self.world, MAX_TILES)).flush()
         if self.rank == 0:
             np.memmap(self.folder / "signal", dtype=np.int64, mode="w+", shape=(ROWS, self.world)).flush()
         return self
@@ -59,6 +65,10 @@ class SymmetricWorld:
         self.buffers = [torch.from_numpy(m) for m in self._maps]
         self.signal = np.memmap(self.folder / "signal", dtype=np.int64, mode="r+", shape=(ROWS, self.world))
         self.table = torch.tensor([b.data_ptr() for b in self.buffers], dtype=torch.int64)
+        self._maps += [np.memmap(self.folder / f"tiles{p}", dtype=np.int64, mode="r+", shape=(self.world, MAX_TILES))
+                       for p in range(self.world)]
+        self.tile_flags = [torch.from_numpy(m) for m in self._maps[self.world:]]
+        self.tile_table = torch.tensor([f.data_ptr() for f in self.tile_flags], dtype=torch.int64)
         return self
 
     def mine(self, dtype: torch.dtype, offset: int, n: int) -> torch.Tensor:
@@ -67,6 +77,7 @@ class SymmetricWorld:
 
     def close(self, remove: bool = False) -> None:
         self.buffers, self.table, self.signal, self._maps = [], None, None, []
+        self.tile_flags, self.tile_table = [], None
         if remove:
             shutil.rmtree(self.folder, ignore_errors=True)
 
