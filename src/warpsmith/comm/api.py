@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from ..core.errors import InvalidInputError, UnknownNameError
 from ..cost import comm_model
+from ..dispatch import select
 from ..ops.lowprec.quant.reference import quantize_rows
 from . import runtime
 from .symmetric import MAX_TILES, SymmetricWorld, new_folder
@@ -116,8 +117,10 @@ def all_reduce(t: torch.Tensor, group: Any = None, algorithm: str | None = None,
     Args:
         t: any shape; the same shape and dtype on every rank.
         group: a ``torch.distributed`` process group (None: the default group).
-        algorithm: ``one_shot``, ``two_shot`` or ``ring``; None: chosen by the alpha-beta model
-            for the topology given to :func:`attach`.
+        algorithm: ``one_shot``, ``two_shot`` or ``ring``; None: the tuning DB's record for this
+            size, world, dtype and the topology given to :func:`attach` (``warpsmith tune
+            all_reduce``), else the alpha-beta model's choice, with its programs and chunk size
+            (:func:`tuned_config`).
         quantize: ``int8`` or ``fp8`` (e4m3): one-shot with 8-bit values and an fp32 scale per 128
             elements on the wire (:func:`.runtime.all_reduce_quantized`, whose docstring gives each
             error contract); never chosen unless asked. The fallback is exact.
@@ -138,10 +141,23 @@ def all_reduce(t: torch.Tensor, group: Any = None, algorithm: str | None = None,
         return out
     if quantize:
         return runtime.all_reduce_quantized(w, x, quantize)
-    algorithm = algorithm or choose("all_reduce", x.numel() * x.element_size(), w.world, w.topology)
-    fn = {"one_shot": runtime.all_reduce_one_shot, "two_shot": runtime.all_reduce_two_shot,
-          "ring": runtime.all_reduce_ring}[algorithm]
-    return fn(w, x)
+    if algorithm is not None:
+        return runtime.ALL_REDUCE[algorithm](w, x)
+    algorithm, launch, _ = tuned_config(x, w.world, w.topology)
+    return runtime.ALL_REDUCE[algorithm](w, x, launch)
+
+
+def tuned_config(x: torch.Tensor, world: int, topology: str) -> tuple[str, runtime.Launch, str]:
+    """``(algorithm, launch, source)`` of an all-reduce of ``x`` over ``world`` ranks on
+    ``topology``: the tuning DB's best verified record for its (size, world, topology, dtype) when
+    one exists (``source`` "db"; ``warpsmith tune all_reduce`` writes them), else the alpha-beta
+    model's best algorithm, programs and chunk (``source`` "default"): :func:`warpsmith.dispatch.select`."""
+    from .family import ALL_REDUCE, VARIANTS
+
+    problem = ALL_REDUCE.problem({"N": max(1, x.numel()), "W": world}, x.dtype, {"topology": topology})
+    choice = select(problem, VARIANTS)
+    cfg = choice.config
+    return cfg["algorithm"], runtime.Launch(cfg["programs"], cfg["chunk"]), choice.source
 
 
 def all_reduce_(tensor: torch.Tensor, op: Any = None, group: Any = None, async_op: bool = False) -> Any:

@@ -17,11 +17,13 @@ def _peer(table_ptr, p, like_ptr):
 
 @triton.jit
 def copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
-    """``dst[i] = src[i]`` for ``i < n``: a rank writes its data into its own symmetric buffer.
+    """``dst[i] = src[i]`` for ``i < n``: a rank writes its data into its own symmetric buffer. Each
+    program copies chunks of ``BLOCK`` elements, ``program_id``, ``+ num_programs``, ... (any grid).
     Bytes: 2 n elements."""
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=m), mask=m)
+    for start in range(tl.program_id(0) * BLOCK, n, tl.num_programs(0) * BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=m), mask=m)
 
 
 @triton.jit
@@ -29,26 +31,30 @@ def reduce_kernel(table_ptr, out_ptr, src_offset, n, WORLD: tl.constexpr, BLOCK:
                   EMULATE: tl.constexpr):
     """``out[i] = sum_p peer_p[src_offset + i]`` (fp32 sum, peers in rank order) for ``i < n``: the
     one-shot all-reduce (``src_offset = 0``, ``n`` the whole tensor) and the reduce-scatter half of
-    the two-shot one (this rank's shard). Bytes: (WORLD + 1) n elements; FLOPs: (WORLD - 1) n."""
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for p in tl.static_range(WORLD):
-        acc += tl.load(_peer(table_ptr, p, out_ptr) + src_offset + offs, mask=m, other=0.0).to(tl.float32)
-    tl.store(out_ptr + offs, to_output(acc, out_ptr, EMULATE), mask=m)
+    the two-shot one (this rank's shard). Chunks of ``BLOCK`` elements strided over the programs (any
+    grid). Bytes: (WORLD + 1) n elements; FLOPs: (WORLD - 1) n."""
+    for start in range(tl.program_id(0) * BLOCK, n, tl.num_programs(0) * BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        m = offs < n
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for p in tl.static_range(WORLD):
+            acc += tl.load(_peer(table_ptr, p, out_ptr) + src_offset + offs, mask=m, other=0.0).to(tl.float32)
+        tl.store(out_ptr + offs, to_output(acc, out_ptr, EMULATE), mask=m)
 
 
 @triton.jit
 def gather_kernel(table_ptr, out_ptr, chunk, src_step, n, WORLD: tl.constexpr, BLOCK: tl.constexpr):
     """``out[p chunk + i] = peer_p[p src_step + i]`` for ``i < chunk`` and ``p chunk + i < n``; grid
-    ``(cdiv(chunk, BLOCK), WORLD)``. All-gather: ``src_step = 0`` (each rank's data at the start of
-    its buffer); the all-gather half of the two-shot all-reduce: ``src_step = chunk`` (each rank's
-    reduced shard in place). Bytes: 2 n elements."""
+    ``(programs, WORLD)``, each program copying ``BLOCK``-element pieces strided over
+    ``programs``. All-gather: ``src_step = 0`` (each rank's data at the start of its buffer); the
+    all-gather half of the two-shot all-reduce: ``src_step = chunk`` (each rank's reduced shard in
+    place). Bytes: 2 n elements."""
     p = tl.program_id(1)
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = (offs < chunk) & (p * chunk + offs < n)
     base = tl.load(table_ptr + p).to(tl.pointer_type(out_ptr.dtype.element_ty))
-    tl.store(out_ptr + p * chunk + offs, tl.load(base + p * src_step + offs, mask=m), mask=m)
+    for start in range(tl.program_id(0) * BLOCK, chunk, tl.num_programs(0) * BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        m = (offs < chunk) & (p * chunk + offs < n)
+        tl.store(out_ptr + p * chunk + offs, tl.load(base + p * src_step + offs, mask=m), mask=m)
 
 
 @triton.jit

@@ -5,8 +5,9 @@ contiguous, on the CPU, of a supported dtype, and fit the buffer.
 """
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 
@@ -19,8 +20,27 @@ from .protocol import (RAISE_DONE, RAISE_READY, RAISE_TILE, READ, READ_TILE, WAI
 from .symmetric import DONE, MAX_TILES, READY, SymmetricWorld
 
 BLOCK = 1024
+
+
+class Launch(NamedTuple):
+    """How the data-moving kernels of one collective are launched: ``programs`` (None: one per
+    chunk) each moving chunks of ``block`` elements, strided over the programs (the knobs the
+    alpha-beta model and the tuner choose, :mod:`.family`)."""
+
+    programs: int | None = None
+    block: int = BLOCK
+
+    def grid(self, n: int) -> int:
+        chunks = max(1, triton.cdiv(n, self.block))
+        return chunks if self.programs is None else max(1, min(self.programs, chunks))
+
+
+DEFAULT = Launch()
 # A test's fault injection: called with each protocol operation before it runs (None: no fault).
 FAULT: Callable[[SymmetricWorld, Op], None] | None = None
+# Held around every kernel launch of a step: a world of threads in one process (local.run_threads)
+# sets a lock, as Triton's interpreter runs one kernel at a time; processes need none.
+KERNEL_LOCK: Any = contextlib.nullcontext()
 
 
 def _emulate(dtype: torch.dtype) -> bool:
@@ -74,13 +94,15 @@ def _run_ops(w: SymmetricWorld, ops: list[Op], header: tuple[int, int, int], wri
         elif op.kind in (WRITE, WRITE_TILE):
             if not wrote:
                 w.write_header(header)
-                write()
+                with KERNEL_LOCK:
+                    write()
                 wrote = True
         elif op.kind in (RAISE_TILE, READ_TILE):
             pass  # inside the write and read kernels
         elif op.kind == WAIT_TILE:
             if not read_done:
-                read()
+                with KERNEL_LOCK:
+                    read()
                 read_done = True
                 _check_headers(w, header)
         elif op.kind == RAISE_READY:
@@ -90,7 +112,8 @@ def _run_ops(w: SymmetricWorld, ops: list[Op], header: tuple[int, int, int], wri
         elif op.kind == READ:
             if not read_done:
                 _check_headers(w, header)
-                read()
+                with KERNEL_LOCK:
+                    read()
                 read_done = True
         elif op.kind == RAISE_DONE:
             w.raise_flag(DONE, op.step)
@@ -101,23 +124,23 @@ def _check_headers(w: SymmetricWorld, header: tuple[int, int, int]) -> None:
         raise CollectiveMismatchError(w.rank, w.step, _describe(header), {p: _describe(h) for p, h in others.items()})
 
 
-def _copy_in(w: SymmetricWorld, src: torch.Tensor, offset: int) -> None:
+def _copy_in(w: SymmetricWorld, src: torch.Tensor, offset: int, launch: Launch = DEFAULT) -> None:
     n = src.numel()
     if n:
-        copy_kernel[(triton.cdiv(n, BLOCK),)](src, w.mine(src.dtype, offset, n), n, BLOCK=BLOCK)
+        copy_kernel[(launch.grid(n),)](src, w.mine(src.dtype, offset, n), n, BLOCK=launch.block)
 
 
-def _reduce(w: SymmetricWorld, out: torch.Tensor, src_offset: int) -> None:
+def _reduce(w: SymmetricWorld, out: torch.Tensor, src_offset: int, launch: Launch = DEFAULT) -> None:
     n = out.numel()
     if n:
-        reduce_kernel[(triton.cdiv(n, BLOCK),)](w.table, out, src_offset, n, WORLD=w.world, BLOCK=BLOCK,
-                                                 EMULATE=_emulate(out.dtype))
+        reduce_kernel[(launch.grid(n),)](w.table, out, src_offset, n, WORLD=w.world, BLOCK=launch.block,
+                                         EMULATE=_emulate(out.dtype))
 
 
-def _gather(w: SymmetricWorld, out: torch.Tensor, chunk: int, src_step: int) -> None:
+def _gather(w: SymmetricWorld, out: torch.Tensor, chunk: int, src_step: int, launch: Launch = DEFAULT) -> None:
     if chunk:
-        gather_kernel[(triton.cdiv(chunk, BLOCK), w.world)](w.table, out, chunk, src_step, out.numel(),
-                                                             WORLD=w.world, BLOCK=BLOCK)
+        gather_kernel[(launch.grid(chunk), w.world)](w.table, out, chunk, src_step, out.numel(), WORLD=w.world,
+                                                     BLOCK=launch.block)
 
 
 def shard_rows(n_rows: int, world: int, rank: int) -> tuple[int, int]:
@@ -128,22 +151,24 @@ def shard_rows(n_rows: int, world: int, rank: int) -> tuple[int, int]:
     return lo, min(n_rows, lo + per)
 
 
-def all_reduce_one_shot(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
+def all_reduce_one_shot(w: SymmetricWorld, x: torch.Tensor, launch: Launch = DEFAULT) -> torch.Tensor:
     out = torch.empty_like(x)
-    run_step(w, "all_reduce_one_shot", x, lambda: _copy_in(w, x.view(-1), 0), lambda: _reduce(w, out.view(-1), 0))
+    run_step(w, "all_reduce_one_shot", x, lambda: _copy_in(w, x.view(-1), 0, launch),
+             lambda: _reduce(w, out.view(-1), 0, launch))
     return out
 
 
-def all_reduce_two_shot(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
+def all_reduce_two_shot(w: SymmetricWorld, x: torch.Tensor, launch: Launch = DEFAULT) -> torch.Tensor:
     """Step 1: every rank reduces its shard of the flat tensor from every peer; step 2: every rank
     publishes its reduced shard in place and gathers the others'."""
     out, n = torch.empty_like(x), x.numel()
     flat = out.view(-1)
     lo, hi = shard_rows(n, w.world, w.rank)
     shard = -(-n // w.world)
-    run_step(w, "all_reduce_two_shot", x, lambda: _copy_in(w, x.view(-1), 0), lambda: _reduce(w, flat[lo:hi], lo))
-    run_step(w, "all_reduce_two_shot", x, lambda: _copy_in(w, flat[lo:hi], lo),
-             lambda: _gather(w, flat, shard, shard))
+    run_step(w, "all_reduce_two_shot", x, lambda: _copy_in(w, x.view(-1), 0, launch),
+             lambda: _reduce(w, flat[lo:hi], lo, launch))
+    run_step(w, "all_reduce_two_shot", x, lambda: _copy_in(w, flat[lo:hi], lo, launch),
+             lambda: _gather(w, flat, shard, shard, launch))
     return out
 
 
@@ -151,7 +176,7 @@ def _ring_table(w: SymmetricWorld, *addresses: int) -> torch.Tensor:
     return torch.tensor(addresses, dtype=torch.int64)
 
 
-def all_reduce_ring(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
+def all_reduce_ring(w: SymmetricWorld, x: torch.Tensor, launch: Launch = DEFAULT) -> torch.Tensor:
     """The ring: 2 (W-1) steps, each moving one 1/W chunk from every rank to its right neighbour.
     Reduce-scatter half, step k: publish my partial of chunk (r - k) mod W, add my left neighbour's
     partial of chunk (r - k - 1) mod W to my own (fp32 add, rounded to the dtype: a ring rounds each
@@ -165,21 +190,21 @@ def all_reduce_ring(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
 
     def publish(c: int) -> None:
         lo, hi = bounds[c]
-        _copy_in(w, flat[lo:hi], lo)
+        _copy_in(w, flat[lo:hi], lo, launch)
 
     def add_left(c: int) -> None:
         lo, hi = bounds[c]
         if hi > lo:
             table = _ring_table(w, left + lo * esize, flat[lo:hi].data_ptr())
-            reduce_kernel[(triton.cdiv(hi - lo, BLOCK),)](table, flat[lo:hi], 0, hi - lo, WORLD=2, BLOCK=BLOCK,
-                                                          EMULATE=_emulate(x.dtype))
+            reduce_kernel[(launch.grid(hi - lo),)](table, flat[lo:hi], 0, hi - lo, WORLD=2, BLOCK=launch.block,
+                                                   EMULATE=_emulate(x.dtype))
 
     def copy_left(c: int) -> None:
         lo, hi = bounds[c]
         if hi > lo:
             table = _ring_table(w, left + lo * esize)
-            gather_kernel[(triton.cdiv(hi - lo, BLOCK), 1)](table, flat[lo:hi], hi - lo, 0, hi - lo, WORLD=1,
-                                                            BLOCK=BLOCK)
+            gather_kernel[(launch.grid(hi - lo), 1)](table, flat[lo:hi], hi - lo, 0, hi - lo, WORLD=1,
+                                                     BLOCK=launch.block)
     for k in range(world - 1):
         run_step(w, "all_reduce_ring", x, lambda k=k: publish((r - k) % world),
                  lambda k=k: add_left((r - k - 1) % world))
@@ -187,6 +212,9 @@ def all_reduce_ring(w: SymmetricWorld, x: torch.Tensor) -> torch.Tensor:
         run_step(w, "all_reduce_ring", x, lambda k=k: publish((r + 1 - k) % world),
                  lambda k=k: copy_left((r - k) % world))
     return part
+
+
+ALL_REDUCE = {"one_shot": all_reduce_one_shot, "two_shot": all_reduce_two_shot, "ring": all_reduce_ring}
 
 
 QBLOCK = 128  # elements per scale of the quantized all-reduce
