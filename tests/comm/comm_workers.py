@@ -327,3 +327,23 @@ def matmul_reduce_scatter_then_die(rank: int, world: int) -> tuple[int, tuple[st
 
 matmul_reduce_scatter_then_die.may_die = (2,)
 matmul_reduce_scatter_then_die.leaves_world_broken = True
+
+
+def in_kernel(rank: int, world: int) -> int:
+    """runtime.all_reduce_in_kernel (the one-shot all-reduce waiting on per-chunk flags inside its
+    kernel) against gloo and the exact sum, every dtype, uneven chunk counts, interleaved with plain
+    host-waited collectives on the same buffers (each kind's done flags guard the other's reuse);
+    returns the checks run."""
+    from warpsmith import comm
+    from warpsmith.comm import api, runtime
+
+    w = api._WORLDS[dist.group.WORLD]
+    checks = 0
+    for dtype in DTYPES:
+        for shape in ((37, 5), (1,)):
+            x = _inputs(rank, shape, dtype, 21)
+            _check_sum(runtime.all_reduce_in_kernel(w, x, block=64), x, world, f"in-kernel {dtype} {shape}")
+            _check_sum(comm.all_reduce(x, algorithm="two_shot"), x, world, f"two_shot after in-kernel {dtype}")
+            checks += 2
+    assert int(w.chunk_flags[rank][0]) == w.step - 2  # the last in-kernel step (before a two-shot) raised it
+    return checks

@@ -30,5 +30,6 @@ with recording() as rec:
     runtime.all_reduce_add_rms_norm(w, x, x.clone(), torch.ones(5, dtype=dtype), 1e-6)
     runtime.all_reduce_add_rms_norm(w, x, x.clone(), torch.ones(5, dtype=dtype), 1e-6, fp8_out=True)
     runtime.matmul_reduce_scatter(w, x, torch.zeros(19, 5, dtype=dtype))
+    runtime.all_reduce_in_kernel(w, x)
 print("\n".join(sorted({r.fn.__name__ for r in rec})))
 w.close(remove=True)

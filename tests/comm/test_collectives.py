@@ -114,6 +114,10 @@ def test_matmul_reduce_scatter_on_3_ranks_and_a_dead_rank_is_named():
         assert elapsed < 60.0, elapsed
 
 
+def test_the_in_kernel_flag_all_reduce_matches_gloo_on_3_ranks():
+    assert run_world(cw.in_kernel, 3) == [4 * len(cw.DTYPES)] * 3
+
+
 def test_bad_input_names_expected_and_given():
     with pytest.raises(InvalidInputError, match="expected a torch.Tensor, got 'list'"):
         comm.all_reduce([1.0])

@@ -140,6 +140,16 @@ def dequant_reduce_kernel(table_ptr, out_ptr, n, scale_offset, WORLD: tl.constex
 
 
 @triton.jit
+def _wait_flag(flag_ptr, step, max_spins):
+    """Poll ``flag_ptr`` (int64, acquire) until it reaches ``step`` or ``max_spins`` polls passed;
+    returns whether it reached it."""
+    spins = 0
+    while (tl.atomic_add(flag_ptr, 0, sem="acquire") < step) & (spins < max_spins):
+        spins += 1
+    return tl.atomic_add(flag_ptr, 0, sem="acquire") >= step
+
+
+@triton.jit
 def matmul_push_tiles_kernel(x_ptr, w_ptr, table_ptr, flags_table_ptr, M, N, K, stride_xm, stride_wn, rank, step,
                              WORLD: tl.constexpr, MAX_TILES: tl.constexpr, BLOCK_M: tl.constexpr,
                              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, IS_FP32: tl.constexpr,
@@ -196,11 +206,35 @@ def reduce_tiles_kernel(buf_ptr, flags_ptr, out_ptr, status_ptr, rows, N, per, s
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     late = 0
     for p in tl.static_range(WORLD):
-        spins = 0
-        while (tl.atomic_add(flags_ptr + p * MAX_TILES + t, 0, sem="acquire") < step) & (spins < max_spins):
-            spins += 1
-        arrived = tl.atomic_add(flags_ptr + p * MAX_TILES + t, 0, sem="acquire") >= step
+        arrived = _wait_flag(flags_ptr + p * MAX_TILES + t, step, max_spins)
         late = tl.where((late == 0) & (not arrived), p + 1, late)
         acc += tl.load(buf_ptr + p * per * N + offs_m[:, None] * N + offs_n[None, :], mask=m, other=0.0)
     tl.store(out_ptr + offs_m[:, None] * N + offs_n[None, :], to_output(acc, out_ptr, EMULATE), mask=m)
     tl.store(status_ptr + t, late)
+
+
+@triton.jit
+def one_shot_in_kernel(src_ptr, table_ptr, flags_table_ptr, out_ptr, status_ptr, n, rank, step, max_spins,
+                       WORLD: tl.constexpr, BLOCK: tl.constexpr, EMULATE: tl.constexpr):
+    """The one-shot all-reduce with its ready waits inside the kernel, chunk by chunk: program ``c``
+    copies chunk ``c`` (``BLOCK`` elements) of ``src`` into this rank's buffer, raises this rank's
+    chunk flag ``c`` to ``step`` (a barrier, then a release), waits for every peer's chunk flag ``c``
+    to reach ``step`` (acquire polls, at most ``max_spins`` per peer), then sums chunk ``c`` of every
+    peer's buffer in rank order (fp32, one rounding) into ``out``. ``status[c]``: 0, or ``p + 1`` for
+    the first peer whose flag stayed behind (the host raises). The wait for the peers to have read
+    the previous step stays on the host, before the launch. Bytes: (WORLD + 2) n elements."""
+    c = tl.program_id(0)
+    offs = c * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    mine = tl.load(table_ptr + rank).to(tl.pointer_type(out_ptr.dtype.element_ty))
+    tl.store(mine + offs, tl.load(src_ptr + offs, mask=m), mask=m)
+    tl.debug_barrier()
+    tl.atomic_xchg(tl.load(flags_table_ptr + rank).to(tl.pointer_type(tl.int64)) + c, step, sem="release")
+    late = 0
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for p in tl.static_range(WORLD):
+        arrived = _wait_flag(tl.load(flags_table_ptr + p).to(tl.pointer_type(tl.int64)) + c, step, max_spins)
+        late = tl.where((late == 0) & (not arrived), p + 1, late)
+        acc += tl.load(_peer(table_ptr, p, out_ptr) + offs, mask=m, other=0.0).to(tl.float32)
+    tl.store(out_ptr + offs, to_output(acc, out_ptr, EMULATE), mask=m)
+    tl.store(status_ptr + c, late)

@@ -12,12 +12,13 @@ from typing import Any, Callable, NamedTuple
 import torch
 
 from ..core._triton import INTERPRET, triton
-from .kernel import (copy_kernel, dequant_reduce_kernel, gather_kernel, matmul_push_tiles_kernel, quantize_block_kernel,
-                     reduce_add_rms_norm_kernel, reduce_kernel, reduce_tiles_kernel)
+from .kernel import (copy_kernel, dequant_reduce_kernel, gather_kernel, matmul_push_tiles_kernel, one_shot_in_kernel,
+                     quantize_block_kernel, reduce_add_rms_norm_kernel, reduce_kernel, reduce_tiles_kernel)
+from ..core.errors import InvalidInputError
 from .protocol import (RAISE_DONE, RAISE_READY, RAISE_TILE, READ, READ_TILE, WAIT_DONE, WAIT_READY, WAIT_TILE, WRITE,
                        WRITE_TILE, CollectiveMismatchError, CommError, CommTimeoutError, Op, step_program,
                        tile_step_program)
-from .symmetric import DONE, MAX_TILES, READY, SymmetricWorld
+from .symmetric import DONE, MAX_CHUNKS, MAX_TILES, READY, SymmetricWorld
 
 BLOCK = 1024
 
@@ -39,12 +40,21 @@ DEFAULT = Launch()
 # A test's fault injection: called with each protocol operation before it runs (None: no fault).
 FAULT: Callable[[SymmetricWorld, Op], None] | None = None
 # Held around every kernel launch of a step: a world of threads in one process (local.run_threads)
-# sets a lock, as Triton's interpreter runs one kernel at a time; processes need none.
+# sets a lock, as Triton's interpreter runs one kernel at a time; processes need none. Kernels that
+# wait on flags inside (matmul_reduce_scatter's, all_reduce_in_kernel's) would hold it while waiting
+# for another thread: they run on worlds of processes only.
 KERNEL_LOCK: Any = contextlib.nullcontext()
 
 
 def _emulate(dtype: torch.dtype) -> bool:
     return INTERPRET and dtype == torch.bfloat16
+
+
+# A kernel that waits on flags has no clock: it polls each flag at most SPIN_BATCH times, reports the
+# flags still behind, and the host launches it again until the flags arrive or the timeout (a wall
+# clock) passes. SPIN_BATCH is about a quarter second of polls: about 1 ms a poll under the
+# interpreter on a shared 2-core CPU (seen), a nominal microsecond on a GPU.
+SPIN_BATCH = 250 if INTERPRET else 250_000
 
 
 KINDS = ("all_reduce_one_shot", "all_reduce_two_shot", "all_reduce_ring", "all_reduce_int8", "all_gather",
@@ -214,6 +224,57 @@ def all_reduce_ring(w: SymmetricWorld, x: torch.Tensor, launch: Launch = DEFAULT
     return part
 
 
+def _relaunch_until(w: SymmetricWorld, launch: Callable[[], None], status: torch.Tensor) -> None:
+    """Launch a kernel that polls flags at most SPIN_BATCH times each and reports in ``status``
+    (0: done) until it completes or ``w.timeout_s`` passes (the kernel has no clock); a relaunch
+    redoes every program, which the callers' protocols allow (no peer moves on before this rank's
+    done flag, raised after)."""
+    deadline = time.monotonic() + w.timeout_s
+    while True:
+        launch()
+        if not status.any() or time.monotonic() > deadline:
+            return
+
+
+def all_reduce_in_kernel(w: SymmetricWorld, x: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
+    """The one-shot all-reduce with its ready waits inside the kernel (:func:`.kernel.one_shot_in_kernel`:
+    per chunk, a release of this rank's chunk flag after writing the chunk, acquire polls of every
+    peer's): the flag protocol's plain step with ``RAISE_READY``/``WAIT_READY``/``READ`` done per
+    chunk of ``block`` elements in the kernel, ``WAIT_DONE`` and ``RAISE_DONE`` on the host. The form
+    a GPU needs (no host round trip between writing and reading); on the CPU it runs across
+    processes under the interpreter. Not for a world of threads (its kernel waits while holding the
+    interpreter's lock)."""
+    if w.broken is not None:
+        raise CommError(f"rank {w.rank}: this world is unusable after an earlier failure: {w.broken}")
+    n = x.numel()
+    chunks = triton.cdiv(n, block)
+    if chunks > MAX_CHUNKS:
+        raise InvalidInputError("all_reduce_in_kernel size", f"at most {MAX_CHUNKS} chunks of {block} elements",
+                                f"{n} elements")
+    header = (KINDS.index("all_reduce_one_shot"), n * x.element_size(), _DTYPES.index(x.dtype))
+    out, status = torch.empty_like(x), torch.zeros(max(1, chunks), dtype=torch.int32)
+    try:
+        w.step += 1
+        if w.step > 1:
+            w.wait_flags(DONE, w.step - 1)
+        w.write_header(header)
+        if n:
+            _relaunch_until(w, lambda: one_shot_in_kernel[(chunks,)](
+                x.view(-1), w.table, w.chunk_table, out.view(-1), status, n, w.rank, w.step, SPIN_BATCH,
+                WORLD=w.world, BLOCK=block, EMULATE=_emulate(x.dtype)), status)
+            if status.any():
+                behind = {p: int(w.chunk_flags[p][:chunks].min()) for p in range(w.world)
+                          if int(w.chunk_flags[p][:chunks].min()) < w.step}
+                raise CommTimeoutError(w.rank, "chunk", w.step, behind, w.timeout_s)
+            _check_headers(w, header)
+        w.raise_flag(READY, w.step)
+        w.raise_flag(DONE, w.step)
+    except CommError as e:
+        w.broken = str(e)
+        raise
+    return out
+
+
 ALL_REDUCE = {"one_shot": all_reduce_one_shot, "two_shot": all_reduce_two_shot, "ring": all_reduce_ring}
 
 
@@ -312,11 +373,6 @@ def all_reduce_add_rms_norm(w: SymmetricWorld, x: torch.Tensor, residual: torch.
 
 
 MM_BLOCK = 16  # BLOCK_M = BLOCK_N = BLOCK_K of the GEMM's tiles
-# The owner's kernel has no clock: it polls each tile flag at most SPIN_BATCH times, reports the
-# tiles still missing, and the host launches it again until the flags arrive or the timeout (a wall
-# clock) passes. SPIN_BATCH is about a quarter second of polls: about 1 ms a poll under the
-# interpreter on a shared 2-core CPU (seen), a nominal microsecond on a GPU.
-SPIN_BATCH = 250 if INTERPRET else 250_000
 
 
 def matmul_tiles(m: int, n: int, world: int) -> list[int]:
@@ -351,14 +407,10 @@ def matmul_reduce_scatter(w: SymmetricWorld, x: torch.Tensor, weight: torch.Tens
                 IS_FP32=x.dtype == torch.float32, EMULATE=INTERPRET)
 
     def reduce() -> None:
-        deadline = time.monotonic() + w.timeout_s
-        while True:
-            reduce_tiles_kernel[(triton.cdiv(hi - lo, MM_BLOCK), bn)](
-                w.buffers[w.rank].view(torch.float32), w.tile_flags[w.rank], out, status, hi - lo, n, per, w.step,
-                SPIN_BATCH, WORLD=w.world, MAX_TILES=MAX_TILES, BLOCK_M=MM_BLOCK, BLOCK_N=MM_BLOCK,
-                EMULATE=_emulate(x.dtype))
-            if not status.any() or time.monotonic() > deadline:
-                break
+        _relaunch_until(w, lambda: reduce_tiles_kernel[(triton.cdiv(hi - lo, MM_BLOCK), bn)](
+            w.buffers[w.rank].view(torch.float32), w.tile_flags[w.rank], out, status, hi - lo, n, per, w.step,
+            SPIN_BATCH, WORLD=w.world, MAX_TILES=MAX_TILES, BLOCK_M=MM_BLOCK, BLOCK_N=MM_BLOCK,
+            EMULATE=_emulate(x.dtype)), status)
         if status.any():
             flags = w.tile_flags[w.rank][:, :tiles[w.rank]]
             behind = {p: int(flags[p].min()) for p in range(w.world) if int(flags[p].min()) < w.step}
