@@ -181,6 +181,11 @@ def fallbacks(rank: int, world: int) -> list[str]:
     comm.detach()
     assert torch.equal(comm.all_gather(torch.ones(2)), torch.ones(2 * world))
     reasons.append(comm.fallback_reason())
+    x, res, w = _inputs(rank, (3, 40), torch.float32, 4), _inputs(0, (3, 40), torch.float32, 5), torch.ones(40)
+    q, scale, s = comm.all_reduce_add_rms_norm(x, res, w, quantize_output="fp8")  # fallback: PyTorch
+    fp8_out_ratio(q, scale, s, w, 1e-6)
+    wt = _inputs(0, (5, 40), torch.float32, 6)
+    torch.testing.assert_close(comm.matmul_reduce_scatter(x, wt), _gloo_reduce_scatter(x @ wt.T, world, rank))
     comm.attach(capacity=1 << 16)
     return reasons + mismatched(rank, world)
 

@@ -12,9 +12,9 @@ from typing import Any, Callable, NamedTuple
 import torch
 
 from ..core._triton import INTERPRET, triton
+from ..core.errors import InvalidInputError
 from .kernel import (copy_kernel, dequant_reduce_kernel, gather_kernel, matmul_push_tiles_kernel, one_shot_in_kernel,
                      quantize_block_kernel, reduce_add_rms_norm_kernel, reduce_kernel, reduce_tiles_kernel)
-from ..core.errors import InvalidInputError
 from .protocol import (RAISE_DONE, RAISE_READY, RAISE_TILE, READ, READ_TILE, WAIT_DONE, WAIT_READY, WAIT_TILE, WRITE,
                        WRITE_TILE, CollectiveMismatchError, CommError, CommTimeoutError, Op, step_program,
                        tile_step_program)
