@@ -25,6 +25,12 @@ def test_the_variant_runs_the_collective_on_a_world_of_threads_within_the_contra
         assert torch.equal(got, ALL_REDUCE.reference({"x": x}, p.attrs))
 
 
+def test_the_variant_names_a_bad_input():
+    p = ALL_REDUCE.problem({"N": 8, "W": 2}, "float32")
+    with pytest.raises(Exception, match=r"expected a \[W, N\] CPU tensor .* got '\(8,\) torch.float32 on cpu'"):
+        SYM.launch({"x": torch.ones(8)}, p, {"algorithm": "one_shot", "programs": 1, "chunk": 256})
+
+
 def test_the_variant_refuses_an_algorithm_the_topology_does_not_offer():
     p = ALL_REDUCE.problem({"N": 1024, "W": 16}, "float32", {"topology": "multinode"})  # 2 nodes: ring only
     assert SYM.algorithms(p) == ("ring",)

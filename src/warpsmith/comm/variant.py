@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import torch
 
 from ..core.config import Knobs
-from ..core.errors import WarpsmithError
+from ..core.errors import InvalidInputError, WarpsmithError
 from ..core.opspec import Problem
 from ..core.variant import Config, Variant, source_hash
 from ..cost import comm_model
@@ -86,13 +86,17 @@ class Symmetric(Variant):
     def launch(self, inputs: Mapping[str, torch.Tensor], p: Problem, config: Mapping[str, Any],
                out: Any = None) -> torch.Tensor:
         x = inputs["x"]
+        if x.dim() != 2 or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            raise InvalidInputError("all_reduce x", "a [W, N] CPU tensor of float32, float16 or bfloat16 (the "
+                                    "ranks' tensors; the world of threads shares CPU memory)",
+                                    f"{tuple(x.shape)} {x.dtype} on {x.device}")
         world, n = x.shape
         fn, how = runtime.ALL_REDUCE[config["algorithm"]], runtime.Launch(config["programs"], config["chunk"])
         capacity = max(16, -(-n * x.element_size() // 16) * 16)
         outs = run_threads(lambda w: fn(w, x[w.rank].contiguous(), how), world, capacity=capacity)
-        if any(not torch.equal(o, outs[0]) for o in outs[1:]):  # NaN-free inputs; a NaN compares unequal
-            if not all(torch.equal(o.isnan(), outs[0].isnan()) for o in outs[1:]):
-                raise WarpsmithError(f"all_reduce {dict(config)}: the ranks got different results")
+        for r, o in enumerate(outs[1:], 1):  # bitwise, a NaN equal to a NaN
+            if not bool(((o == outs[0]) | (o.isnan() & outs[0].isnan())).all()):
+                raise WarpsmithError(f"all_reduce {dict(config)}: rank {r} got a different result from rank 0")
         if out is None:
             return outs[0]
         out.copy_(outs[0])
