@@ -335,20 +335,23 @@ matmul_reduce_scatter_then_die.leaves_world_broken = True
 
 
 def in_kernel(rank: int, world: int) -> int:
-    """runtime.all_reduce_in_kernel (the one-shot all-reduce waiting on per-chunk flags inside its
-    kernel) against gloo and the exact sum, every dtype, uneven chunk counts, interleaved with plain
-    host-waited collectives on the same buffers (each kind's done flags guard the other's reuse);
-    returns the checks run."""
+    """runtime.all_reduce_in_kernel (the one-shot all-reduce running the flag protocol per chunk
+    inside its kernel) against gloo and the exact sum, every dtype, uneven chunk counts; twice in a
+    row (the second waits in the kernel for the first's done flags) then a plain host-waited
+    collective on the same buffers; returns the checks run."""
     from warpsmith import comm
     from warpsmith.comm import api, runtime
+    from warpsmith.comm.symmetric import MAX_CHUNKS
 
     w = api._WORLDS[dist.group.WORLD]
     checks = 0
     for dtype in DTYPES:
         for shape in ((37, 5), (1,)):
             x = _inputs(rank, shape, dtype, 21)
-            _check_sum(runtime.all_reduce_in_kernel(w, x, block=64), x, world, f"in-kernel {dtype} {shape}")
+            for _ in range(2):
+                _check_sum(runtime.all_reduce_in_kernel(w, x, block=64), x, world, f"in-kernel {dtype} {shape}")
+            flags = w.chunk_flags[rank].view(2, MAX_CHUNKS)[:, 0].tolist()
+            assert flags == [w.step, w.step], (flags, w.step)  # chunk 0: written and read at this step
             _check_sum(comm.all_reduce(x, algorithm="two_shot"), x, world, f"two_shot after in-kernel {dtype}")
-            checks += 2
-    assert int(w.chunk_flags[rank][0]) == w.step - 2  # the last in-kernel step (before a two-shot) raised it
+            checks += 3
     return checks

@@ -115,7 +115,18 @@ def test_matmul_reduce_scatter_on_3_ranks_and_a_dead_rank_is_named():
 
 
 def test_the_in_kernel_flag_all_reduce_matches_gloo_on_3_ranks():
-    assert run_world(cw.in_kernel, 3) == [4 * len(cw.DTYPES)] * 3
+    assert run_world(cw.in_kernel, 3) == [6 * len(cw.DTYPES)] * 3
+
+
+def test_the_cuda_world_says_why_it_cannot_be_built_here():
+    """No GPU here: the CUDA world (torch's symmetric-memory allocator) refuses with the reason; the
+    path itself has never run."""
+    from warpsmith.comm.cuda import CudaWorld, available
+
+    assert available() == "no CUDA device"
+    with pytest.raises(InvalidInputError, match="expected CUDA and torch.distributed._symmetric_memory, got "
+                                                "'no CUDA device'"):
+        CudaWorld(None, 1 << 16, 1.0, "nvlink")
 
 
 def test_bad_input_names_expected_and_given():

@@ -18,6 +18,7 @@ from ..cost import comm_model
 from ..dispatch import select
 from ..ops.lowprec.quant.reference import quantize_rows
 from . import runtime
+from .cuda import CudaWorld
 from .symmetric import MAX_TILES, SymmetricWorld, new_folder
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -33,16 +34,28 @@ def _key(group: Any) -> Any:
 
 
 def attach(group: Any = None, capacity: int = 1 << 20, timeout_s: float = 60.0, topology: str = "nvlink",
-           folder: str | None = None) -> SymmetricWorld:
-    """Give ``group`` symmetric buffers of ``capacity`` bytes per rank in shared memory (a collective:
-    every rank of the group calls it). CPU tensors only; ``topology`` names the
-    :mod:`warpsmith.cost.comm_model` topology that picks algorithms (``nvlink``: all-to-all);
-    ``timeout_s`` bounds every flag wait; the files go in a fresh folder under ``folder`` (default
-    ``/dev/shm``), removed by :func:`detach` (a process that exits without it leaves them). Attaching
-    again replaces the group's buffers."""
+           folder: str | None = None, device: str = "cpu") -> Any:
+    """Give ``group`` symmetric buffers of ``capacity`` bytes per rank (a collective: every rank of
+    the group calls it). ``device="cpu"``: in shared memory, for CPU tensors; the files go in a fresh
+    folder under ``folder`` (default ``/dev/shm``), removed by :func:`detach` (a process that exits
+    without it leaves them). ``device="cuda"``: from ``torch.distributed``'s symmetric-memory
+    allocator (:class:`.cuda.CudaWorld`, never run on a GPU), for CUDA tensors: there only the
+    one-shot all-reduce runs (its flag waits inside the kernel), everything else falls back.
+    ``topology`` names the :mod:`warpsmith.cost.comm_model` topology that picks algorithms
+    (``nvlink``: all-to-all); ``timeout_s`` bounds every flag wait. Attaching again replaces the
+    group's buffers."""
     if not dist.is_initialized():
         raise InvalidInputError("torch.distributed", "an initialized process group", "none")
     comm_model.topology(topology)
+    if device not in ("cpu", "cuda"):
+        raise InvalidInputError("attach device", "cpu or cuda", device)
+    if device == "cuda":
+        cw = CudaWorld(group, capacity, timeout_s, topology)
+        old = _WORLDS.get(_key(group))
+        _WORLDS[_key(group)] = cw
+        if isinstance(old, SymmetricWorld):
+            old.close(remove=old.rank == 0)
+        return cw
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     box = [str(new_folder(folder))] if rank == 0 else [None]
     dist.broadcast_object_list(box, src=dist.get_global_rank(_key(group), 0), group=group)
@@ -60,7 +73,8 @@ def detach(group: Any = None) -> None:
     w = _WORLDS.pop(_key(group), None)
     if w is not None:
         dist.barrier(group)
-        w.close(remove=w.rank == 0)
+        if isinstance(w, SymmetricWorld):
+            w.close(remove=w.rank == 0)
 
 
 def fallback_reason(group: Any = None) -> str | None:
@@ -73,13 +87,18 @@ def _check_tensor(what: str, t: Any) -> None:
         raise InvalidInputError(what, "a torch.Tensor", type(t).__name__)
 
 
-def _symmetric(group: Any, t: torch.Tensor, nbytes: int) -> SymmetricWorld | None:
-    """The group's world if this call can use it, else None with the reason recorded and warned."""
+def _symmetric(group: Any, t: torch.Tensor, nbytes: int, cuda_ok: bool = False) -> Any:
+    """The group's world if this call can use it, else None with the reason recorded and warned
+    (``cuda_ok``: the call has a CUDA path, the one-shot all-reduce)."""
     w = _WORLDS.get(_key(group))
     if w is None:
-        reason = ("no symmetric buffers for this group (warpsmith.comm.attach(group) sets them up on the "
-                  "CPU; the CUDA symmetric-memory path is not implemented)")
-    elif t.device.type != "cpu":
+        reason = ("no symmetric buffers for this group (warpsmith.comm.attach(group) sets them up in CPU "
+                  "shared memory; attach(group, device='cuda') from torch's symmetric-memory allocator)")
+    elif isinstance(w, CudaWorld) and t.device.type != "cuda":
+        reason = f"the symmetric buffers are CUDA memory; the tensor is on {t.device}"
+    elif isinstance(w, CudaWorld) and not cuda_ok:
+        reason = "on CUDA only the one-shot all-reduce (no quantization) is implemented"
+    elif isinstance(w, SymmetricWorld) and t.device.type != "cpu":
         reason = f"the symmetric buffers are CPU shared memory; the tensor is on {t.device}"
     elif t.dtype not in DTYPES:
         reason = f"dtype {t.dtype} (the kernels take float32, float16, bfloat16)"
@@ -134,11 +153,13 @@ def all_reduce(t: torch.Tensor, group: Any = None, algorithm: str | None = None,
         raise InvalidInputError(f"all_reduce algorithm with quantize={quantize!r}", "None or one_shot", algorithm)
     x = t.contiguous()
     nbytes = runtime.wire_bytes(x.numel()) if quantize else x.numel() * x.element_size()
-    w = _symmetric(group, x, nbytes)
+    w = _symmetric(group, x, nbytes, cuda_ok=quantize is None and algorithm in (None, "one_shot"))
     if w is None:
         out = x.clone()
         dist.all_reduce(out, group=group)
         return out
+    if isinstance(w, CudaWorld):
+        return runtime.all_reduce_in_kernel(w, x)
     if quantize:
         return runtime.all_reduce_quantized(w, x, quantize)
     if algorithm is not None:

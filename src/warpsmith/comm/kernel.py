@@ -214,27 +214,42 @@ def reduce_tiles_kernel(buf_ptr, flags_ptr, out_ptr, status_ptr, rows, N, per, s
 
 
 @triton.jit
-def one_shot_in_kernel(src_ptr, table_ptr, flags_table_ptr, out_ptr, status_ptr, n, rank, step, max_spins,
-                       WORLD: tl.constexpr, BLOCK: tl.constexpr, EMULATE: tl.constexpr):
-    """The one-shot all-reduce with its ready waits inside the kernel, chunk by chunk: program ``c``
-    copies chunk ``c`` (``BLOCK`` elements) of ``src`` into this rank's buffer, raises this rank's
-    chunk flag ``c`` to ``step`` (a barrier, then a release), waits for every peer's chunk flag ``c``
-    to reach ``step`` (acquire polls, at most ``max_spins`` per peer), then sums chunk ``c`` of every
-    peer's buffer in rank order (fp32, one rounding) into ``out``. ``status[c]``: 0, or ``p + 1`` for
-    the first peer whose flag stayed behind (the host raises). The wait for the peers to have read
-    the previous step stays on the host, before the launch. Bytes: (WORLD + 2) n elements."""
+def one_shot_in_kernel(src_ptr, table_ptr, flags_table_ptr, out_ptr, status_ptr, n, rank, step, done_step,
+                       max_spins, WORLD: tl.constexpr, MAX_CHUNKS: tl.constexpr, BLOCK: tl.constexpr,
+                       EMULATE: tl.constexpr):
+    """The one-shot all-reduce with the flag protocol inside the kernel, chunk by chunk. Each rank's
+    flags are int64 ``[2, MAX_CHUNKS]`` (row 0 ready, row 1 done), ``flags_table_ptr[p]`` rank
+    ``p``'s. Program ``c`` (skipped where ``status[c] == 0``: finished in an earlier launch):
+    waits until every peer's done flag ``c`` reached ``done_step`` (acquire polls; 0: the host
+    waited), copies chunk ``c`` (``BLOCK`` elements) of ``src`` into this rank's buffer, raises its
+    ready flag ``c`` to ``step`` (a barrier, then a release), waits for every peer's ready flag ``c``
+    (acquire), sums chunk ``c`` of every peer's buffer in rank order (fp32, one rounding) into
+    ``out`` and raises its done flag ``c`` (release). At most ``max_spins`` polls per flag: then
+    ``status[c] = p + 1`` for the first peer behind (the host relaunches or raises), else 0.
+    Bytes: (WORLD + 2) n elements."""
     c = tl.program_id(0)
-    offs = c * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    mine = tl.load(table_ptr + rank).to(tl.pointer_type(out_ptr.dtype.element_ty))
-    tl.store(mine + offs, tl.load(src_ptr + offs, mask=m), mask=m)
-    tl.debug_barrier()
-    tl.atomic_xchg(tl.load(flags_table_ptr + rank).to(tl.pointer_type(tl.int64)) + c, step, sem="release")
-    late = 0
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for p in tl.static_range(WORLD):
-        arrived = _wait_flag(tl.load(flags_table_ptr + p).to(tl.pointer_type(tl.int64)) + c, step, max_spins)
-        late = tl.where((late == 0) & (not arrived), p + 1, late)
-        acc += tl.load(_peer(table_ptr, p, out_ptr) + offs, mask=m, other=0.0).to(tl.float32)
-    tl.store(out_ptr + offs, to_output(acc, out_ptr, EMULATE), mask=m)
-    tl.store(status_ptr + c, late)
+    if tl.load(status_ptr + c) != 0:
+        offs = c * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        my_flags = tl.load(flags_table_ptr + rank).to(tl.pointer_type(tl.int64))
+        late = 0
+        for p in tl.static_range(WORLD):
+            peer_flags = tl.load(flags_table_ptr + p).to(tl.pointer_type(tl.int64))
+            arrived = _wait_flag(peer_flags + MAX_CHUNKS + c, done_step, max_spins)
+            late = tl.where((late == 0) & (not arrived), p + 1, late)
+        if late == 0:
+            mine = tl.load(table_ptr + rank).to(tl.pointer_type(out_ptr.dtype.element_ty))
+            tl.store(mine + offs, tl.load(src_ptr + offs, mask=m), mask=m)
+            tl.debug_barrier()
+            tl.atomic_xchg(my_flags + c, step, sem="release")
+            acc = tl.zeros([BLOCK], dtype=tl.float32)
+            for p in tl.static_range(WORLD):
+                peer_flags = tl.load(flags_table_ptr + p).to(tl.pointer_type(tl.int64))
+                arrived = _wait_flag(peer_flags + c, step, max_spins)
+                late = tl.where((late == 0) & (not arrived), p + 1, late)
+                acc += tl.load(_peer(table_ptr, p, out_ptr) + offs, mask=m, other=0.0).to(tl.float32)
+            if late == 0:
+                tl.store(out_ptr + offs, to_output(acc, out_ptr, EMULATE), mask=m)
+                tl.debug_barrier()
+                tl.atomic_xchg(my_flags + MAX_CHUNKS + c, step, sem="release")
+        tl.store(status_ptr + c, late)

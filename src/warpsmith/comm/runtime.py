@@ -236,14 +236,15 @@ def _relaunch_until(w: SymmetricWorld, launch: Callable[[], None], status: torch
             return
 
 
-def all_reduce_in_kernel(w: SymmetricWorld, x: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
-    """The one-shot all-reduce with its ready waits inside the kernel (:func:`.kernel.one_shot_in_kernel`:
-    per chunk, a release of this rank's chunk flag after writing the chunk, acquire polls of every
-    peer's): the flag protocol's plain step with ``RAISE_READY``/``WAIT_READY``/``READ`` done per
-    chunk of ``block`` elements in the kernel, ``WAIT_DONE`` and ``RAISE_DONE`` on the host. The form
-    a GPU needs (no host round trip between writing and reading); on the CPU it runs across
-    processes under the interpreter. Not for a world of threads (its kernel waits while holding the
-    interpreter's lock)."""
+def all_reduce_in_kernel(w: Any, x: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
+    """The one-shot all-reduce with the flag protocol inside its kernel (:func:`.kernel.one_shot_in_kernel`):
+    the plain step's operations done per chunk of ``block`` elements, by the chunk's program, with
+    acquire polls and release stores; the form a GPU needs (no host round trip). ``w``: a CPU
+    :class:`.symmetric.SymmetricWorld` (which also keeps its host counters, so host-waited
+    collectives may come before and after: the host waits for the previous step's done flags, the
+    kernel for the previous in-kernel step's, and the host raises this step's) or a
+    :class:`.cuda.CudaWorld` (``host_flags`` False: the kernel's flags only, no header check). Not
+    for a world of threads (its kernel waits while holding the interpreter's lock)."""
     if w.broken is not None:
         raise CommError(f"rank {w.rank}: this world is unusable after an earlier failure: {w.broken}")
     n = x.numel()
@@ -252,23 +253,29 @@ def all_reduce_in_kernel(w: SymmetricWorld, x: torch.Tensor, block: int = BLOCK)
         raise InvalidInputError("all_reduce_in_kernel size", f"at most {MAX_CHUNKS} chunks of {block} elements",
                                 f"{n} elements")
     header = (KINDS.index("all_reduce_one_shot"), n * x.element_size(), _DTYPES.index(x.dtype))
-    out, status = torch.empty_like(x), torch.zeros(max(1, chunks), dtype=torch.int32)
+    out = torch.empty_like(x)
+    status = torch.full((max(1, chunks),), -1, dtype=torch.int32, device=x.device)
     try:
         w.step += 1
-        if w.step > 1:
-            w.wait_flags(DONE, w.step - 1)
-        w.write_header(header)
+        done_step = w.step - 1 if w.last_in_kernel == w.step - 1 else 0
+        if w.host_flags:
+            if w.step > 1:
+                w.wait_flags(DONE, w.step - 1)
+            w.write_header(header)
         if n:
             _relaunch_until(w, lambda: one_shot_in_kernel[(chunks,)](
-                x.view(-1), w.table, w.chunk_table, out.view(-1), status, n, w.rank, w.step, SPIN_BATCH,
-                WORLD=w.world, BLOCK=block, EMULATE=_emulate(x.dtype)), status)
+                x.view(-1), w.table, w.chunk_table, out.view(-1), status, n, w.rank, w.step, done_step,
+                SPIN_BATCH, WORLD=w.world, MAX_CHUNKS=MAX_CHUNKS, BLOCK=block, EMULATE=_emulate(x.dtype)), status)
             if status.any():
-                behind = {p: int(w.chunk_flags[p][:chunks].min()) for p in range(w.world)
-                          if int(w.chunk_flags[p][:chunks].min()) < w.step}
-                raise CommTimeoutError(w.rank, "chunk", w.step, behind, w.timeout_s)
-            _check_headers(w, header)
-        w.raise_flag(READY, w.step)
-        w.raise_flag(DONE, w.step)
+                ready = [f.view(2, MAX_CHUNKS)[0, :chunks] for f in w.chunk_flags]
+                behind = {p: int(r.min()) for p, r in enumerate(ready) if int(r.min()) < w.step}
+                raise CommTimeoutError(w.rank, "chunk ready", w.step, behind, w.timeout_s)
+            if w.host_flags:
+                _check_headers(w, header)
+        w.last_in_kernel = w.step
+        if w.host_flags:
+            w.raise_flag(READY, w.step)
+            w.raise_flag(DONE, w.step)
     except CommError as e:
         w.broken = str(e)
         raise
