@@ -19,7 +19,7 @@ from ..dispatch import select
 from ..ops.lowprec.quant.reference import quantize_rows
 from . import runtime
 from .cuda import CudaWorld
-from .symmetric import MAX_TILES, SymmetricWorld, new_folder
+from .symmetric import MAX_CHUNKS, MAX_TILES, SymmetricWorld, new_folder
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 IMPLEMENTED = {"all_reduce": ("one_shot", "two_shot", "ring"), "all_gather": ("one_shot",),
@@ -98,6 +98,9 @@ def _symmetric(group: Any, t: torch.Tensor, nbytes: int, cuda_ok: bool = False) 
         reason = f"the symmetric buffers are CUDA memory; the tensor is on {t.device}"
     elif isinstance(w, CudaWorld) and not cuda_ok:
         reason = "on CUDA only the one-shot all-reduce (no quantization) is implemented"
+    elif isinstance(w, CudaWorld) and -(-t.numel() // runtime.BLOCK) > MAX_CHUNKS:
+        reason = (f"the message has {t.numel()} elements; the CUDA all-reduce's flags cover {MAX_CHUNKS} chunks of "
+                  f"{runtime.BLOCK}")
     elif isinstance(w, SymmetricWorld) and t.device.type != "cpu":
         reason = f"the symmetric buffers are CPU shared memory; the tensor is on {t.device}"
     elif t.dtype not in DTYPES:
