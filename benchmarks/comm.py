@@ -264,6 +264,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         dist.init_process_group("nccl")
+        from warpsmith import comm
+
+        try:  # torch's symmetric-memory allocator: the one-shot all-reduce runs there (never run so far)
+            comm.attach(capacity=1 << 24, topology=args.topology, device="cuda")
+        except Exception as e:  # noqa: BLE001 -- reported; the rows then say torch.distributed fallback
+            say(f"warpsmith.comm's CUDA buffers not attached ({type(e).__name__}: {e})")
         rows = measure(dist.get_rank(), dist.get_world_size(), colls, SIZES, args.dtype, args.iters,
                        args.warmup, args.topology)
         backend, device = "nccl", f"{dist.get_world_size()} x {torch.cuda.get_device_name()}"

@@ -7,6 +7,7 @@ import tempfile
 import torch
 
 from warpsmith.comm import runtime
+from warpsmith.comm.protocol import CommError
 from warpsmith.comm.symmetric import SymmetricWorld
 from warpsmith.core._compile_only import recording
 from warpsmith.core._triton import COMPILE_ONLY_ARCH
@@ -23,9 +24,17 @@ with recording() as rec:
     runtime.all_reduce_one_shot(w, x)
     runtime.all_reduce_two_shot(w, x)
     runtime.all_reduce_ring(w, x)
-    runtime.all_reduce_int8(w, x)
+    runtime.all_reduce_quantized(w, x, "int8")
+    runtime.all_reduce_quantized(w, x, "fp8")
     runtime.all_gather(w, x)
     runtime.reduce_scatter(w, x)
     runtime.all_reduce_add_rms_norm(w, x, x.clone(), torch.ones(5, dtype=dtype), 1e-6)
+    runtime.all_reduce_add_rms_norm(w, x, x.clone(), torch.ones(5, dtype=dtype), 1e-6, fp8_out=True)
+    runtime.matmul_reduce_scatter(w, x, torch.zeros(19, 5, dtype=dtype))
+    w.timeout_s = 0.0  # nothing runs: its status stays "not done", so it raises after one launch
+    try:
+        runtime.all_reduce_in_kernel(w, x)
+    except CommError:
+        pass
 print("\n".join(sorted({r.fn.__name__ for r in rec})))
 w.close(remove=True)

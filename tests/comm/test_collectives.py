@@ -34,15 +34,43 @@ def test_collectives_match_gloo(worlds, world):
 
 
 def test_fused_all_reduce_add_rms_norm_matches_unfused(worlds):
-    worst = [r[1] for r in worlds(3)]
+    worst = [r[1][0] for r in worlds(3)]
     assert all(0 <= w <= 8 for w in worst), worst
 
 
-def test_int8_all_reduce_meets_its_error_contract(worlds):
-    """Within sum_p max|x_p, block| / 254 per element (checked on every rank, every dtype), and the
-    error is real: the worst element uses a good part of the bound (a test that cannot fail would not)."""
-    worst = [r[2] for r in worlds(3)]
+def test_fused_fp8_output_meets_its_error_contract(worlds):
+    """The e4m3 output (values + per-row scale) against an fp64 RMSNorm of the new residual, within
+    half an e4m3 ulp per element (comm_workers.fp8_out_ratio), using a good part of the bound."""
+    worst = [r[1][1] for r in worlds(3)]
     assert all(0.05 < w <= 1.0 for w in worst), worst
+
+
+@pytest.mark.parametrize("fmt", ["int8", "fp8"])
+def test_quantized_all_reduce_meets_its_error_contract(worlds, fmt):
+    """Within comm_workers.wire_bound per element (checked on every rank, every dtype), and the
+    error is real: the worst element uses a good part of the bound (a test that cannot fail would not)."""
+    worst = [r[2][fmt] for r in worlds(3)]
+    assert all(0.05 < w <= 1.0 for w in worst), worst
+
+
+@pytest.mark.parametrize("fmt,qmax", [("int8", 100.0), ("fp8", 600.0)])
+def test_the_wire_contract_catches_a_wrong_scale(tmp_path, monkeypatch, fmt, qmax):
+    """One rank (no process group): the quantized all-reduce meets comm_workers.wire_bound, and with a
+    planted wrong scale (max|x| / qmax: int8 and e4m3 saturate) it does not: the check can fail."""
+    from warpsmith.comm import runtime
+    from warpsmith.comm.symmetric import SymmetricWorld
+
+    w = SymmetricWorld(tmp_path, 0, 1, 1 << 12).create().map()
+    x = torch.randn(300, generator=torch.Generator().manual_seed(0))
+    x[5] = 40.0
+
+    def ratio() -> float:
+        err = (runtime.all_reduce_quantized(w, x, fmt).double() - x.double()).abs()
+        return (err / cw.wire_bound(x.double()[None], fmt, torch.float32)).max().item()
+    assert 0.05 < ratio() <= 1.0
+    monkeypatch.setitem(runtime.WIRE, fmt, (runtime.WIRE[fmt][0], qmax))
+    assert ratio() > 1.0
+    w.close()
 
 
 def test_fallbacks_say_why(worlds):
@@ -68,19 +96,58 @@ def test_a_dead_rank_is_named_not_waited_for():
         assert 2.0 <= elapsed < 10.0, elapsed
 
 
+def test_matmul_reduce_scatter_matches_gloo_on_2_ranks():
+    """Every dtype, 37 and 1 output rows (uneven; rank 1 of the 1-row case owns nothing)."""
+    out = run_world(cw.matmul_reduce_scatter, 2)
+    assert [c for c, _ in out] == [2 * len(cw.DTYPES)] * 2
+    assert all(0.001 < w <= 1.0 for _, w in out), out  # within the contract, with real error
+
+
+def test_matmul_reduce_scatter_on_3_ranks_and_a_dead_rank_is_named():
+    """3 ranks, uneven K shards, 37 and 2 rows; then the last rank dies before pushing its tiles:
+    the others' kernels stop polling its tile flags and raise CommTimeoutError naming it."""
+    out = run_world(cw.matmul_reduce_scatter_then_die, 3, comm_timeout_s=2.0, timeout_s=120)
+    assert out[2] is None
+    for checks, (msg, elapsed) in out[:2]:
+        assert checks == 2 * len(cw.DTYPES)
+        assert "waiting for tile flags" in msg and "missing rank 2 (its tile flag is at step" in msg, msg
+        assert elapsed < 60.0, elapsed
+
+
+def test_the_in_kernel_flag_all_reduce_matches_gloo_on_3_ranks():
+    assert run_world(cw.in_kernel, 3) == [6 * len(cw.DTYPES)] * 3
+
+
+def test_the_cuda_world_says_why_it_cannot_be_built_here():
+    """No GPU here: the CUDA world (torch's symmetric-memory allocator) refuses with the reason; the
+    path itself has never run."""
+    from warpsmith.comm.cuda import CudaWorld, available
+
+    assert available() == "no CUDA device"
+    with pytest.raises(InvalidInputError, match="expected CUDA and torch.distributed._symmetric_memory, got "
+                                                "'no CUDA device'"):
+        CudaWorld(None, 1 << 16, 1.0, "nvlink")
+
+
 def test_bad_input_names_expected_and_given():
     with pytest.raises(InvalidInputError, match="expected a torch.Tensor, got 'list'"):
         comm.all_reduce([1.0])
     with pytest.raises(UnknownNameError, match="one of one_shot, ring, two_shot"):
         comm.all_reduce(torch.ones(2), algorithm="tree")
-    with pytest.raises(UnknownNameError, match="one of int8"):
+    with pytest.raises(UnknownNameError, match="one of fp8, int8"):
         comm.all_reduce(torch.ones(2), quantize="fp4")
     with pytest.raises(InvalidInputError, match="expected None or one_shot, got 'ring'"):
         comm.all_reduce(torch.ones(2), algorithm="ring", quantize="int8")
+    with pytest.raises(InvalidInputError, match=r"expected \[M, K\] and \[N, K\] \(the same K\), got '\(2, 3\) and \(4, 2\)'"):
+        comm.matmul_reduce_scatter(torch.ones(2, 3), torch.ones(4, 2))
+    with pytest.raises(InvalidInputError, match="weight dtype: expected torch.float32, got torch.float16"):
+        comm.matmul_reduce_scatter(torch.ones(2, 3), torch.ones(4, 3, dtype=torch.float16))
     with pytest.raises(InvalidInputError, match="at least one dimension"):
         comm.reduce_scatter(torch.tensor(1.0))
     with pytest.raises(InvalidInputError, match=r"expected at least 3 \(one per rank\), got 2"):
         comm.RowParallelLinear.from_linear(torch.nn.Linear(2, 2), 0, 3)
+    with pytest.raises(UnknownNameError, match="one of fp8"):
+        comm.all_reduce_add_rms_norm(torch.ones(2, 4), torch.ones(2, 4), torch.ones(4), quantize_output="int8")
     with pytest.raises(InvalidInputError, match=r"weight: expected shape \(4,\)"):
         comm.all_reduce_add_rms_norm(torch.ones(2, 4), torch.ones(2, 4), torch.ones(3))
 
@@ -106,6 +173,22 @@ def test_the_runtime_executes_the_model_checked_state_machine(tmp_path, monkeypa
     assert torch.equal(runtime.all_reduce_one_shot(w, x), x)
     assert seen == protocol.program(0, 1, 3)
     assert w.signal[:2].tolist() == [[3], [3]]
+    w.close()
+
+
+def test_the_runtime_executes_the_model_checked_tile_step(tmp_path, monkeypatch):
+    """One rank: matmul_reduce_scatter runs protocol.tile_step_program's operations, in order, for its
+    tile count (3 x 2 tiles of 16 for a [37, 19] output), and its result is the GEMM's."""
+    from warpsmith.comm import protocol, runtime
+    from warpsmith.comm.symmetric import SymmetricWorld
+
+    w = SymmetricWorld(tmp_path, 0, 1, 1 << 14).create().map()
+    seen = []
+    monkeypatch.setattr(runtime, "FAULT", lambda world, op: seen.append(op))
+    x, wt = torch.randn(37, 6), torch.randn(19, 6)
+    torch.testing.assert_close(runtime.matmul_reduce_scatter(w, x, wt), x @ wt.T)
+    assert seen == protocol.tile_step_program(0, 1, 1, [6]) and len(seen) == 2 * 6 + 2 * 6 + 1  # no done wait at step 1
+    assert w.tile_flags[0][0, :7].tolist() == [1] * 6 + [0]
     w.close()
 
 

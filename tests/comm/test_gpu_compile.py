@@ -17,5 +17,6 @@ def test_comm_kernels_compile_for_sm90(dtype):
     r = subprocess.run([sys.executable, str(HERE / "compile_sm90.py"), dtype], capture_output=True, text=True,
                        timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split() == ["copy_kernel", "dequant_reduce_int8_kernel", "gather_kernel",
-                                "quantize_int8_kernel", "reduce_add_rms_norm_kernel", "reduce_kernel"]
+    assert r.stdout.split() == ["copy_kernel", "dequant_reduce_kernel", "gather_kernel", "matmul_push_tiles_kernel",
+                                "one_shot_in_kernel", "quantize_block_kernel", "reduce_add_rms_norm_kernel", "reduce_kernel",
+                                "reduce_tiles_kernel"]

@@ -4,6 +4,11 @@ spawn), a gloo process group, and symmetric buffers in shared memory (:func:`.ap
 :func:`run_world` runs ``fn(rank, world, *args)`` on every rank and returns the ranks' return
 values (rank order). A child that raises sends its error back; a world that does not finish in
 ``timeout_s`` is killed and reported, never waited on forever.
+
+:func:`run_threads` is the same world as threads of one process, with no process group: each
+thread maps the buffers as its own rank and runs the same runtime, protocol and kernels (Triton's
+interpreter runs one kernel at a time: the runtime's ``KERNEL_LOCK``). The tuning pipeline verifies
+collective configs with it (:mod:`.family`), where spawning processes per trial would cost seconds.
 """
 from __future__ import annotations
 
@@ -75,4 +80,50 @@ def run_world(fn: Callable[..., Any], world: int, *args: Any, capacity: int = 1 
     finally:
         import shutil
 
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_threads(fn: Callable[..., Any], world: int, *args: Any, capacity: int = 1 << 16,
+                timeout_s: float = 60.0) -> list[Any]:
+    """Run ``fn(w, *args)`` on ``world`` threads, ``w`` the thread's rank view
+    (:class:`.symmetric.SymmetricWorld`) of one set of buffers in a fresh shared-memory folder;
+    returns the results in rank order. Raises RuntimeError naming each failing rank (a flag wait
+    past ``timeout_s`` fails its rank with CommTimeoutError, so nothing hangs)."""
+    import shutil
+    import threading
+
+    from . import runtime
+    from .symmetric import SymmetricWorld, new_folder
+
+    folder = new_folder()
+    worlds = [SymmetricWorld(folder, r, world, capacity, timeout_s) for r in range(world)]
+    results: list[Any] = [None] * world
+    errors: dict[int, str] = {}
+
+    def body(r: int) -> None:
+        try:
+            results[r] = fn(worlds[r], *args)
+        except BaseException as e:  # noqa: BLE001 -- reported below
+            errors[r] = f"{type(e).__name__}: {e}"
+    old_lock = runtime.KERNEL_LOCK
+    runtime.KERNEL_LOCK = threading.Lock()
+    try:
+        for w in worlds:
+            w.create()
+        for w in worlds:
+            w.map()
+        threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(world)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout_s + 30)
+        if any(t.is_alive() for t in threads):
+            raise RuntimeError(f"the {world}-thread world did not finish within {timeout_s + 30} s")
+        if errors:
+            raise RuntimeError("\n".join(f"rank {r}: {e}" for r, e in sorted(errors.items())))
+        return results
+    finally:
+        runtime.KERNEL_LOCK = old_lock
+        for w in worlds:
+            w.close()
         shutil.rmtree(folder, ignore_errors=True)

@@ -21,18 +21,30 @@ same collectives in the same order, as with any collective library). Rank ``r`` 
 host, ``WRITE`` and the ``READ`` group as Triton kernels) and :mod:`.modelcheck` enumerates every
 interleaving of it. ``bug`` plants a protocol bug for the model checker's own test.
 
+**Tile steps** (:func:`tile_step_program`: the reduce-scatter of a GEMM's output tiles as they
+finish) push instead of publishing: rank ``r`` writes its partial of each tile ``t`` of owner ``o``
+into ``o``'s buffer (slot ``r``) and raises the per-tile flag ``tile[o][r][t] = s`` after it (a
+release); the owner waits for ``tile[o][p][t] >= s`` (an acquire) before reading slot ``p``'s tile
+``t``, each tile as soon as its contributions arrived, peers in rank order. Step ``s`` of rank ``r``:
+
+1. ``WAIT_DONE s-1`` (as above: no rank still reads a buffer ``r`` is about to write);
+2. for every owner ``o`` and tile ``t`` of ``o``: ``WRITE_TILE s, o, t`` then ``RAISE_TILE s, o, t``;
+3. for every tile ``t`` of mine, every peer ``p`` in rank order: ``WAIT_TILE s, p, t``, ``READ_TILE s, p, t``;
+4. ``RAISE_DONE s``.
+
 A wait that does not complete within the timeout raises :class:`CommTimeoutError` naming the ranks
 whose flags stayed behind (a peer that died, or one that issues a different collective).
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 from ..core.errors import WarpsmithError
 
 WAIT_DONE, WRITE, RAISE_READY, WAIT_READY, READ, RAISE_DONE = (
     "wait_done", "write", "raise_ready", "wait_ready", "read", "raise_done")
-BUGS = ("no_wait_done", "no_wait_ready", "wait_ready_ahead")
+WRITE_TILE, RAISE_TILE, WAIT_TILE, READ_TILE = "write_tile", "raise_tile", "wait_tile", "read_tile"
+BUGS = ("no_wait_done", "no_wait_ready", "wait_ready_ahead", "no_wait_tile", "tile_flag_before_write")
 
 
 class CommError(WarpsmithError):
@@ -62,7 +74,8 @@ class CommTimeoutError(CommError, TimeoutError):
 class Op(NamedTuple):
     kind: str
     step: int
-    peer: int = -1
+    peer: int = -1  # READ: the peer read; tile ops: the owner written to (WRITE/RAISE) or the source (WAIT/READ)
+    tile: int = -1
 
 
 def step_program(rank: int, world: int, step: int, bug: str | None = None) -> list[Op]:
@@ -80,6 +93,29 @@ def step_program(rank: int, world: int, step: int, bug: str | None = None) -> li
     return ops
 
 
-def program(rank: int, world: int, steps: int, bug: str | None = None) -> list[Op]:
-    """Steps 1..``steps`` back to back."""
-    return [op for s in range(1, steps + 1) for op in step_program(rank, world, s, bug)]
+def tile_step_program(rank: int, world: int, step: int, tiles: int | Sequence[int],
+                      bug: str | None = None) -> list[Op]:
+    """Rank ``rank``'s operations for a tile step ``step`` in which owner ``o`` has ``tiles[o]``
+    tiles (an int: every owner that many; see the module docstring)."""
+    if bug is not None and bug not in BUGS:
+        raise ValueError(f"unknown planted bug {bug!r}")
+    counts = [tiles] * world if isinstance(tiles, int) else list(tiles)
+    ops: list[Op] = [Op(WAIT_DONE, step - 1)] if step > 1 and bug != "no_wait_done" else []
+    for o in range(world):
+        for t in range(counts[o]):
+            pair = [Op(WRITE_TILE, step, o, t), Op(RAISE_TILE, step, o, t)]
+            ops += pair[::-1] if bug == "tile_flag_before_write" else pair
+    for t in range(counts[rank]):
+        for p in range(world):
+            ops += ([] if bug == "no_wait_tile" else [Op(WAIT_TILE, step, p, t)]) + [Op(READ_TILE, step, p, t)]
+    return ops + [Op(RAISE_DONE, step)]
+
+
+def program(rank: int, world: int, steps: int, bug: str | None = None, kinds: str | None = None,
+            tiles: int = 1) -> list[Op]:
+    """Steps 1..``steps`` back to back; ``kinds`` (one letter per step, cycled: ``f`` a step of
+    :func:`step_program`, ``t`` a tile step of ``tiles`` tiles per owner; default all ``f``)."""
+    kinds = kinds or "f"
+    return [op for s in range(1, steps + 1)
+            for op in (tile_step_program(rank, world, s, tiles, bug) if kinds[(s - 1) % len(kinds)] == "t"
+                       else step_program(rank, world, s, bug))]

@@ -3,7 +3,13 @@
 Each rank owns one data buffer file ``buf<rank>`` of ``capacity`` bytes, and rank 0 creates the
 signal file ``signal``: int64 ``[5, world]``, row 0 the ``ready`` counters, row 1 the ``done``
 counters of :mod:`.protocol`, rows 2-4 each rank's header of its current collective (kind, bytes,
-dtype). The files live in one folder (under ``/dev/shm`` by default, so the
+dtype). Each rank also owns a tile-flag file ``tiles<rank>``: int64 ``[world, MAX_TILES]``, entry
+``[src, t]`` the last step in which rank ``src`` pushed its partial of tile ``t`` into this rank's
+buffer (the tile steps of :mod:`.protocol`); its peers write it, from inside a kernel. And a
+chunk-flag file ``chunks<rank>``: int64 ``[2, MAX_CHUNKS]``, entry ``[0, c]`` the last step in which
+this rank wrote its chunk ``c``, ``[1, c]`` the last in which it finished reading every peer's
+(the in-kernel waits of ``runtime.all_reduce_in_kernel``); it writes them, its peers read them,
+from inside kernels. The files live in one folder (under ``/dev/shm`` by default, so the
 pages are shared memory); every process maps them all with ``numpy.memmap`` and hands the Triton
 kernels the addresses of its own mappings (``table``). Flags are read and written on the host:
 under Triton's interpreter a kernel cannot wait on another process's stores, so the waits of the
@@ -24,6 +30,8 @@ from ..core.errors import InvalidInputError
 from .protocol import CommTimeoutError
 
 READY, DONE = 0, 1
+MAX_TILES = 1024  # output tiles per owner in one tile step (the tile-flag file's columns)
+MAX_CHUNKS = 4096  # chunks of one in-kernel-flag collective (the chunk-flag file's length)
 HEADER = slice(2, 5)  # kind, bytes, dtype of the rank's current collective
 ROWS = 5
 
@@ -45,10 +53,18 @@ class SymmetricWorld:
         self.buffers: list[torch.Tensor] = []
         self.signal: np.ndarray | None = None
         self.table: torch.Tensor | None = None
+        self.tile_flags: list[torch.Tensor] = []  # every rank's tile flags, int64 [world, MAX_TILES]
+        self.tile_table: torch.Tensor | None = None  # their addresses
+        self.chunk_flags: list[torch.Tensor] = []  # every rank's chunk flags, int64 [2, MAX_CHUNKS]
+        self.host_flags = True  # ready/done counters and headers in host memory (signal); False: CUDA
+        self.last_in_kernel = 0  # the last step run by all_reduce_in_kernel
+        self.chunk_table: torch.Tensor | None = None  # their addresses
 
     # -- setup: create own files, then (after every rank created its own) map them all ----------------
     def create(self) -> "SymmetricWorld":
         np.memmap(self.folder / f"buf{self.rank}", dtype=np.uint8, mode="w+", shape=(self.capacity,)).flush()
+        np.memmap(self.folder / f"tiles{self.rank}", dtype=np.int64, mode="w+", shape=(self.world, MAX_TILES)).flush()
+        np.memmap(self.folder / f"chunks{self.rank}", dtype=np.int64, mode="w+", shape=(2, MAX_CHUNKS)).flush()
         if self.rank == 0:
             np.memmap(self.folder / "signal", dtype=np.int64, mode="w+", shape=(ROWS, self.world)).flush()
         return self
@@ -59,6 +75,15 @@ class SymmetricWorld:
         self.buffers = [torch.from_numpy(m) for m in self._maps]
         self.signal = np.memmap(self.folder / "signal", dtype=np.int64, mode="r+", shape=(ROWS, self.world))
         self.table = torch.tensor([b.data_ptr() for b in self.buffers], dtype=torch.int64)
+        self._maps += [np.memmap(self.folder / f"tiles{p}", dtype=np.int64, mode="r+", shape=(self.world, MAX_TILES))
+                       for p in range(self.world)]
+        self.tile_flags = [torch.from_numpy(m) for m in self._maps[self.world:]]
+        self.tile_table = torch.tensor([f.data_ptr() for f in self.tile_flags], dtype=torch.int64)
+        chunk_maps = [np.memmap(self.folder / f"chunks{p}", dtype=np.int64, mode="r+", shape=(2, MAX_CHUNKS))
+                      for p in range(self.world)]
+        self._maps += chunk_maps
+        self.chunk_flags = [torch.from_numpy(m) for m in chunk_maps]
+        self.chunk_table = torch.tensor([f.data_ptr() for f in self.chunk_flags], dtype=torch.int64)
         return self
 
     def mine(self, dtype: torch.dtype, offset: int, n: int) -> torch.Tensor:
@@ -67,6 +92,7 @@ class SymmetricWorld:
 
     def close(self, remove: bool = False) -> None:
         self.buffers, self.table, self.signal, self._maps = [], None, None, []
+        self.tile_flags, self.tile_table, self.chunk_flags, self.chunk_table = [], None, [], None
         if remove:
             shutil.rmtree(self.folder, ignore_errors=True)
 

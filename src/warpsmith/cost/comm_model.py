@@ -22,6 +22,16 @@ the direct algorithms pay the mean hop count on beta; the ring pays one hop), ``
 only inside a node, so across nodes only the ring, or the hierarchical all-reduce: two-shot
 reduce-scatter inside a node, a ring all-reduce of each 1/g shard across nodes, all-gather inside).
 
+**Programs and chunk size** (:func:`predict_config_s`, :func:`best_config`): the kernels move
+each step's ``B / S`` bytes (``B`` on the busiest link, ``S`` steps) in chunks of ``c`` bytes strided
+over ``P`` programs. One program moves at most ``program_bw`` bytes/s (one SM's loads from peer
+memory), and the programs at work share the link: a step takes
+``rounds * (c / min(program_bw, link_bw / active) + chunk_overhead)`` with ``chunks = ceil(B / S / c)``,
+``active = min(P, chunks)``, ``rounds = ceil(chunks / P)``: too few programs cannot fill the link,
+small chunks pay the per-chunk overhead, large ones leave programs idle or unevenly loaded. Ties
+go to fewer programs (they take SMs from the compute overlapping the collective), then to larger
+chunks. Multi-node algorithms beyond a node keep the plain alpha-beta time (the knobs do not change it).
+
 The constants are nominal datasheet-order figures, not measurements: every number this module
 gives is *predicted* and says so where it is shown (docs/ops/comm.md).
 """
@@ -46,6 +56,8 @@ class Topology:
     gpus_per_node: int = 8
     net_alpha_s: float = 0.0
     net_beta_s_per_byte: float = 0.0
+    program_bw: float = 25e9  # bytes/s one program (one SM) moves through peer memory
+    chunk_overhead_s: float = 0.2e-6  # per chunk a program handles: loop, address math, flag checks
 
 
 TOPOLOGIES: dict[str, Topology] = {
@@ -97,6 +109,16 @@ def available(collective: str, world: int, topo: str | Topology) -> tuple[str, .
     return tuple(a for a in algs if a != "hierarchical")
 
 
+def _steps_and_bytes(collective: str, algorithm: str, n: float, w: int, t: Topology) -> tuple[int, float]:
+    """(synchronized steps, bytes on the busiest link) of a single-node algorithm (the module's table;
+    on a ring topology a direct read crosses the mean hop count of links)."""
+    frac, hops = (w - 1) / w, (_mean_hops(w) if t.kind == "ring" else 1.0)
+    if collective == "all_reduce":
+        return {"one_shot": (1, (w - 1) * n * hops), "two_shot": (2, 2 * frac * n * hops),
+                "ring": (2 * (w - 1), 2 * frac * n)}[algorithm]
+    return (1, frac * n * hops) if algorithm == "one_shot" else (w - 1, frac * n)
+
+
 def predict_s(collective: str, algorithm: str, nbytes: float, world: int, topo: str | Topology) -> float:
     """Predicted seconds of one collective (see the module's table)."""
     _check(collective, world, nbytes)
@@ -118,16 +140,48 @@ def predict_s(collective: str, algorithm: str, nbytes: float, world: int, topo: 
         ring_steps = 2 * (w - 1) if collective == "all_reduce" else w - 1
         ring_bytes = (2 if collective == "all_reduce" else 1) * frac * n
         return ring_steps * t.net_alpha_s + ring_bytes * t.net_beta_s_per_byte  # the slowest link bounds the ring
-    hops = _mean_hops(w) if t.kind == "ring" else 1.0
-    if collective == "all_reduce":
-        if algorithm == "one_shot":
-            return t.alpha_s + (w - 1) * n * hops * t.beta_s_per_byte
-        if algorithm == "two_shot":
-            return 2 * t.alpha_s + 2 * frac * n * hops * t.beta_s_per_byte
-        return 2 * (w - 1) * t.alpha_s + 2 * frac * n * t.beta_s_per_byte  # ring
-    if algorithm == "one_shot":
-        return t.alpha_s + frac * n * hops * t.beta_s_per_byte
-    return (w - 1) * t.alpha_s + frac * n * t.beta_s_per_byte  # ring
+    steps, link = _steps_and_bytes(collective, algorithm, n, w, t)
+    return steps * t.alpha_s + link * t.beta_s_per_byte
+
+
+def predict_config_s(collective: str, algorithm: str, nbytes: float, world: int, topo: str | Topology,
+                     programs: int, chunk_bytes: int) -> float:
+    """Predicted seconds with ``programs`` programs moving ``chunk_bytes`` chunks (the module's
+    docstring); the plain alpha-beta time across nodes and for a world of 1."""
+    base = predict_s(collective, algorithm, nbytes, world, topo)
+    for name, v in (("programs", programs), ("chunk bytes", chunk_bytes)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InvalidInputError(name, "an int >= 1", v)
+    t = topology(topo)
+    if world == 1 or (t.kind == "multinode" and world > t.gpus_per_node):
+        return base
+    steps, link = _steps_and_bytes(collective, algorithm, float(nbytes), world, t)
+    per_step = link / steps
+    chunks = max(1, math.ceil(per_step / chunk_bytes))
+    active, rounds = min(programs, chunks), math.ceil(chunks / programs)
+    rate = min(t.program_bw, 1.0 / (t.beta_s_per_byte * active))
+    size = min(chunk_bytes, per_step)
+    return steps * (t.alpha_s + rounds * (size / rate + t.chunk_overhead_s))
+
+
+PROGRAMS = (1, 2, 4, 8, 16, 32, 64)  # the choices best_config and the tuner's space offer
+CHUNKS = (256, 512, 1024, 2048, 4096, 8192)  # elements per chunk
+
+
+def best_config(collective: str, nbytes: float, world: int, topo: str | Topology, element_bytes: int,
+                among: tuple[str, ...] | None = None, programs: tuple[int, ...] = PROGRAMS,
+                chunks: tuple[int, ...] = CHUNKS) -> tuple[str, int, int]:
+    """``(algorithm, programs, chunk elements)`` of least :func:`predict_config_s` (ties: fewer
+    programs, then larger chunks, then the algorithm listed first)."""
+    cands = [a for a in available(collective, world, topo) if among is None or a in among]
+    if not cands:
+        raise InvalidInputError(f"{collective} algorithms on {topology(topo).name}",
+                                "one of " + ", ".join(available(collective, world, topo)), among)
+    scored = [(predict_config_s(collective, a, nbytes, world, topo, p, c * element_bytes), p, -c, i, a)
+              for i, a in enumerate(cands) for p in programs for c in chunks]
+    best_s = min(s[0] for s in scored)
+    _, p, negc, _, a = min((s for s in scored if s[0] <= best_s * (1 + 1e-9)), key=lambda s: s[1:4])
+    return a, p, -negc
 
 
 def best(collective: str, nbytes: float, world: int, topo: str | Topology,

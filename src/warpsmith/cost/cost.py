@@ -1,7 +1,8 @@
 """Cost models behind one function: the predicted time of a variant's config on a target.
 
 A variant names its model in ``cost_model``: ``"gemm"`` (tile model, cost/gemm_model.py) or
-``"conv"`` (the tile model on an implicit GEMM), ``"memory"`` (bytes against bandwidth, occupancy and tails, cost/memory_model.py, fed by the
+``"conv"`` (the tile model on an implicit GEMM), ``"comm"`` (the collectives' alpha-beta model with
+programs and chunk size, cost/comm_model.py, through the variant's ``predict_ms``), ``"memory"`` (bytes against bandwidth, occupancy and tails, cost/memory_model.py, fed by the
 variant's ``work``). Given the compiler's facts about the config (``ConfigFacts``: registers,
 spills, shared memory, pipelining, from a static compile or a real one), the models use them in
 place of their own estimates, and a config the compiler says spills, or whose ``num_stages`` has
@@ -25,6 +26,8 @@ _MODELS: dict[str, Callable[[Variant, Problem, Mapping[str, Any], Target, Config
     "conv": lambda v, p, c, t, f: gemm_model.predict_ms("splitk" if c.get("SPLIT_K", 1) > 1 else "tiled",
                                                         v.gemm_problem(p), {"GROUP_M": 1, **c}, t,
                                                         v.smem_bytes(p, c), f),
+    # collectives: the alpha-beta model with programs and chunk size (cost/comm_model.py), via the variant
+    "comm": lambda v, p, c, t, f: v.predict_ms(p, c),
 }
 
 

@@ -23,9 +23,11 @@ from . import lowprec as _lowprec
 from . import pool as _pool
 from . import conv as _conv
 from . import gather as _gather
+from ..comm import family as _comm
 
 # the one list of families, in the order `warpsmith ops` lists them
-FAMILIES = (_matmul, _norm, _activation, _rope, _softmax, _cross_entropy, _attention, _conv, _pool, _lowprec, _gather)
+FAMILIES = (_matmul, _norm, _activation, _rope, _softmax, _cross_entropy, _attention, _conv, _pool, _lowprec, _gather,
+            _comm)
 REGISTRY = Registry(FAMILIES)
 OPS = REGISTRY.ops
 get_op = REGISTRY.get_op
