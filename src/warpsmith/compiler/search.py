@@ -85,7 +85,7 @@ class SearchResult:
                 "greedy_untuned_ms": self.greedy_untuned_ms, "gain_over_greedy_untuned": ratio(self.greedy_untuned_ms),
                 "kernels": self.kernels, "library": self.library,
                 "explored": [e.__dict__ for e in self.explored], "rewrites": self.rewrites, "hoisted": self.hoisted,
-                "choice": self.choice}
+                "choice": self.choice, "chosen_label": self.ranked[self.choice][0].label if self.ranked else "greedy"}
 
     def lines(self) -> list[str]:
         out = [f"search (predicted on {self.target}, not measured): {len(self.explored)} partitions explored; "
