@@ -40,6 +40,12 @@ def test_tuned_configs_count_against_greedy_at_default_configs():
     assert s["tuned_kernels"] == ["_ws_fused_0"] and s["tuned_library"] == ["mm"] and s["library_tuned"]
     assert s["left_greedy"] and s["left_greedy_by"] == ["tuned config"]
     assert not s["left_greedy_structural"]  # neither the partition nor a rewrite
+    # a partition change worth 4% once the library call's tuned gain (10% of greedy) is put back: not structural
+    lib = {**lib, "default_ms": 0.3, "predicted_ms": 0.2}
+    s = KB.search_summary(_report(0.86, "greedy, merge g0+g1", library=[lib]))
+    assert s["left_greedy"] and s["left_greedy_by"] == ["partition", "tuned config"]
+    assert not s["left_greedy_structural"]
+    assert KB.search_summary(_report(0.84, "greedy, merge g0+g1", library=[lib]))["left_greedy_structural"]
 
 
 def test_table_counts_solved_problems_only():

@@ -63,12 +63,16 @@ from .common import handle_errors, quiet_interpreter
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="Stop after SECONDS: the check's processes are ended, --json gets a partial report saying the "
                    "stage and candidate where it stopped, and the exit status is 3.")
+@click.option("--budget", "budget", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Predicted evaluations per library GEMM (matmul, bmm, linear) whose config the tuning DB lacks: "
+                   "tuned during the solve with the tuner's search and cost model, emitted in its launcher call "
+                   "(default 24; 0: the launcher's default tiles). KernelBench files only.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines (stage, candidate, check calls) on stderr.")
 @handle_errors
 def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
           sets: tuple[str, ...], greedy: bool, target: str, workloads: tuple[str, ...], schema: str | None,
           prove: bool, prove_timeout_ms: int | None, candidates: int, cpu_cap: int | None, timeout_s: float | None,
-          quiet: bool) -> None:
+          budget: int | None, quiet: bool) -> None:
     """Compile PROBLEM into a verified, self-contained solution.
 
     PROBLEM is a KernelBench file (Model, get_inputs, get_init_inputs; writes a ModelNew file), or
@@ -82,6 +86,9 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
 
     if json_out is not None and json_out.exists():
         json_out.unlink()
+    if budget is not None and problem.suffix != ".py":
+        raise InvalidInputError("--budget", "a KernelBench .py problem (library configs are tuned for those only)",
+                                str(problem))
     tell = Progress() if quiet else Progress(stream=sys.stderr)
     if problem.suffix != ".py" and (problem.is_dir() or problem.suffix == ".json"):
         with _limited(timeout_s, tell, problem, json_out):
@@ -99,7 +106,8 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
 
         res = run_solve(problem, out, strict=strict, seed=seed, overrides=list(sets) or None,
                         progress=tell, partitioner=partition if greedy else None,
-                        target=target, prove=prove, prove_timeout_ms=prove_timeout_ms, candidates=candidates)
+                        target=target, prove=prove, prove_timeout_ms=prove_timeout_ms, candidates=candidates,
+                        **({} if budget is None else {"library_budget": budget}))
     tell.close()
     if explain:
         click.echo(res.explain())

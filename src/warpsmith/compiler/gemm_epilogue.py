@@ -291,8 +291,10 @@ def kernel_source(n: Node) -> str:
 
 
 def call(n: Node, v: Any) -> str:  # noqa: ANN401 - v renders an argument
-    """The emitted expression computing library node ``n`` (a GEMM with an epilogue)."""
+    """The emitted expression computing library node ``n`` (a GEMM with an epilogue), at its chosen tiles."""
+    from .library import launch_config
+
     a = n.args
     extra = ", ".join(v(x) for x in a[3:])
     return (f"_ws_gemm_epilogue({kernel_name(n)}, {n.attrs['form']!r}, {v(a[0])}, {v(a[1])}, {v(a[2])}, "
-            f"[{extra}], {tuple(n.shape)!r}, {n.dtype})")
+            f"[{extra}], {tuple(n.shape)!r}, {n.dtype}{launch_config(n)})")

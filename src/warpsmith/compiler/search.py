@@ -63,7 +63,7 @@ class SearchResult:
     # filled when the program is emitted (solve.compile_problem): each generated kernel's launch config
     # (searched) and each library call's, and the same program priced with every kernel at its default
     kernels: list[dict[str, Any]] = field(default_factory=list)
-    library: list[dict[str, Any]] = field(default_factory=list)
+    library: list[dict[str, Any]] = field(default_factory=list)  # compiler.library_tune.choose's records
     untuned_ms: float | None = None  # the chosen program, every generated kernel at its default config
     greedy_untuned_ms: float | None = None  # greedy fusion, no rewrite, default configs (the compiler before the search)
 
@@ -103,8 +103,12 @@ class SearchResult:
                        f"{k['default_ms'] * 1e3:.3g} us")
         for c in self.library:
             cfg = ", ".join(f"{a}={b}" for a, b in c["config"].items()) if c["config"] else "its launcher's"
-            out.append(f"  library {c['op']} ({c['node']}): {cfg} ({c['source']}): {c['predicted_ms'] * 1e3:.3g} us "
-                       f"predicted on {self.target}")
+            line = (f"  library {c['op']} ({c['node']}): {cfg} ({c['source']}): {c['predicted_ms'] * 1e3:.3g} us "
+                    f"predicted on {self.target}")
+            if c.get("tuned"):
+                dft = ", ".join(f"{a}={b}" for a, b in c["default_config"].items())
+                line += f"; launcher default {dft}: {c['default_ms'] * 1e3:.3g} us"
+            out.append(line)
         from .rewrite import describe
 
         out += [f"  {describe(r)}" for r in self.rewrites]
