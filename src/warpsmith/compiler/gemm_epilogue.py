@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 
+from .decisions import decided
 from .codegen_expr import pointwise, vtype
 from .fuse import INDEXED, fusable, partition
 from .ir import CARRIED, Graph, Node, is_generator
@@ -212,7 +213,8 @@ def fuse_epilogues(g: Graph, target: Any) -> list[dict[str, Any]]:
         rec = {"rewrite": "gemm_epilogue", "at": m.name, "fused": [n.name for n in nodes],
                "chain": " -> ".join(n.op for n in nodes), "operands": [dict(o, dtype=str(o["dtype"]))
                                                                       for o in new.attrs["operands"]],
-               "shapes": shapes, "before_ms": before, "after_ms": after, "taken": after < before}
+               "shapes": shapes, "before_ms": before, "after_ms": after,
+               "taken": decided("gemm_epilogue", m.name, after < before)}
         if not rec["taken"]:  # undo: the old nodes come back and their users read the sink again
             g.restore(saved)
         records.append(rec)

@@ -19,17 +19,13 @@ from ..targets import get_target
 from .capture import capture, load_problem
 from .emit import Program, emit
 from .fuse import Partition, mark_unfused, partition, problems
-from .gemm_epilogue import fuse_epilogues
-from .hoist import hoist
 from .ir import Graph, build
 from .library_tune import DEFAULT_BUDGET, TUNED_OPS, choose, launcher_args
 from .lower import lower
 from .precision import approximate, lower_storage
 from .progress import Progress, SolveTimeout, as_progress
-from .rewrite import rewrite
 from .search import search as run_search
-from .split import split_reductions
-from .views import fuse_views
+from .sequence import SEQUENCE_BUDGET, search_sequences
 
 
 
@@ -102,7 +98,8 @@ def compile_problem(path: str | Path, seed: int = 0,
                     partitioner: Callable[[Graph], Partition] | None = None,
                     overrides: Any = None, target: str = "h100", choice: int = 0,
                     rewrites_on: bool = True, progress: Progress | None = None,
-                    library_budget: int = DEFAULT_BUDGET) -> tuple[Graph, list[str], Program]:
+                    library_budget: int = DEFAULT_BUDGET,
+                    sequences: int = SEQUENCE_BUDGET) -> tuple[Graph, list[str], Program]:
     """Capture, lower, partition and emit (no verification); ``overrides`` are ``--set`` items (size
     constants rewritten before the problem runs). With no ``partitioner``, the search
     (:mod:`.search`: rewrites, then partitions ranked by the cost model for ``target``) chooses, and
@@ -113,7 +110,8 @@ def compile_problem(path: str | Path, seed: int = 0,
     rewrites on, values between kernels may be stored in 16 bits (:mod:`.precision`), declared in
     ``Program.declared`` for the check. With the search, each library GEMM takes a tuning-DB record's
     config or one tuned here in ``library_budget`` predicted evaluations (:mod:`.library_tune`; 0: no
-    tuning), emitted in its launcher call. ``progress`` is told each stage (capture, search, emit)."""
+    tuning), emitted in its launcher call. ``sequences``: states the search over rewrite decisions and
+    partitions evaluates (:mod:`.sequence`; 1: greedy rewrites, then partitions). ``progress`` is told each stage (capture, search, emit)."""
     tell = progress or Progress()
     tell.stage("capture")
     problem = load_problem(path, seed=seed, overrides=overrides)
@@ -121,7 +119,7 @@ def compile_problem(path: str | Path, seed: int = 0,
     g = build(cap)
     tell.stage("search", "greedy partition" if partitioner is not None else f"partition rank {choice}"
                + ("" if rewrites_on else ", no rewrite"))
-    notes, part, found = plan(g, partitioner, target, choice, rewrites_on)
+    notes, part, found = plan(g, partitioner, target, choice, rewrites_on, sequences=sequences, seed=seed)
     declared = store_low(g, part, found, cap.program, problem.inputs, target, notes) if rewrites_on else None
     library = tune_library(g, found, get_target(target), library_budget, seed, tell) if found is not None else []
     tell.stage("emit")
@@ -204,10 +202,12 @@ _REWRITE_NOTE = {"reassociate": "matmul chain reassociated to A @ (B @ C)",
 
 def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
          target: str = "h100", choice: int = 0, rewrites_on: bool = True,
-         clamp: bool = False) -> tuple[list[str], Partition, Any]:
-    """Lower ``g`` (in place) and choose its partition: the search's (with its rewrites, :mod:`.rewrite`,
-    and the values folded out of the call, :mod:`.hoist`, unless ``rewrites_on`` is False) when
-    ``partitioner`` is None, else ``partitioner(g)``. Nodes no group took are marked ``aten``.
+         clamp: bool = False, sequences: int = SEQUENCE_BUDGET, seed: int = 0) -> tuple[list[str], Partition, Any]:
+    """Lower ``g`` (in place) and choose its partition: the search's when ``partitioner`` is None
+    (with rewrites, :mod:`.rewrite`, and the values folded out of the call, :mod:`.hoist`, searched
+    together with the partitions by :func:`.sequence.search_sequences`, ``sequences`` states, moves
+    ordered by ``seed``; unless ``rewrites_on`` is False: no rewrite, the partition search alone),
+    else ``partitioner(g)``. Nodes no group took are marked ``aten``.
     ``choice`` past the last explored partition raises IndexError, or with ``clamp`` takes the last.
     Returns the lowering notes, the partition and the search's record (None without a search)."""
     notes = lower(g)
@@ -217,19 +217,22 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
         greedy = partition(g)
         greedy_ms = program_ms(g, greedy, tgt)  # the baseline: this graph, greedy fusion, no rewrite
         greedy_untuned = program_ms(g, greedy, tgt, tuned=False)  # ... and every kernel at its default config
-        rewrites = rewrite(g, tgt) if rewrites_on else []
-        if rewrites_on:  # views fused through, long reductions over few rows split (each priced alike)
-            rewrites += fuse_views(g, tgt) + split_reductions(g, tgt)
-        notes += [f"{r['at']}: {_REWRITE_NOTE[r['rewrite']]}{' ' + r['rule'] if r.get('rule') else ''} (predicted {r['before_ms'] * 1e3:.2f} -> "
-                  f"{r['after_ms'] * 1e3:.2f} us on {target})" for r in rewrites if r["taken"]]
-        hoisted = hoist(g, tgt) if rewrites_on else None
+        if rewrites_on:
+            best, record = search_sequences(g, tgt, sequences, seed)
+            g.__dict__.update(vars(best.graph))  # the winning state's rewritten graph, in place of g's
+            rewrites, hoisted, found = best.records, best.hoisted, best.result
+            found.sequence = record
+        else:
+            rewrites, hoisted, found = [], None, run_search(g, tgt)
+        for r in rewrites:
+            if not r["taken"]:
+                continue
+            what = r["chain"] + "; predicted" if r["rewrite"] == "gemm_epilogue" else "predicted"
+            rule = " " + r["rule"] if r.get("rule") and r["rewrite"] != "gemm_epilogue" else ""
+            notes.append(f"{r['at']}: {_REWRITE_NOTE[r['rewrite']]}{rule} ({what} {r['before_ms'] * 1e3:.2f} -> "
+                         f"{r['after_ms'] * 1e3:.2f} us on {target})")
         if hoisted is not None:
             notes.append(hoisted["line"])
-        epilogues = fuse_epilogues(g, tgt) if rewrites_on else []  # after the rewrites: they match bare GEMMs
-        notes += [f"{r['at']}: {_REWRITE_NOTE[r['rewrite']]} ({r['chain']}; predicted {r['before_ms'] * 1e3:.2f} -> "
-                  f"{r['after_ms'] * 1e3:.2f} us on {target})" for r in epilogues if r["taken"]]
-        rewrites = rewrites + epilogues
-        found = run_search(g, tgt)
         found.greedy_ms, found.rewrites, found.hoisted = greedy_ms, rewrites, hoisted
         found.greedy_untuned_ms = greedy_untuned
         part = found.pick(min(choice, len(found.ranked) - 1) if clamp else choice)
@@ -252,7 +255,7 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
           partitioner: Callable[[Graph], Partition] | None = None, overrides: Any = None,
           progress: Callable[[str], None] | Progress | None = None, target: str = "h100", prove: bool = True,
           prove_timeout_ms: int | None = None, candidates: int = MAX_CANDIDATES,
-          library_budget: int = DEFAULT_BUDGET) -> SolveResult:
+          library_budget: int = DEFAULT_BUDGET, sequences: int = SEQUENCE_BUDGET) -> SolveResult:
     """Compile a KernelBench problem into a verified ``ModelNew`` file.
 
     With ``prove``, the launch contract of every generated kernel is proved first (:mod:`.proofs`);
@@ -264,6 +267,7 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     that fails verification costs its gain, never the solution. ``progress`` (a callable told lines, or
     a :class:`~.progress.Progress`) is told each stage, candidate and check call. ``library_budget``:
     predicted evaluations per library GEMM tuned during the solve (:mod:`.library_tune`; 0: none).
+    ``sequences``: states of the search over rewrite decisions and partitions (:mod:`.sequence`).
 
     Raises:
         InvalidInputError: the problem file is unusable (exit 2); nothing is written.
@@ -281,7 +285,7 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
             try:
                 g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides,
                                                  target=target, choice=choice, rewrites_on=rewrites_on, progress=tell,
-                                                 library_budget=library_budget)
+                                                 library_budget=library_budget, sequences=sequences)
             except IndexError:  # no other partition was explored
                 if order.exhausted():
                     break
