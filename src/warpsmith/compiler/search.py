@@ -6,7 +6,8 @@ its best valid launch config, found by the kernel config search of :mod:`warpsmi
 nothing is measured without a GPU, and every figure in the report says *predicted* and for which
 target). The rewrites a bit-exact
 compiler may not make (:mod:`.rewrite`) and the values folded out of the call (:mod:`.hoist`) are
-chosen with the same model before the partition search, and recorded in its result. Every choice
+chosen with the same model, searched together with the partitions by :mod:`.sequence` (which runs
+this partition search on each state), and recorded in its result. Every choice
 here is allowed only because the emitted program is verified at the end (``solve`` runs
 ``warpsmith check`` on it); the search never relaxes that.
 
