@@ -102,7 +102,7 @@ def compile_problem(path: str | Path, seed: int = 0,
                     sequences: int = SEQUENCE_BUDGET) -> tuple[Graph, list[str], Program]:
     """Capture, lower, partition and emit (no verification); ``overrides`` are ``--set`` items (size
     constants rewritten before the problem runs). With no ``partitioner``, the search
-    (:mod:`.search`: rewrites, then partitions ranked by the cost model for ``target``) chooses, and
+    (:mod:`.sequence`: rewrites and partitions ranked by the cost model for ``target``) chooses, and
     its record is ``Program.search``; a given ``partitioner`` (e.g. ``fuse.partition``, greedy) is used as it is.
     ``choice`` takes the search's ``choice``-th best partition instead of its best (IndexError past the
     last explored one): the next candidate when a better one failed verification; ``rewrites_on=False``
@@ -111,7 +111,8 @@ def compile_problem(path: str | Path, seed: int = 0,
     ``Program.declared`` for the check. With the search, each library GEMM takes a tuning-DB record's
     config or one tuned here in ``library_budget`` predicted evaluations (:mod:`.library_tune`; 0: no
     tuning), emitted in its launcher call. ``sequences``: states the search over rewrite decisions and
-    partitions evaluates (:mod:`.sequence`; 1: greedy rewrites, then partitions). ``progress`` is told each stage (capture, search, emit)."""
+    partitions evaluates (:mod:`.sequence`; 1: greedy rewrites, then partitions). ``progress`` is
+    told each stage (capture, search, emit)."""
     tell = progress or Progress()
     tell.stage("capture")
     problem = load_problem(path, seed=seed, overrides=overrides)
