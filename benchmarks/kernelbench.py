@@ -445,6 +445,8 @@ def search_summary(doc: dict) -> dict | None:
     return {"target": s.get("target"), "figures": "predicted, not measured",
             "greedy_ms": greedy, "greedy_untuned_ms": s.get("greedy_untuned_ms"), "chosen_ms": chosen,
             "untuned_ms": s.get("untuned_ms"), "chosen": s.get("chosen_label"), "rewrites_taken": taken,
+            "greedy_rewrites_ms": (s.get("sequence") or {}).get("greedy_rewrites_ms"),
+            "sequence_forced": (s.get("sequence") or {}).get("winner_forced", {}),
             "tuned_kernels": tuned_kernels, "tuned_library": tuned_library,
             "library_tuned": bool(tuned_library), "left_greedy_by": by,
             "left_greedy": bool(by) and moved(base, chosen),

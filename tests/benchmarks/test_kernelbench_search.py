@@ -63,3 +63,4 @@ def test_a_real_report():
     s = KB.search_summary({"search": prog.search.to_json()})
     assert "rewrite" in s["left_greedy_by"] and any(r.startswith("reassociate@") for r in s["rewrites_taken"])
     assert s["chosen_ms"] < 0.95 * s["greedy_ms"] and s["left_greedy"]
+    assert s["greedy_rewrites_ms"] is not None and s["sequence_forced"] == {}  # the greedy rewrites won

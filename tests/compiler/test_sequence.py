@@ -65,3 +65,20 @@ def test_the_sequence_search_is_deterministic_for_a_seed_and_keeps_its_budget():
     assert search_sequences(g, H100, budget=1)[1].to_json()["evaluated"] == 1
     with pytest.raises(InvalidInputError, match="sequence search budget"):
         search_sequences(g, H100, budget=0)
+
+
+def test_a_state_that_raises_is_a_reported_dead_end(monkeypatch):
+    from warpsmith.compiler import decisions, sequence
+
+    real = sequence.apply_rewrites
+
+    def fragile(g, target):
+        if decisions._FORCED.get():
+            raise ValueError("a forced site this pass cannot take")
+        return real(g, target)
+
+    monkeypatch.setattr(sequence, "apply_rewrites", fragile)
+    best, rec = search_sequences(_lowered("scalar_algebra.py"), H100, budget=3)
+    q = rec.to_json()
+    assert q["evaluated"] == 3 and q["winner"] == 0 and best.forced == {}
+    assert all("forced site this pass cannot take" in st["error"] for st in q["states"][1:])

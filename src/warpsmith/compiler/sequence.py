@@ -19,7 +19,8 @@ recomputed (the greedy price says no), and a rewrite taken early that blocks a b
   in an order drawn from ``seed``; the first move that lowers the score becomes the best state
   and its moves are tried next (first-improvement hill climbing);
 - at most ``budget`` states are evaluated (the seed state included); the same seed gives the same
-  states and the same winner.
+  states and the same winner. A state whose passes or partition search raise is a dead end: its
+  error is kept in the record, and the search goes on (the seed state's errors are raised).
 
 No learned prior orders the moves: the learned ranker (:mod:`warpsmith.ranker`) ranks op configs
 of the tuner, and no model of rewrite moves has been trained; the report says ``move order: the
@@ -139,12 +140,17 @@ def search_sequences(g: Graph, target: Any, budget: int = SEQUENCE_BUDGET, seed:
             forced = {**best.forced, key: take}
             if frozenset(forced.items()) in seen:
                 continue
+            if len(rec.states) >= budget:
+                break
             seen.add(frozenset(forced.items()))
-            state = evaluate(forced)
+            try:
+                state = evaluate(forced)
+            except Exception as e:  # noqa: BLE001 - a forced site a later pass cannot work with: a dead end, reported
+                rec.states.append({"forced": {k: ("apply" if v else "keep as written") for k, v in forced.items()},
+                                   "error": f"{type(e).__name__}: {str(e)[:200]}", "predicted_ms": None})
+                continue
             rec.states.append(state.summary())
             if state.result.best_ms < best.result.best_ms * (1 - 1e-9):
                 best, rec.winner, improved = state, len(rec.states) - 1, True
-                break
-            if len(rec.states) >= budget:
                 break
     return best, rec
