@@ -47,8 +47,8 @@ def choose(n: Any, target: Target, budget: int = DEFAULT_BUDGET, seed: int = 0, 
         from ..core.errors import InvalidInputError
 
         raise InvalidInputError("library tuning budget", "a number of evaluations >= 0", budget)
-    default = dict(LIBRARY_CONFIGS[n.op]) if n.op in TUNED_OPS else {}
-    default_ms = library_ms(n, target, default or None) if n.kind == "library" else math.nan
+    default = dict(LIBRARY_CONFIGS.get(n.op) or {})  # what its launcher runs ({}: tiles the launcher derives)
+    default_ms = library_ms(n, target, default or None)
     out = {"node": n.name, "op": n.op, "config": default, "source": "launcher default", "predicted_ms": default_ms,
            "default_config": default, "default_ms": default_ms, "tuned": False, "evaluated": 0}
     if n.op not in TUNED_OPS:
