@@ -28,7 +28,9 @@ Usage::
     python benchmarks/kernelbench.py --rows kb.json --table
 
 The table printed at the end (and ``--markdown FILE``) gives per level the counts by outcome and by
-category, the solve times, and the most frequent missing ops; ``--table`` adds one line per problem.
+category, the solve times, the most frequent missing ops and the count "search left greedy on X of Y
+solved problems" (:func:`search_summary`, from each report's predicted times); ``--table`` adds one
+line per problem, with its search summary.
 """
 from __future__ import annotations
 
@@ -379,6 +381,9 @@ def run_one(path: Path, cap: int, timeout: float, workdir: Path, budget: float =
     r = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     row["seconds"] = round(time.time() - t0, 1)
     doc = json.loads(report.read_text()) if report.exists() else {}
+    summary = search_summary(doc)
+    if summary is not None:
+        row["search"] = summary
     fallbacks = sorted({f["op"] for f in doc.get("fallbacks", [])})
     if r.returncode == 3 and doc.get("status") == "timeout":
         w = doc.get("stopped") or {}
@@ -399,6 +404,67 @@ def run_one(path: Path, cap: int, timeout: float, workdir: Path, budget: float =
     return row
 
 
+LEFT_GREEDY = 0.05  # a change of the predicted time larger than this share counts as leaving greedy fusion
+
+
+def search_summary(doc: dict) -> dict | None:
+    """What the search did to a problem, from its ``solve --json`` report (None: no search ran).
+
+    All times are the report's, predicted by ``warpsmith.cost.program`` for its target, not measured.
+    ``left_greedy_by`` names how the chosen program differs from greedy fusion: ``partition`` (the
+    chosen partition is not the greedy one), ``rewrite`` (a rewrite taken or a value hoisted),
+    ``tuned config`` (a generated kernel at a searched launch config other than its default, or a
+    library call at a tuned config). ``left_greedy`` is true when it differs AND its predicted time
+    differs by more than :data:`LEFT_GREEDY` from greedy fusion at default configs
+    (``greedy_untuned_ms``, the compiler before the search; ``greedy_ms`` where a report lacks it).
+    ``left_greedy_structural`` counts the partition and the rewrites only, against ``greedy_ms``
+    (greedy fusion, no rewrite, its generated kernels at their searched configs, its library calls at
+    their launchers' tiles), the chosen program's library calls priced at their launchers' tiles too."""
+    s = doc.get("search")
+    if not s:
+        return None
+    taken = [f"{r['rewrite']}@{r['at']}" for r in s.get("rewrites", []) if r.get("taken")]
+    tuned_kernels = [k["name"] for k in s.get("kernels", []) if k.get("config") != k.get("default_config")]
+    tuned_library = [c["node"] for c in s.get("library", []) if c.get("tuned")]
+    by = []
+    if s.get("chosen_label", "greedy") != "greedy":
+        by.append("partition")
+    if taken or s.get("hoisted"):
+        by.append("rewrite")
+    if tuned_kernels or tuned_library:
+        by.append("tuned config")
+    chosen, greedy = s.get("chosen_ms"), s.get("greedy_ms")
+    # the chosen program with its library calls back at the launcher's tiles (greedy_ms prices them so)
+    saved = sum(c.get("default_ms", 0.0) - c.get("predicted_ms", 0.0) for c in s.get("library", []) if c.get("tuned"))
+    without_library = chosen + saved if chosen is not None else None
+    base = s.get("greedy_untuned_ms") or greedy
+
+    def moved(a: float | None, b: float | None) -> bool:
+        return bool(a and b is not None and abs(a - b) / a > LEFT_GREEDY)
+
+    return {"target": s.get("target"), "figures": "predicted, not measured",
+            "greedy_ms": greedy, "greedy_untuned_ms": s.get("greedy_untuned_ms"), "chosen_ms": chosen,
+            "untuned_ms": s.get("untuned_ms"), "chosen": s.get("chosen_label"), "rewrites_taken": taken,
+            "greedy_rewrites_ms": (s.get("sequence") or {}).get("greedy_rewrites_ms"),
+            "sequence_forced": (s.get("sequence") or {}).get("winner_forced", {}),
+            "tuned_kernels": tuned_kernels, "tuned_library": tuned_library,
+            "library_tuned": bool(tuned_library), "left_greedy_by": by,
+            "left_greedy": bool(by) and moved(base, chosen),
+            "left_greedy_structural": bool({"partition", "rewrite"} & set(by)) and moved(greedy, without_library)}
+
+
+def search_line(rows: list[dict]) -> str:
+    """The count of solved problems on which the search left greedy fusion (see :func:`search_summary`)."""
+    solved = [r for r in rows if r["outcome"] == "solved"]
+    sums = [r.get("search") or {} for r in solved]
+    left = sum(bool(s.get("left_greedy")) for s in sums)
+    structural = sum(bool(s.get("left_greedy_structural")) for s in sums)
+    lib = sum(bool(s.get("library_tuned")) for s in sums)
+    return (f"search left greedy on {left} of {len(solved)} solved problems (a different partition, a rewrite or "
+            f"a tuned config changing the predicted time by more than {LEFT_GREEDY:.0%}; by partition or rewrite "
+            f"alone: {structural}; a library kernel at a tuned config: {lib}; predicted, not measured)")
+
+
 def table(rows: list[dict], levels: list[int]) -> str:
     out = []
     for lv in levels:
@@ -416,6 +482,7 @@ def table(rows: list[dict], levels: list[int]) -> str:
         out.append(f"solved strictly {c['solved']}, refused for fallbacks {c['fallbacks']}, rejected {c['rejected']}, "
                    f"not captured {c['capture']}, timeout {c['timeout']}, gpu_only {c['gpu_only']}; non-convolution: {solved_nc} of "
                    f"{len(non_conv)} solved strictly; median solve time {med} s")
+        out.append(search_line(rs))
         if verifying:
             out.append(f"of the timeouts, {verifying} stopped while the program was proved or checked: lowered "
                        "whole, with no ATen fallback (--strict passed), its verdict not known")
@@ -441,14 +508,24 @@ OUTCOME = {"solved": "solved strictly", "fallbacks": "fallback", "rejected": "re
 def problem_table(rows: list[dict]) -> str:
     """One line per problem: its outcome, the time, and the reason (missing ops, the check's verdict,
     where a timeout stopped, why it is GPU-only) and what was capped inside the model."""
-    out = ["| level | problem | outcome | s | reason | sizes capped inside the model |", "|---|---|---|---|---|---|"]
+    out = ["| level | problem | outcome | s | reason | sizes capped inside the model | search (predicted us) |",
+           "|---|---|---|---|---|---|---|"]
     for r in rows:
         why = r.get("reason") or ", ".join(r.get("fallbacks", []))
         why = why.replace("|", "/").replace("\n", " ")[:160]
         inner = ", ".join(str(v) for v in r.get("inner", [])[:8])
         out.append(f"| {r['level']} | {r['problem']} | {OUTCOME.get(r['outcome'], r['outcome'])} | {r['seconds']} | "
-                   f"{why} | {inner} |")
+                   f"{why} | {inner} | {_search_cell(r.get('search'))} |")
     return "\n".join(out)
+
+
+def _search_cell(s: dict | None) -> str:
+    if not s or s.get("chosen_ms") is None:
+        return ""
+    base = s.get("greedy_untuned_ms") or s.get("greedy_ms")
+    by = "+".join(s["left_greedy_by"]) or "greedy"
+    return (f"{base * 1e3:.3g} -> {s['chosen_ms'] * 1e3:.3g} ({by}"
+            f"{', left greedy' if s.get('left_greedy') else ''})" if base else "")
 
 
 def main(argv: list[str] | None = None) -> int:

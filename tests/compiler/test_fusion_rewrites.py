@@ -103,14 +103,16 @@ def small_split(monkeypatch):
     # The one cost model (cost/program.py) rightly keeps rows this short whole (the extra launch and
     # the partials' round trip cost more than the parallelism buys; the split at the default size is
     # decided by the real model, test above). Here the emitted split program itself is what is tested,
-    # so the split's own decision sees a model that prefers more reduction kernels.
+    # so the split's own decision sees a model that prefers more reduction kernels. The tests below
+    # solve with sequences=1 (the greedy rewrites): the sequence search prices each state with the
+    # real model and rightly keeps these rows whole (compiler/sequence.py).
     priced = SP.program_ms
     monkeypatch.setattr(SP, "program_ms", lambda g, part, t, **kw: priced(g, part, t, **kw)
                         / 4 ** sum(1 for n in g.nodes if n.kind == "reduction"))
 
 
 def test_a_split_reduction_is_verified(small_split, tmp_path):
-    res = solve(PROBLEMS / "fusion_split_small.py", tmp_path / "m.py", candidates=1)
+    res = solve(PROBLEMS / "fusion_split_small.py", tmp_path / "m.py", candidates=1, sequences=1)
     assert res.status == "accepted", res.verdict
     _proved(res)
     recs = [r for r in res.program.search.rewrites if r["rewrite"] == "split_reduction"]
@@ -139,7 +141,7 @@ def test_a_split_that_drops_the_last_partial_is_rejected_and_the_program_as_writ
 
     monkeypatch.setattr(SP, "_combine", dropped)
     out = tmp_path / "m.py"
-    res = solve(PROBLEMS / "fusion_split_small.py", out, candidates=2)
+    res = solve(PROBLEMS / "fusion_split_small.py", out, candidates=2, sequences=1)
     assert res.status == "accepted", res.verdict
     [bad] = res.attempts
     assert bad["rewrites"] and bad["reason"] == "wrong_result", bad

@@ -37,7 +37,7 @@ from .common import handle_errors, quiet_interpreter
               help="Write the report (kernels, what each fuses, library calls, fallbacks, check verdict).")
 @click.option("--explain", is_flag=True, help="Print the graph IR, the lowering and the kernels.")
 @click.option("--strict", is_flag=True, help="Refuse (exit 1) a program that needs any ATen fallback.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the model's weights and the check's draws.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the model's weights, the check's draws and the searches' move orders (library tuning, rewrite sequences).")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
               help="Rewrite a top-level size constant of PROBLEM before it runs (repeatable); the program "
                    "is compiled and checked at those sizes.")
@@ -63,12 +63,19 @@ from .common import handle_errors, quiet_interpreter
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="Stop after SECONDS: the check's processes are ended, --json gets a partial report saying the "
                    "stage and candidate where it stopped, and the exit status is 3.")
+@click.option("--budget", "budget", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Predicted evaluations per library GEMM (matmul, bmm, linear) whose config the tuning DB lacks: "
+                   "tuned during the solve with the tuner's search and cost model, emitted in its launcher call "
+                   "(default 24; 0: the launcher's default tiles). KernelBench files only.")
+@click.option("--sequences", type=click.IntRange(min=1), default=None, metavar="N",
+              help="States the search over rewrite decisions and partitions evaluates (default 8; 1: the greedy "
+                   "rewrites, then the partition search). --seed orders its moves. KernelBench files only.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines (stage, candidate, check calls) on stderr.")
 @handle_errors
 def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
           sets: tuple[str, ...], greedy: bool, target: str, workloads: tuple[str, ...], schema: str | None,
           prove: bool, prove_timeout_ms: int | None, candidates: int, cpu_cap: int | None, timeout_s: float | None,
-          quiet: bool) -> None:
+          budget: int | None, sequences: int | None, quiet: bool) -> None:
     """Compile PROBLEM into a verified, self-contained solution.
 
     PROBLEM is a KernelBench file (Model, get_inputs, get_init_inputs; writes a ModelNew file), or
@@ -82,6 +89,10 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
 
     if json_out is not None and json_out.exists():
         json_out.unlink()
+    for name, given_ in (("--budget", budget), ("--sequences", sequences)):
+        if given_ is not None and problem.suffix != ".py":
+            raise InvalidInputError(name, "a KernelBench .py problem (solve's searches over definitions take "
+                                    "their defaults)", str(problem))
     tell = Progress() if quiet else Progress(stream=sys.stderr)
     if problem.suffix != ".py" and (problem.is_dir() or problem.suffix == ".json"):
         with _limited(timeout_s, tell, problem, json_out):
@@ -99,7 +110,9 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
 
         res = run_solve(problem, out, strict=strict, seed=seed, overrides=list(sets) or None,
                         progress=tell, partitioner=partition if greedy else None,
-                        target=target, prove=prove, prove_timeout_ms=prove_timeout_ms, candidates=candidates)
+                        target=target, prove=prove, prove_timeout_ms=prove_timeout_ms, candidates=candidates,
+                        **({} if budget is None else {"library_budget": budget}),
+                        **({} if sequences is None else {"sequences": sequences}))
     tell.close()
     if explain:
         click.echo(res.explain())

@@ -43,6 +43,7 @@ from typing import Any, Callable
 
 import torch
 
+from .decisions import decided
 from .ir import FLOATS, Graph, Node
 from .lower import _redirect
 from ..cost.program import program_ms
@@ -145,7 +146,7 @@ def _try(g: Graph, target: Any, rule: str, at: Node, shapes: list, removes: str 
     for s in sites:
         s.apply()
     after = _cost(g, target)
-    taken = after < before or (removes is not None and after <= before)
+    taken = decided("algebra", at.name, after < before or (removes is not None and after <= before), rule)
     _MEMO[id(g)] = after if taken else before  # the program's prediction now (one prediction a site)
     rec = {"rewrite": "algebra", "rule": rule, "at": at.name, "shapes": shapes, "before_ms": before,
            "after_ms": after, "removes": removes, "taken": taken}

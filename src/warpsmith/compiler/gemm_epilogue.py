@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 
+from .decisions import decided
 from .codegen_expr import pointwise, vtype
 from .fuse import INDEXED, fusable, partition
 from .ir import CARRIED, Graph, Node, is_generator
@@ -212,7 +213,8 @@ def fuse_epilogues(g: Graph, target: Any) -> list[dict[str, Any]]:
         rec = {"rewrite": "gemm_epilogue", "at": m.name, "fused": [n.name for n in nodes],
                "chain": " -> ".join(n.op for n in nodes), "operands": [dict(o, dtype=str(o["dtype"]))
                                                                       for o in new.attrs["operands"]],
-               "shapes": shapes, "before_ms": before, "after_ms": after, "taken": after < before}
+               "shapes": shapes, "before_ms": before, "after_ms": after,
+               "taken": decided("gemm_epilogue", m.name, after < before)}
         if not rec["taken"]:  # undo: the old nodes come back and their users read the sink again
             g.restore(saved)
         records.append(rec)
@@ -291,8 +293,10 @@ def kernel_source(n: Node) -> str:
 
 
 def call(n: Node, v: Any) -> str:  # noqa: ANN401 - v renders an argument
-    """The emitted expression computing library node ``n`` (a GEMM with an epilogue)."""
+    """The emitted expression computing library node ``n`` (a GEMM with an epilogue), at its chosen tiles."""
+    from .library import launch_config
+
     a = n.args
     extra = ", ".join(v(x) for x in a[3:])
     return (f"_ws_gemm_epilogue({kernel_name(n)}, {n.attrs['form']!r}, {v(a[0])}, {v(a[1])}, {v(a[2])}, "
-            f"[{extra}], {tuple(n.shape)!r}, {n.dtype})")
+            f"[{extra}], {tuple(n.shape)!r}, {n.dtype}{launch_config(n)})")

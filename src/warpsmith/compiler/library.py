@@ -2,7 +2,8 @@
 
 For each ``library`` node this gives the ``@triton.jit`` kernels it needs (the library's own
 functions, copied by :func:`jit_source`) and a minimal launcher (source text below): fixed, safe
-tile sizes, no tuning-database lookup. :data:`LAUNCHERS` is the one table of which launcher each
+tile sizes, except the GEMM launchers, which take the config solve chose for the call's shape
+(``cfg``: a tuning-DB record or one tuned during solve, :mod:`.library_tune`; :func:`launch_config`). :data:`LAUNCHERS` is the one table of which launcher each
 op uses and which kernels it launches. Copied kernels, their helpers, constants and imports get names
 unique in the emitted file (:mod:`.names`), so that library kernels from different modules compose.
 """
@@ -18,35 +19,38 @@ from .ir import Node
 MAX_WHOLE_ROW = 8192  # softmax / norms hold a row in registers up to this length, else loop
 
 MATMUL = '''
-def _ws_matmul(a, b, bias, activation):
-    """a (M, K) or (B, M, K) @ b (K, N) or (B, K, N) [+ bias (N,)], then the activation; any strides."""
+def _ws_matmul(a, b, bias, activation, cfg=None):
+    """a (M, K) or (B, M, K) @ b (K, N) or (B, K, N) [+ bias (N,)], then the activation; any strides.
+    ``cfg``: (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages), the config chosen for this
+    call's shape (compiler.library_tune); None: the launcher's default tiles."""
     batched = a.dim() == 3
     a3 = a if batched else a.unsqueeze(0)
     b3 = b if batched else b.unsqueeze(0)
     nb, m, k = a3.shape
     n = b3.shape[2]
     c = torch.empty((nb, m, n), dtype=a.dtype, device=a.device)
-    bm, bn, bk = (16, 16, 16) if _EMULATE else (64, 64, 32)
+    bm, bn, bk, gm, nw, ns = cfg or ((16, 16, 16, 8, 4, 3) if _EMULATE else (64, 64, 32, 8, 4, 3))
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), nb)
     bias1 = bias.reshape(-1) if bias is not None else None
     matmul_tiled_kernel[grid](
         a3, b3, c, bias1 if bias1 is not None else c, m, n, k,
         a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2),
         c.stride(0), c.stride(1), c.stride(2), bias1.stride(0) if bias1 is not None else 0,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, EVEN_K=k % bk == 0, HAS_BIAS=bias1 is not None,
-        ACTIVATION=activation, IS_FP32=a.dtype == torch.float32, PRECISION="ieee", EMULATE=_EMULATE)
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, EVEN_K=k % bk == 0, HAS_BIAS=bias1 is not None,
+        ACTIVATION=activation, IS_FP32=a.dtype == torch.float32, PRECISION="ieee", EMULATE=_EMULATE,
+        num_warps=nw, num_stages=ns)
     return c if batched else c[0]
 
 
-def _ws_matmul_nd(x, b, bias, activation):
+def _ws_matmul_nd(x, b, bias, activation, cfg=None):
     """x (..., K) @ b (K, N) [+ bias]: the leading dims of x flattened into rows."""
-    y = _ws_matmul(x.reshape(-1, x.shape[-1]), b, bias, activation)
+    y = _ws_matmul(x.reshape(-1, x.shape[-1]), b, bias, activation, cfg)
     return y.view(*x.shape[:-1], b.shape[1])
 
 
-def _ws_linear(x, w, bias, activation):
+def _ws_linear(x, w, bias, activation, cfg=None):
     """x (..., K) @ w (N, K)^T [+ bias]: w is read transposed through its strides, never copied."""
-    return _ws_matmul_nd(x, w.t(), bias, activation)
+    return _ws_matmul_nd(x, w.t(), bias, activation, cfg)
 '''
 
 SOFTMAX = '''
@@ -141,11 +145,12 @@ def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, 
 
 
 GEMM_EPILOGUE = '''
-def _ws_gemm_epilogue(kernel, form, x, w, bias, extra, shape, dtype):
+def _ws_gemm_epilogue(kernel, form, x, w, bias, extra, shape, dtype, cfg=None):
     """A GEMM with a generated epilogue (compiler.gemm_epilogue): ``kernel`` computes x @ w (``form``: linear,
     x (..., K) @ w (N, K)^T; nd, x (..., K) @ w (K, N); mm; bmm) [+ bias (N,)] on fp32 tiles, then its
     pointwise chain, reading each tensor of ``extra`` at the tile's offsets (broadcast to ``shape`` through
-    stride 0), and stores the result once, as ``dtype``. The GEMM's own output is never written."""
+    stride 0), and stores the result once, as ``dtype``. The GEMM's own output is never written. ``cfg``: the
+    call's tiles (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages), None: the default ones."""
     if form in ("linear", "nd"):
         a3 = x.reshape(-1, x.shape[-1]).unsqueeze(0)
         b3 = (w.t() if form == "linear" else w).unsqueeze(0)
@@ -166,15 +171,15 @@ def _ws_gemm_epilogue(kernel, form, x, w, bias, extra, shape, dtype):
             e3 = _ws_clone(e3).view(nb, m, n)
         ops.append(e3)
         strides += list(e3.stride())
-    bm, bn, bk = (16, 16, 16) if _EMULATE else (64, 64, 32)
+    bm, bn, bk, gm, nw, ns = cfg or ((16, 16, 16, 8, 4, 3) if _EMULATE else (64, 64, 32, 8, 4, 3))
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), nb)
     bias1 = bias.reshape(-1) if bias is not None else None
     kernel[grid](
         a3, b3, c3, bias1 if bias1 is not None else c3, *ops, m, n, k,
         a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2),
         c3.stride(0), c3.stride(1), c3.stride(2), bias1.stride(0) if bias1 is not None else 0, *strides,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, EVEN_K=k % bk == 0, HAS_BIAS=bias1 is not None,
-        IS_FP32=a3.dtype == torch.float32, PRECISION="ieee", EMULATE=_EMULATE)
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, EVEN_K=k % bk == 0, HAS_BIAS=bias1 is not None,
+        IS_FP32=a3.dtype == torch.float32, PRECISION="ieee", EMULATE=_EMULATE, num_warps=nw, num_stages=ns)
     return c
 '''
 
@@ -341,6 +346,13 @@ def generated(n: Node) -> list[str]:
     return [gemm_epilogue.kernel_source(n)]
 
 
+def launch_config(n: Node) -> str:
+    """The launcher's ``cfg`` argument of library GEMM ``n`` (``attrs["launch_config"]``, set by solve from
+    :mod:`.library_tune`), as ``", (...)"``; empty (the launcher's default tiles) where none was chosen."""
+    cfg = n.attrs.get("launch_config")
+    return f", {tuple(cfg)!r}" if cfg else ""
+
+
 def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
     """The emitted expression computing library node ``n``."""
     if epilogue(n):
@@ -352,7 +364,7 @@ def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
     a = n.args
     if n.op == "matmul":
         fn = {"linear": "_ws_linear", "nd": "_ws_matmul_nd"}.get(n.attrs["form"], "_ws_matmul")
-        return f"{fn}({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['activation']!r})"
+        return f"{fn}({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['activation']!r}{launch_config(n)})"
     if n.op == "softmax":
         return f"_ws_softmax({v(a[0])}, {n.attrs['log']})"
     if n.op == "conv":

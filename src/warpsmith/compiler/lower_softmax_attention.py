@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from .decisions import decided
 from .ir import FLOATS, Graph, Node
 
 MASKED_AT_MOST = -1e8  # a finite masked value, after the scale, that exp turns into 0 beside the visible scores
@@ -268,7 +269,8 @@ def online_softmax(g: Graph, target: Any) -> list[dict[str, Any]]:
         rec = {"rewrite": "algebra", "rule": "online_softmax", "at": m["out"].name,
                "shapes": [list(x.shape) for x in node.args[:3]], "before_ms": before, "after_ms": after,
                "removes": f"the ({L}, {S}) scores and probabilities, written and read",
-               "window": node.attrs.get("window"), "bias": len(node.args) > 3, "taken": after < before,
+               "window": node.attrs.get("window"), "bias": len(node.args) > 3,
+               "taken": decided("algebra", m["out"].name, after < before, "online_softmax"),
                "declares": {sm.name: "online_softmax"}}  # precision.approximate declares its deviation
         if not rec["taken"]:
             site.undo()

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from .decisions import decided
 from .ir import Graph, Node
 from .lower import _redirect
 from ..cost.program import node_ms, program_ms
@@ -91,7 +92,8 @@ def reassociate(graph: Graph, target: Any) -> list[dict[str, Any]]:
         left = node_ms(p, target) + node_ms(n, target)
         right = node_ms(inner, target) + node_ms(outer, target)
         rec = {"rewrite": "reassociate", "at": n.name, "left_ms": left, "right_ms": right, "before_ms": left,
-               "after_ms": right, "shapes": [list(a.shape), list(b.shape), list(c.shape)], "taken": right < left}
+               "after_ms": right, "shapes": [list(a.shape), list(b.shape), list(c.shape)],
+               "taken": decided("reassociate", n.name, right < left)}
         if rec["taken"]:
             i = graph.nodes.index(p)
             graph.nodes[i] = inner
@@ -210,7 +212,7 @@ def fold_reductions(graph: Graph, target: Any) -> list[dict[str, Any]]:
         now = _fold_one(graph, r, m, chain)
         after = program_ms(graph, partition(graph), target, free=foldable(graph))
         rec = {"rewrite": "fold_reduction", "at": r.name, "reduction": r.op, "shapes": shapes,
-               "before_ms": before, "after_ms": after, "taken": after < before}
+               "before_ms": before, "after_ms": after, "taken": decided("fold_reduction", r.name, after < before)}
         if not rec["taken"]:  # undo: the old nodes come back and their users read r again
             graph.restore(saved)
         records.append(rec)

@@ -6,7 +6,8 @@ its best valid launch config, found by the kernel config search of :mod:`warpsmi
 nothing is measured without a GPU, and every figure in the report says *predicted* and for which
 target). The rewrites a bit-exact
 compiler may not make (:mod:`.rewrite`) and the values folded out of the call (:mod:`.hoist`) are
-chosen with the same model before the partition search, and recorded in its result. Every choice
+chosen with the same model, searched together with the partitions by :mod:`.sequence` (which runs
+this partition search on each state), and recorded in its result. Every choice
 here is allowed only because the emitted program is verified at the end (``solve`` runs
 ``warpsmith check`` on it); the search never relaxes that.
 
@@ -63,9 +64,10 @@ class SearchResult:
     # filled when the program is emitted (solve.compile_problem): each generated kernel's launch config
     # (searched) and each library call's, and the same program priced with every kernel at its default
     kernels: list[dict[str, Any]] = field(default_factory=list)
-    library: list[dict[str, Any]] = field(default_factory=list)
+    library: list[dict[str, Any]] = field(default_factory=list)  # compiler.library_tune.choose's records
     untuned_ms: float | None = None  # the chosen program, every generated kernel at its default config
     greedy_untuned_ms: float | None = None  # greedy fusion, no rewrite, default configs (the compiler before the search)
+    sequence: Any = None  # compiler.sequence.SequenceSearch: the search over rewrite decisions and partitions (None: none ran)
 
     def pick(self, rank: int) -> Partition:
         """The ``rank``-th best explored partition (it becomes ``best``); IndexError past the last."""
@@ -85,7 +87,8 @@ class SearchResult:
                 "greedy_untuned_ms": self.greedy_untuned_ms, "gain_over_greedy_untuned": ratio(self.greedy_untuned_ms),
                 "kernels": self.kernels, "library": self.library,
                 "explored": [e.__dict__ for e in self.explored], "rewrites": self.rewrites, "hoisted": self.hoisted,
-                "choice": self.choice}
+                "choice": self.choice, "chosen_label": self.ranked[self.choice][0].label if self.ranked else "greedy",
+                "sequence": self.sequence.to_json() if self.sequence is not None else None}
 
     def lines(self) -> list[str]:
         out = [f"search (predicted on {self.target}, not measured): {len(self.explored)} partitions explored; "
@@ -103,8 +106,20 @@ class SearchResult:
                        f"{k['default_ms'] * 1e3:.3g} us")
         for c in self.library:
             cfg = ", ".join(f"{a}={b}" for a, b in c["config"].items()) if c["config"] else "its launcher's"
-            out.append(f"  library {c['op']} ({c['node']}): {cfg} ({c['source']}): {c['predicted_ms'] * 1e3:.3g} us "
-                       f"predicted on {self.target}")
+            line = (f"  library {c['op']} ({c['node']}): {cfg} ({c['source']}): {c['predicted_ms'] * 1e3:.3g} us "
+                    f"predicted on {self.target}")
+            if c.get("tuned"):
+                dft = ", ".join(f"{a}={b}" for a, b in c["default_config"].items())
+                line += f"; launcher default {dft}: {c['default_ms'] * 1e3:.3g} us"
+            out.append(line)
+        if self.sequence is not None:
+            q = self.sequence.to_json()
+            forced = ", ".join(f"{k}: {v}" for k, v in q["winner_forced"].items()) or "none (the greedy rewrites)"
+            out.append(f"  rewrite sequences: {q['evaluated']} of at most {q['budget']} states evaluated (seed {q['seed']}; "
+                       f"move order: {q['move_order']}); winner: state {q['winner']}, forced {forced}: "
+                       f"{q['predicted_ms'] * 1e3:.2f} us vs greedy rewrites then partitions "
+                       f"{q['greedy_rewrites_ms'] * 1e3:.2f} us ({q['gain_over_greedy_rewrites']:.2f}x) and greedy "
+                       f"fusion {self.greedy_ms * 1e3:.2f} us ({self.greedy_ms / q['predicted_ms']:.2f}x), predicted")
         from .rewrite import describe
 
         out += [f"  {describe(r)}" for r in self.rewrites]

@@ -14,21 +14,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..cost.program import LIBRARY_CONFIGS, library_problem, node_ms, program_ms, tune_kernel
+from ..cost.program import program_ms, tune_kernel
 from ..targets import get_target
 from .capture import capture, load_problem
 from .emit import Program, emit
 from .fuse import Partition, mark_unfused, partition, problems
-from .gemm_epilogue import fuse_epilogues
-from .hoist import hoist
 from .ir import Graph, build
+from .library_tune import DEFAULT_BUDGET, TUNED_OPS, choose, launcher_args
 from .lower import lower
 from .precision import approximate, lower_storage
 from .progress import Progress, SolveTimeout, as_progress
-from .rewrite import rewrite
 from .search import search as run_search
-from .split import split_reductions
-from .views import fuse_views
+from .sequence import SEQUENCE_BUDGET, search_sequences
 
 
 
@@ -100,16 +97,22 @@ class SolveResult:
 def compile_problem(path: str | Path, seed: int = 0,
                     partitioner: Callable[[Graph], Partition] | None = None,
                     overrides: Any = None, target: str = "h100", choice: int = 0,
-                    rewrites_on: bool = True, progress: Progress | None = None) -> tuple[Graph, list[str], Program]:
+                    rewrites_on: bool = True, progress: Progress | None = None,
+                    library_budget: int = DEFAULT_BUDGET,
+                    sequences: int = SEQUENCE_BUDGET) -> tuple[Graph, list[str], Program]:
     """Capture, lower, partition and emit (no verification); ``overrides`` are ``--set`` items (size
     constants rewritten before the problem runs). With no ``partitioner``, the search
-    (:mod:`.search`: rewrites, then partitions ranked by the cost model for ``target``) chooses, and
+    (:mod:`.sequence`: rewrites and partitions ranked by the cost model for ``target``) chooses, and
     its record is ``Program.search``; a given ``partitioner`` (e.g. ``fuse.partition``, greedy) is used as it is.
     ``choice`` takes the search's ``choice``-th best partition instead of its best (IndexError past the
     last explored one): the next candidate when a better one failed verification; ``rewrites_on=False``
     compiles the program as written (no rewrite, nothing folded out of the call). With the search and
     rewrites on, values between kernels may be stored in 16 bits (:mod:`.precision`), declared in
-    ``Program.declared`` for the check. ``progress`` is told each stage (capture, search, emit)."""
+    ``Program.declared`` for the check. With the search, each library GEMM takes a tuning-DB record's
+    config or one tuned here in ``library_budget`` predicted evaluations (:mod:`.library_tune`; 0: no
+    tuning), emitted in its launcher call. ``sequences``: states the search over rewrite decisions and
+    partitions evaluates (:mod:`.sequence`; 1: greedy rewrites, then partitions). ``progress`` is
+    told each stage (capture, search, emit)."""
     tell = progress or Progress()
     tell.stage("capture")
     problem = load_problem(path, seed=seed, overrides=overrides)
@@ -117,8 +120,9 @@ def compile_problem(path: str | Path, seed: int = 0,
     g = build(cap)
     tell.stage("search", "greedy partition" if partitioner is not None else f"partition rank {choice}"
                + ("" if rewrites_on else ", no rewrite"))
-    notes, part, found = plan(g, partitioner, target, choice, rewrites_on)
+    notes, part, found = plan(g, partitioner, target, choice, rewrites_on, sequences=sequences, seed=seed)
     declared = store_low(g, part, found, cap.program, problem.inputs, target, notes) if rewrites_on else None
+    library = tune_library(g, found, get_target(target), library_budget, seed, tell) if found is not None else []
     tell.stage("emit")
     shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
     values = [None if hasattr(x, "shape") else x for x in problem.inputs]
@@ -127,62 +131,39 @@ def compile_problem(path: str | Path, seed: int = 0,
     prog = emit(g, part, problem.source, Path(path).name, shapes, values, configure=configure)
     prog.search, prog.declared = found, declared
     if found is not None:
-        record_configs(found, g, part, prog, tgt)
+        record_configs(found, g, part, prog, tgt, library)
     return g, notes, prog
 
 
-def record_configs(found: Any, g: Graph, part: Partition, prog: Program, tgt: Any) -> None:
-    """Into the search's record: each generated kernel's launch config (the config search's, with the
-    default's predicted time), each library call's config and its source, and the chosen program
-    priced with every generated kernel at its default config (``untuned_ms``)."""
-    found.kernels = [{"name": k.name, "kind": k.group.kind, "domain": list(k.group.domain), **k.choice.to_json()}
-                     for k in prog.kernels if k.choice is not None]
-    found.library = [library_config(n, tgt) for n in prog.library_calls]
-    found.untuned_ms = program_ms(g, part, tgt, tuned=False)
-
-
-def library_config(n: Any, tgt: Any) -> dict[str, Any]:
-    """A library call's launch config as emitted and its predicted time. The emitted launchers
-    (:mod:`.library`) run fixed tiles: ``source`` says ``launcher default``, and where the tuning DB
-    holds a verified record for the call's shape on the target, the record is reported
-    (``db_record``), priced, but not used by the emitted program."""
-    cfg = LIBRARY_CONFIGS.get(n.op)
-    out = {"node": n.name, "op": n.op, "config": dict(cfg) if cfg else {}, "source": "launcher default",
-           "predicted_ms": node_ms(n, tgt)}
-    rec = _db_record(n, tgt)
-    if rec is not None:
-        out["db_record"] = rec
-        out["db_record_ms"] = node_ms(n, tgt, rec)
-        out["source"] = "launcher default (a DB record exists; the emitted launcher does not take it)"
+def tune_library(g: Graph, found: Any, tgt: Any, budget: int, seed: int, tell: Progress) -> list[dict[str, Any]]:
+    """Each library call's launch config (:func:`.library_tune.choose`: a DB record, else tuned in
+    ``budget`` predicted evaluations, else the launcher's default); a chosen config goes into the
+    node's ``attrs["launch_config"]`` (its emitted launcher call), and its predicted gain over the
+    default comes off ``found.best_ms`` (the program's predicted time was priced at the defaults)."""
+    calls = [n for n in g.nodes if n.kind == "library"]
+    if any(n.op in TUNED_OPS for n in calls):
+        tell.stage("search", f"library configs ({budget} predicted evaluations per GEMM)")
+    out = []
+    for n in calls:
+        c = choose(n, tgt, budget, seed)
+        if c["tuned"]:
+            n.attrs["launch_config"] = launcher_args(c["config"])
+            found.best_ms -= c["default_ms"] - c["predicted_ms"]
+        out.append(c)
     return out
 
 
-def _db_record(n: Any, tgt: Any) -> dict[str, Any] | None:
-    """The best verified tuning-DB config of a library ``matmul`` node's problem on ``tgt``, or None."""
-    if n.op != "matmul":
-        return None
-    try:
-        from ..core.settings import settings
-        from ..db import TuningDB
-        from ..ops.matmul import MATMUL, VARIANTS
-        from ..targets import versions
-
-        s = settings()
-        if not s.db_path.exists():
-            return None
-        p = library_problem(n)
-        prob = MATMUL.problem(dict(p.shape) if p.shape.get("B", 1) > 1 else {k: v for k, v in p.shape.items() if k != "B"},
-                              p.dtype, {"bias": p.attrs["bias"], "layout": p.attrs["layout"],
-                                        "activation": n.attrs.get("activation", "none")})
-        ranked = TuningDB(s.db_path).ranked(prob.op, dict(prob.shape), prob.dtype_name, prob.key_attrs, tgt.name,
-                                            {v.name: v.source_hash() for v in VARIANTS if v.op == "matmul"},
-                                            {"triton": versions()["triton"]})
-        for r in ranked:
-            if r.variant == "tiled":
-                return dict(r.config)
-    except Exception:  # noqa: BLE001 - an unreadable DB or an odd shape never breaks a solve: no record
-        return None
-    return None
+def record_configs(found: Any, g: Graph, part: Partition, prog: Program, tgt: Any,
+                   library: list[dict[str, Any]]) -> None:
+    """Into the search's record: each generated kernel's launch config (the config search's, with the
+    default's predicted time), each library call's config (``library``, :func:`tune_library`: its
+    source, its predicted time and the default's), and the chosen program priced with every kernel at
+    its default config (``untuned_ms``: generated kernels and library calls alike)."""
+    found.kernels = [{"name": k.name, "kind": k.group.kind, "domain": list(k.group.domain), **k.choice.to_json()}
+                     for k in prog.kernels if k.choice is not None]
+    emitted = {n.name for n in prog.library_calls}
+    found.library = [c for c in library if c["node"] in emitted]
+    found.untuned_ms = program_ms(g, part, tgt, tuned=False)
 
 
 def store_low(g: Graph, part: Partition, found: Any, program: Any, inputs: Sequence[Any], target: str,
@@ -222,10 +203,12 @@ _REWRITE_NOTE = {"reassociate": "matmul chain reassociated to A @ (B @ C)",
 
 def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
          target: str = "h100", choice: int = 0, rewrites_on: bool = True,
-         clamp: bool = False) -> tuple[list[str], Partition, Any]:
-    """Lower ``g`` (in place) and choose its partition: the search's (with its rewrites, :mod:`.rewrite`,
-    and the values folded out of the call, :mod:`.hoist`, unless ``rewrites_on`` is False) when
-    ``partitioner`` is None, else ``partitioner(g)``. Nodes no group took are marked ``aten``.
+         clamp: bool = False, sequences: int = SEQUENCE_BUDGET, seed: int = 0) -> tuple[list[str], Partition, Any]:
+    """Lower ``g`` (in place) and choose its partition: the search's when ``partitioner`` is None
+    (with rewrites, :mod:`.rewrite`, and the values folded out of the call, :mod:`.hoist`, searched
+    together with the partitions by :func:`.sequence.search_sequences`, ``sequences`` states, moves
+    ordered by ``seed``; unless ``rewrites_on`` is False: no rewrite, the partition search alone),
+    else ``partitioner(g)``. Nodes no group took are marked ``aten``.
     ``choice`` past the last explored partition raises IndexError, or with ``clamp`` takes the last.
     Returns the lowering notes, the partition and the search's record (None without a search)."""
     notes = lower(g)
@@ -235,19 +218,22 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
         greedy = partition(g)
         greedy_ms = program_ms(g, greedy, tgt)  # the baseline: this graph, greedy fusion, no rewrite
         greedy_untuned = program_ms(g, greedy, tgt, tuned=False)  # ... and every kernel at its default config
-        rewrites = rewrite(g, tgt) if rewrites_on else []
-        if rewrites_on:  # views fused through, long reductions over few rows split (each priced alike)
-            rewrites += fuse_views(g, tgt) + split_reductions(g, tgt)
-        notes += [f"{r['at']}: {_REWRITE_NOTE[r['rewrite']]}{' ' + r['rule'] if r.get('rule') else ''} (predicted {r['before_ms'] * 1e3:.2f} -> "
-                  f"{r['after_ms'] * 1e3:.2f} us on {target})" for r in rewrites if r["taken"]]
-        hoisted = hoist(g, tgt) if rewrites_on else None
+        if rewrites_on:
+            best, record = search_sequences(g, tgt, sequences, seed)
+            g.__dict__.update(vars(best.graph))  # the winning state's rewritten graph, in place of g's
+            rewrites, hoisted, found = best.records, best.hoisted, best.result
+            found.sequence = record
+        else:
+            rewrites, hoisted, found = [], None, run_search(g, tgt)
+        for r in rewrites:
+            if not r["taken"]:
+                continue
+            what = r["chain"] + "; predicted" if r["rewrite"] == "gemm_epilogue" else "predicted"
+            rule = " " + r["rule"] if r.get("rule") and r["rewrite"] != "gemm_epilogue" else ""
+            notes.append(f"{r['at']}: {_REWRITE_NOTE[r['rewrite']]}{rule} ({what} {r['before_ms'] * 1e3:.2f} -> "
+                         f"{r['after_ms'] * 1e3:.2f} us on {target})")
         if hoisted is not None:
             notes.append(hoisted["line"])
-        epilogues = fuse_epilogues(g, tgt) if rewrites_on else []  # after the rewrites: they match bare GEMMs
-        notes += [f"{r['at']}: {_REWRITE_NOTE[r['rewrite']]} ({r['chain']}; predicted {r['before_ms'] * 1e3:.2f} -> "
-                  f"{r['after_ms'] * 1e3:.2f} us on {target})" for r in epilogues if r["taken"]]
-        rewrites = rewrites + epilogues
-        found = run_search(g, tgt)
         found.greedy_ms, found.rewrites, found.hoisted = greedy_ms, rewrites, hoisted
         found.greedy_untuned_ms = greedy_untuned
         part = found.pick(min(choice, len(found.ranked) - 1) if clamp else choice)
@@ -269,7 +255,8 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
           seed: int = 0, check_kwargs: dict[str, Any] | None = None,
           partitioner: Callable[[Graph], Partition] | None = None, overrides: Any = None,
           progress: Callable[[str], None] | Progress | None = None, target: str = "h100", prove: bool = True,
-          prove_timeout_ms: int | None = None, candidates: int = MAX_CANDIDATES) -> SolveResult:
+          prove_timeout_ms: int | None = None, candidates: int = MAX_CANDIDATES,
+          library_budget: int = DEFAULT_BUDGET, sequences: int = SEQUENCE_BUDGET) -> SolveResult:
     """Compile a KernelBench problem into a verified ``ModelNew`` file.
 
     With ``prove``, the launch contract of every generated kernel is proved first (:mod:`.proofs`);
@@ -279,7 +266,9 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     ``SolveResult.attempts`` says what each rejected one failed. When the search took a rewrite or
     folded values out of the call, the last of them is the program as written (no rewrite): a rewrite
     that fails verification costs its gain, never the solution. ``progress`` (a callable told lines, or
-    a :class:`~.progress.Progress`) is told each stage, candidate and check call.
+    a :class:`~.progress.Progress`) is told each stage, candidate and check call. ``library_budget``:
+    predicted evaluations per library GEMM tuned during the solve (:mod:`.library_tune`; 0: none).
+    ``sequences``: states of the search over rewrite decisions and partitions (:mod:`.sequence`).
 
     Raises:
         InvalidInputError: the problem file is unusable (exit 2); nothing is written.
@@ -296,7 +285,8 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
             tell.candidate(order.tried + 1, order.budget)
             try:
                 g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides,
-                                                 target=target, choice=choice, rewrites_on=rewrites_on, progress=tell)
+                                                 target=target, choice=choice, rewrites_on=rewrites_on, progress=tell,
+                                                 library_budget=library_budget, sequences=sequences)
             except IndexError:  # no other partition was explored
                 if order.exhausted():
                     break

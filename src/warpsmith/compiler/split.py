@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from .decisions import decided
 from .fuse import fusable, partition
 from .ir import Graph, Node, is_generator
 from ..cost.program import program_ms
@@ -137,7 +138,7 @@ def split_reductions(g: Graph, target: Any) -> list[dict[str, Any]]:
             continue
         g.remove_dead()
         after = program_ms(g, partition(g), target)
-        taken = after < before
+        taken = decided("split_reduction", name, after < before)
         if taken:
             current = after
         else:

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from .decisions import decided
 from .fuse import INDEXED, fusable, partition
 from .ir import Graph, Node, is_generator
 from ..cost.program import program_ms
@@ -138,7 +139,7 @@ def fuse_views(g: Graph, target: Any) -> list[dict[str, Any]]:
         passed = _sink_all(g, v)
         g.remove_dead()
         after = program_ms(g, partition(g), target) if passed else before
-        taken = passed > 0 and after < before
+        taken = passed > 0 and decided("view_through", name, after < before)
         if taken:
             current = after
         else:

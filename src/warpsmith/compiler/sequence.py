@@ -1,0 +1,156 @@
+"""The search over sequences of rewrites and partitions, ranked by the program cost model.
+
+Each rewrite pass decides its sites one by one by the cost model under *greedy* fusion
+(:mod:`.decisions`); the partition search (:mod:`.search`) then searches partitions of the result.
+That order misses a rewrite that only pays once the partition search has merged, split or
+recomputed (the greedy price says no), and a rewrite taken early that blocks a better fusion
+(the greedy price says yes). This search treats the pair as one state:
+
+- a **state** is a set of forced site decisions (apply a rewrite at a site the model kept as
+  written, or keep as written a site the model took; every other site decided by the model as
+  before), the rewrite passes run in their fixed order under it (:func:`apply_rewrites`), and the
+  best partition the partition search finds for the graph they leave; its score is that
+  partition's predicted time (:func:`warpsmith.cost.program.program_ms`, predicted, not measured);
+- the **seed state** forces nothing: greedy rewrites, then the partition search, which is what
+  the compiler did before this search (``greedy_rewrites_ms`` in the report);
+- a **move** flips the decision at one site the current best state's passes met (sites appear and
+  disappear with the decisions before them); moves are tried in the order of the model's margin
+  at the site (the closest calls first: ``|after - before| / before`` of the site's record), ties
+  in an order drawn from ``seed``; the first move that lowers the score becomes the best state
+  and its moves are tried next (first-improvement hill climbing);
+- at most ``budget`` states are evaluated (the seed state included); the same seed gives the same
+  states and the same winner. A state whose passes or partition search raise is a dead end: its
+  error is kept in the record, and the search goes on (the seed state's errors are raised).
+
+No learned prior orders the moves: the learned ranker (:mod:`warpsmith.ranker`) ranks op configs
+of the tuner, and no model of rewrite moves has been trained; the report says ``move order: the
+cost model's margins``. Every choice is allowed only because the emitted program is verified at
+the end, as before.
+"""
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from .decisions import forcing, site
+from .gemm_epilogue import fuse_epilogues
+from .hoist import hoist
+from .ir import Graph
+from .rewrite import rewrite
+from .search import SearchResult, search as run_search
+from .split import split_reductions
+from .views import fuse_views
+
+SEQUENCE_BUDGET = 8  # states evaluated by default (solve --sequences)
+MOVE_ORDER = "the cost model's margins at each site (closest calls first; no learned prior for rewrite moves)"
+
+
+def apply_rewrites(g: Graph, target: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Every rewrite pass on ``g`` (in place), in the compiler's order: :func:`.rewrite.rewrite`
+    (reassociation, folded reductions, algebra), views sunk, long reductions split, the fold at init
+    (:func:`.hoist.hoist`), then GEMM epilogues (they match bare GEMMs). Returns the records (each
+    site's, taken or not) and the fold's record (None: nothing folded)."""
+    records = rewrite(g, target) + fuse_views(g, target) + split_reductions(g, target)
+    hoisted = hoist(g, target)
+    return records + fuse_epilogues(g, target), hoisted
+
+
+def site_of(r: dict[str, Any]) -> str:
+    """The :func:`.decisions.site` name of a rewrite record."""
+    return site(r["rewrite"], r["at"], r.get("rule") if r["rewrite"] == "algebra" else None)
+
+
+@dataclass
+class State:
+    forced: dict[str, bool]
+    graph: Graph
+    records: list[dict[str, Any]]
+    hoisted: dict[str, Any] | None
+    result: SearchResult
+
+    def summary(self) -> dict[str, Any]:
+        label = self.result.ranked[0][0].label if self.result.ranked else "greedy"
+        return {"forced": {k: ("apply" if v else "keep as written") for k, v in self.forced.items()},
+                "taken": [site_of(r) for r in self.records if r["taken"]] + (["hoist"] if self.hoisted else []),
+                "predicted_ms": self.result.best_ms, "partition": label,
+                "kernels": len([g for g in self.result.best.groups if g.nodes])}
+
+
+@dataclass
+class SequenceSearch:
+    """The record of :func:`search_sequences` (``SearchResult.sequence``; figures predicted)."""
+    budget: int
+    seed: int
+    states: list[dict[str, Any]] = field(default_factory=list)  # every evaluated state, in order
+    winner: int = 0  # index in ``states``
+    greedy_rewrites_ms: float = 0.0  # the seed state: greedy rewrites, then the partition search
+
+    def to_json(self) -> dict[str, Any]:
+        best = self.states[self.winner]["predicted_ms"] if self.states else None
+        return {"budget": self.budget, "seed": self.seed, "evaluated": len(self.states), "move_order": MOVE_ORDER,
+                "winner": self.winner, "winner_forced": self.states[self.winner]["forced"] if self.states else {},
+                "predicted_ms": best, "greedy_rewrites_ms": self.greedy_rewrites_ms,
+                "gain_over_greedy_rewrites": self.greedy_rewrites_ms / best if best else None,
+                "states": self.states}
+
+
+def _moves(state: State, rng: random.Random) -> list[tuple[str, bool]]:
+    """The single-site flips of ``state`` at sites it does not force already, closest model calls
+    first, ties in a seeded order."""
+    sites: dict[str, tuple[float, bool]] = {}
+    for r in state.records:
+        if site_of(r) in state.forced:  # flipping it back is the state this one came from
+            continue
+        before, after = r.get("before_ms"), r.get("after_ms")
+        margin = abs(after - before) / before if before and after is not None else float("inf")
+        sites.setdefault(site_of(r), (margin, not r["taken"]))
+    keys = sorted(sites)
+    rng.shuffle(keys)
+    keys.sort(key=lambda k: sites[k][0])  # stable: equal margins keep the seeded order
+    return [(k, sites[k][1]) for k in keys]
+
+
+def search_sequences(g: Graph, target: Any, budget: int = SEQUENCE_BUDGET, seed: int = 0,
+                     partitions: int = 200) -> tuple[State, SequenceSearch]:
+    """Search rewrite decisions and partitions of ``g`` (lowered, not rewritten; left unchanged)
+    together, at most ``budget`` states (see the module docstring). Returns the best state (its own
+    graph, rewritten) and the search's record."""
+    if budget < 1:
+        from ..core.errors import InvalidInputError
+
+        raise InvalidInputError("sequence search budget", "at least 1 state (the greedy rewrites)", budget)
+    base = copy.deepcopy(g)
+
+    def evaluate(forced: dict[str, bool]) -> State:
+        h = copy.deepcopy(base)
+        with forcing(forced):
+            records, hoisted = apply_rewrites(h, target)
+        return State(dict(forced), h, records, hoisted, run_search(h, target, partitions))
+
+    rng = random.Random(seed)
+    best = evaluate({})
+    rec = SequenceSearch(budget, seed, [best.summary()], 0, best.result.best_ms)
+    seen = {frozenset()}
+    improved = True
+    while improved and len(rec.states) < budget:
+        improved = False
+        for key, take in _moves(best, rng):
+            forced = {**best.forced, key: take}
+            if frozenset(forced.items()) in seen:
+                continue
+            if len(rec.states) >= budget:
+                break
+            seen.add(frozenset(forced.items()))
+            try:
+                state = evaluate(forced)
+            except Exception as e:  # noqa: BLE001 - a forced site a later pass cannot work with: a dead end, reported
+                rec.states.append({"forced": {k: ("apply" if v else "keep as written") for k, v in forced.items()},
+                                   "error": f"{type(e).__name__}: {str(e)[:200]}", "predicted_ms": None})
+                continue
+            rec.states.append(state.summary())
+            if state.result.best_ms < best.result.best_ms * (1 - 1e-9):
+                best, rec.winner, improved = state, len(rec.states) - 1, True
+                break
+    return best, rec
