@@ -22,7 +22,7 @@ from .common import check_suffix, handle_errors, quiet_interpreter
 HF_FAMILIES = ("llama", "mistral", "qwen2")
 
 
-def _load_model(hf: str | None, model: str | None, layers: int, hidden: int) -> tuple[Any, Any]:
+def _load_model(hf: str | None, model: str | None, layers: int, hidden: int, dtype: str) -> tuple[Any, Any]:
     """The model and its example inputs: a tiny random Hugging Face model, or ``MODULE:FUNCTION``
     returning ``(model, example_inputs)``."""
     if (hf is None) == (model is None):
@@ -31,7 +31,9 @@ def _load_model(hf: str | None, model: str | None, layers: int, hidden: int) -> 
     if hf is not None:
         from ..compiler.hf_models import batch, build
 
-        m = build(hf, layers=layers, hidden=hidden)
+        import torch
+
+        m = build(hf, layers=layers, hidden=hidden).to(getattr(torch, dtype))
         return m, {"input_ids": batch(hf, m, batch_size=1, seq=8)["input_ids"]}
     mod, _, fn = model.partition(":")
     if not mod or not fn:
@@ -50,6 +52,8 @@ def _load_model(hf: str | None, model: str | None, layers: int, hidden: int) -> 
               help="A tiny randomly initialized Hugging Face model of this family (nothing is downloaded).")
 @click.option("--layers", type=click.IntRange(1), default=1, show_default=True, help="Layers of the --hf model.")
 @click.option("--hidden", type=click.IntRange(8), default=32, show_default=True, help="Hidden size of the --hf model.")
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32", show_default=True,
+              help="The --hf model's parameter dtype.")
 @click.option("--model", "model_ref", default=None, metavar="MODULE:FUNCTION",
               help="A function returning (model, example_inputs), instead of --hf.")
 @click.option("--sizes", default=None, metavar="BxS,...",
@@ -70,7 +74,7 @@ def _load_model(hf: str | None, model: str | None, layers: int, hidden: int) -> 
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the report as JSON here.")
 @handle_errors
-def tune_model_cmd(hf: str | None, layers: int, hidden: int, model_ref: str | None, sizes: str | None,
+def tune_model_cmd(hf: str | None, layers: int, hidden: int, dtype: str, model_ref: str | None, sizes: str | None,
                    target: str | None, budget: int, time_budget: float | None, executor: str, address: str | None,
                    workers: int | None, attempts: int, seed: int, db_path: Path | None, json_out: Path | None) -> None:
     """Tune every warpsmith problem a model's forward runs, by predicted share of the step."""
@@ -79,7 +83,7 @@ def tune_model_cmd(hf: str | None, layers: int, hidden: int, model_ref: str | No
 
     check_suffix("--json", json_out, ".json")
     size_list = sizes_arg(sizes) if sizes is not None else None
-    model, inputs = _load_model(hf, model_ref, layers, hidden)
+    model, inputs = _load_model(hf, model_ref, layers, hidden, dtype)
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as bars:
