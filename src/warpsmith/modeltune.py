@@ -24,14 +24,14 @@ import math
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
 from .core.errors import InvalidInputError, VerificationError
 from .core.opspec import Problem
 from .core.registry import default_variant
-from .db import TuningDB, shape_key
+from .db import TuningDB, TuningRecord, shape_key
 from .dispatch import recording
 from .measure import Evaluator
 from .measure.executor import LocalExecutor, Outcome, RayExecutor, make_executor, node_name
@@ -236,7 +236,8 @@ def tune_model(model: torch.nn.Module, example_inputs: Any, *, sizes: Sequence[S
         budget: evaluations per problem.
         time_budget_s: seconds for the whole model, shared among the problems by their share of the
             step (at least 1 s each; each search's first batch runs regardless).
-        executor: "local" (a process pool, the default), "ray", or an executor instance.
+        executor: "local" (a process pool, the default), "ray", or an executor instance (then
+            ``address``, ``workers`` and ``attempts`` are its own, not these).
         address: the Ray cluster (``ray``; None starts a local one).
         workers: processes of the local pool (CPUs of a local Ray cluster).
         attempts: tries per problem when a worker is lost.
@@ -293,8 +294,6 @@ def _merge(db: TuningDB, m: ModelProblem, out: Outcome, executor: str) -> None:
     if not out.ok:
         m.status, m.reason = "failed", out.error or "?"
         return
-    from .db import TuningRecord
-
     prov = {**out.result["provenance"], "executor": executor, "attempts": out.attempts, "lost": list(out.lost)}
     for data in out.result["records"]:
         rec = TuningRecord.from_json(data)
@@ -323,10 +322,3 @@ def sizes_arg(text: str) -> list[tuple[int, ...]]:
         raise InvalidInputError("sizes", "at least one BATCHxSEQ size, e.g. 1x8", text)
     return out
 
-
-def summarize(problems: Iterable[ModelProblem]) -> dict[str, int]:
-    """How many problems ended in each status."""
-    out: dict[str, int] = {}
-    for m in problems:
-        out[m.status] = out.get(m.status, 0) + 1
-    return out

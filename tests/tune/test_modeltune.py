@@ -1,6 +1,7 @@
 """tune_model on this machine's process pool: capture, ranking, tuning, resume, a lost worker."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -84,8 +85,15 @@ def test_bad_input_names_what_was_expected():
         capture(lambda x: x, inputs())
 
 
-def test_cli_tune_model_needs_one_model(tmp_path):
+def test_cli_tune_model(tmp_path):
     from warpsmith.cli.main import cli
 
     got = CliRunner().invoke(cli, ["tune-model", "--db", str(tmp_path / "t.db")])
     assert got.exit_code == 2 and "exactly one of --hf FAMILY or --model MODULE:FUNCTION" in got.output
+    got = CliRunner().invoke(cli, ["tune-model", "--model", "modeltune_helpers:model_and_inputs", "--sizes", "2x3",
+                                   "--budget", "4", "--workers", "1", "--db", str(tmp_path / "t.db"),
+                                   "--json", str(tmp_path / "r.json")])
+    assert got.exit_code == 0, got.output
+    assert "| rms_norm | M=6,N=32 | float32 | 2 |" in got.output and "executor local" in got.output
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert [p["status"] for p in doc["problems"]] == ["tuned", "tuned"] and doc["timing_kind"] == "predicted"

@@ -149,8 +149,8 @@ class RayExecutor:
                     continue
                 out.error = f"worker lost {out.attempts} times; last: {reason}"
             except ray.exceptions.RayTaskError as e:
-                cause = e.as_instanceof_cause() if hasattr(e, "as_instanceof_cause") else e
-                out.error = f"{type(cause).__name__}: {getattr(e, 'cause', None) or cause}"
+                cause = getattr(e, "cause", None) or e  # the exception fn raised in the task
+                out.error = f"{type(cause).__name__}: {cause}"
             yield out
 
 
