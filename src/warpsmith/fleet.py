@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from .core.errors import DatabaseError, WarpsmithError
 from .db import RecordError, TuningDB, TuningRecord, attrs_key, read_export, shape_key

@@ -201,7 +201,8 @@ def tune_job(job: dict[str, Any]) -> dict[str, Any]:
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
     try:
         result = tune(problem, target=job["target"], budget=job["budget"], time_budget_s=job["time_budget_s"],
-                      seed=job["seed"], verify_trials=job["verify_trials"], prove=job["prove"], ranker=False)
+                      seed=job["seed"], verify_trials=job["verify_trials"], prove=job["prove"], ranker=False,
+                      compiler_facts=job.get("compiler_facts", False))
     except VerificationError as e:
         result, error = e.result, str(e)
     dev = current_device()
@@ -225,7 +226,7 @@ def tune_model(model: torch.nn.Module, example_inputs: Any, *, sizes: Sequence[S
                target: str | None = None, budget: int = 16, time_budget_s: float | None = None,
                executor: str | LocalExecutor | RayExecutor = "local", address: str | None = None,
                workers: int | None = None, attempts: int = 3, db: TuningDB | None = None, seed: int = 0,
-               verify_trials: int = 1, prove: bool = False,
+               verify_trials: int = 1, prove: bool = False, compiler_facts: bool = False,
                progress: Callable[[str, Any], None] | None = None,
                worker_fn: Callable[[dict[str, Any]], dict[str, Any]] = tune_job) -> ModelTuneReport:
     """Capture ``model``'s problems, rank them by predicted share of the step, tune them, record the winners.
@@ -242,6 +243,9 @@ def tune_model(model: torch.nn.Module, example_inputs: Any, *, sizes: Sequence[S
         workers: processes of the local pool (CPUs of a local Ray cluster).
         attempts: tries per problem when a worker is lost.
         db: where records go (default: the settings' DB); problems with a verified record are skipped.
+        verify_trials, prove, compiler_facts: as :func:`warpsmith.tune.tune` (``compiler_facts``: without
+            a GPU, each candidate is compiled for the target's GPU in a compile-only worker and the cost
+            model uses those facts).
         progress: called with ``("captured", the report)`` once the problems are ranked, then
             ``("done", its ModelProblem)`` as each problem ends (tuned, resumed or failed).
         worker_fn: what each job runs (default :func:`tune_job`; a wrapper may add instrumentation).
@@ -277,7 +281,7 @@ def tune_model(model: torch.nn.Module, example_inputs: Any, *, sizes: Sequence[S
         p = m.problem
         jobs.append({"op": p.op, "shape": dict(p.shape), "dtype": p.dtype_name, "attrs": dict(p.key_attrs),
                      "target": tgt.name, "budget": budget, "seed": seed, "verify_trials": verify_trials,
-                     "prove": prove, "gpus": report.timing_kind == "measured",
+                     "prove": prove, "compiler_facts": compiler_facts, "gpus": report.timing_kind == "measured",
                      "time_budget_s": None if time_budget_s is None else max(1.0, time_budget_s * m.share)})
         todo.append(m)
     for out in ex.run(worker_fn, jobs):

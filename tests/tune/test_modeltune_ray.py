@@ -1,4 +1,5 @@
-"""tune_model on a Ray cluster started on the loopback address (CPU only; predicted times: no GPU):
+"""tune_model on a Ray cluster started on the loopback address (CPU only; predicted times from the
+compiler's compile-only facts: no GPU):
 one worker is killed mid-run, its problem is retried, every problem ends tuned and verified, and the
 same run on the local process pool gives the same records."""
 from __future__ import annotations
@@ -31,7 +32,8 @@ def local_ray():
 
 def test_ray_run_survives_a_killed_worker_and_matches_local(tmp_path, local_ray):
     db = TuningDB(tmp_path / "ray.db")
-    rep = tune_model(TwoNorms(), inputs(), budget=4, executor=RayExecutor(attempts=3), db=db,
+    # compile-only compiler facts stand in for measurement (no GPU): each candidate compiled for sm_90
+    rep = tune_model(TwoNorms(), inputs(), budget=4, executor=RayExecutor(attempts=3), db=db, compiler_facts=True,
                      worker_fn=KillFirstTry(tmp_path / "killed"))
     assert (tmp_path / "killed").exists()  # a worker did die
     assert [m.status for m in rep.problems] == ["tuned", "tuned"], [m.reason for m in rep.problems]
@@ -44,5 +46,5 @@ def test_ray_run_survives_a_killed_worker_and_matches_local(tmp_path, local_ray)
     assert all(r.certificate["verdict"] == "accepted" for r in verified)
 
     local = TuningDB(tmp_path / "local.db")
-    tune_model(TwoNorms(), inputs(), budget=4, executor=LocalExecutor(workers=1), db=local)
+    tune_model(TwoNorms(), inputs(), budget=4, executor=LocalExecutor(workers=1), db=local, compiler_facts=True)
     assert records(db) == records(local)

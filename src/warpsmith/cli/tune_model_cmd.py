@@ -68,6 +68,8 @@ def _load_model(hf: str | None, model: str | None, layers: int, hidden: int, dty
 @click.option("--workers", type=click.IntRange(1), default=None, help="Processes of the local pool (CPUs of a local Ray).")
 @click.option("--attempts", type=click.IntRange(1), default=3, show_default=True,
               help="Tries per problem when its worker or node is lost.")
+@click.option("--compiler-facts/--no-compiler-facts", default=False, show_default=True,
+              help="Without a GPU: compile each candidate for the target's GPU (compile-only) and rank with those facts.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Tuning database file (default: $WARPSMITH_DB or the user cache).")
@@ -76,7 +78,7 @@ def _load_model(hf: str | None, model: str | None, layers: int, hidden: int, dty
 @handle_errors
 def tune_model_cmd(hf: str | None, layers: int, hidden: int, dtype: str, model_ref: str | None, sizes: str | None,
                    target: str | None, budget: int, time_budget: float | None, executor: str, address: str | None,
-                   workers: int | None, attempts: int, seed: int, db_path: Path | None, json_out: Path | None) -> None:
+                   workers: int | None, attempts: int, compiler_facts: bool, seed: int, db_path: Path | None, json_out: Path | None) -> None:
     """Tune every warpsmith problem a model's forward runs, by predicted share of the step."""
     from ..db import TuningDB
     from ..modeltune import sizes_arg, tune_model
@@ -98,7 +100,8 @@ def tune_model_cmd(hf: str | None, layers: int, hidden: int, dtype: str, model_r
         with quiet_interpreter():
             report = tune_model(model, inputs, sizes=size_list, target=target, budget=budget,
                                 time_budget_s=time_budget, executor=executor, address=address, workers=workers,
-                                attempts=attempts, db=TuningDB(db_path), seed=seed, progress=progress)
+                                attempts=attempts, db=TuningDB(db_path), seed=seed,
+                                compiler_facts=compiler_facts, progress=progress)
     click.echo(report.table())
     failed = [m for m in report.problems if m.status == "failed"]
     for m in failed:
