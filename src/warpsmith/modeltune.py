@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from .core.errors import InvalidInputError, VerificationError
+from .core.errors import InvalidInputError, VerificationError, WarpsmithError
 from .core.opspec import Problem
 from .core.registry import default_variant
 from .db import TuningDB, TuningRecord, shape_key
@@ -59,7 +59,7 @@ class ModelProblem:
 
     @property
     def gain(self) -> float | None:
-        return self.default_ms / self.tuned_ms if self.tuned_ms else None
+        return self.default_ms / self.tuned_ms if self.tuned_ms and math.isfinite(self.default_ms) else None
 
     def to_json(self) -> dict[str, Any]:
         p = self.problem
@@ -80,8 +80,10 @@ class ModelTuneReport:
     elapsed_s: float = 0.0
 
     def step_ms(self, tuned: bool) -> float:
-        """The step's time over the captured problems: default configs, or tuned ones where tuned."""
-        return sum(p.calls * ((p.tuned_ms or p.default_ms) if tuned else p.default_ms) for p in self.problems)
+        """The step's time over the captured problems that have a default (those without one are left
+        out of both sums): default configs, or tuned ones where tuned."""
+        return sum(p.calls * ((p.tuned_ms or p.default_ms) if tuned else p.default_ms)
+                   for p in self.problems if math.isfinite(p.default_ms))
 
     @property
     def step_gain(self) -> float:
@@ -184,10 +186,14 @@ def capture(model: torch.nn.Module, example_inputs: Any,
 
 
 def default_ms(problem: Problem, target: str) -> float:
-    """The cost model's time for ``problem`` with its heuristic default config on ``target``."""
+    """The cost model's time for ``problem`` with its heuristic default config on ``target`` (infinite
+    when no variant's default runs it)."""
     tgt = get_target(target)
     variants = op_variants(problem.op)
-    v = default_variant(problem, variants, tgt)
+    try:
+        v = default_variant(problem, variants, tgt)
+    except WarpsmithError:
+        return math.inf  # no default runs it: share 0, the search may still find a config
     ev = Evaluator(get_op(problem.op), problem, variants, tgt, measured=False)
     return ev.predict({"variant": v.name, **v.default_config(problem, tgt)}).predicted_ms
 
@@ -279,7 +285,7 @@ def tune_model(model: torch.nn.Module, example_inputs: Any, *, sizes: Sequence[S
                 progress("done", m)
             continue
         p = m.problem
-        jobs.append({"op": p.op, "shape": dict(p.shape), "dtype": p.dtype_name, "attrs": dict(p.key_attrs),
+        jobs.append({"op": p.op, "shape": dict(p.shape), "dtype": p.dtype_name, "attrs": dict(p.attrs),
                      "target": tgt.name, "budget": budget, "seed": seed, "verify_trials": verify_trials,
                      "prove": prove, "compiler_facts": compiler_facts, "gpus": report.timing_kind == "measured",
                      "time_budget_s": None if time_budget_s is None else max(1.0, time_budget_s * m.share)})
