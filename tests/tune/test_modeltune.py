@@ -97,3 +97,8 @@ def test_cli_tune_model(tmp_path):
     assert "| rms_norm | M=6,N=32 | float32 | 2 |" in got.output and "executor local" in got.output
     doc = json.loads((tmp_path / "r.json").read_text())
     assert [p["status"] for p in doc["problems"]] == ["tuned", "tuned"] and doc["timing_kind"] == "predicted"
+
+
+def test_local_job_that_raises_fails_at_once():
+    (out,) = list(LocalExecutor(workers=1, attempts=3).run(int, [{"not": "a number"}]))  # int(dict) raises TypeError
+    assert not out.ok and out.attempts == 1 and out.error.startswith("TypeError") and out.lost == []

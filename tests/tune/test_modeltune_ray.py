@@ -48,3 +48,8 @@ def test_ray_run_survives_a_killed_worker_and_matches_local(tmp_path, local_ray)
     local = TuningDB(tmp_path / "local.db")
     tune_model(TwoNorms(), inputs(), budget=4, executor=LocalExecutor(workers=1), db=local, compiler_facts=True)
     assert records(db) == records(local)
+
+
+def test_ray_task_that_raises_fails_at_once(local_ray):
+    (out,) = list(RayExecutor(attempts=3).run(int, [{"not": "a number"}]))  # int(dict) raises TypeError
+    assert not out.ok and out.attempts == 1 and out.error.startswith("TypeError") and out.lost == []
