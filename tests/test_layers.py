@@ -34,11 +34,13 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("warpsmith.ops", 9),  # the family list, the registry and the public functions
     ("warpsmith.gpucheck", 10),  # compile every family's kernels for a GPU target; the search's compiler-facts worker
     ("warpsmith.tune", 10),
+    ("warpsmith.fleet", 10),  # merging tuning DBs between machines: re-verifies certificates (verify, ops)
     ("warpsmith.ranker", 10),  # the tuner's learned ranker: features from the op registry (ops)
     ("warpsmith.numerics", 10),  # the format study behind `warpsmith numerics`
     ("warpsmith.compiler", 11),  # capture -> IR -> lower -> fuse -> codegen -> emit -> verify (check)
     ("warpsmith.nn", 11),
     ("warpsmith.patching", 12),
+    ("warpsmith.modeltune", 12),  # tune_model: capture a model's problems (patching), tune them on an executor
     ("warpsmith.profile", 12),  # reports, roofline plots, Perfetto traces: the ops (collect), the compiler (emitted programs)
     ("warpsmith.quantization", 12),  # quantize(model, scheme): nn.Linear -> low-precision modules
     ("warpsmith.cli", 13),

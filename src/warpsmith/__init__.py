@@ -48,4 +48,12 @@ def quantize(model, scheme: str = "int4-awq", **options):
     return _quantize(model, scheme, **options)
 
 
-__all__ = ["__version__", "ops", "nn", "patch", "compile", "quantize"]
+def tune_model(model, example_inputs, **options):
+    """Capture a model's problems, rank them by predicted share of the step, tune them and record the
+    winners (see :func:`warpsmith.modeltune.tune_model`)."""
+    from .modeltune import tune_model as _tune_model
+
+    return _tune_model(model, example_inputs, **options)
+
+
+__all__ = ["__version__", "ops", "nn", "patch", "compile", "quantize", "tune_model"]

@@ -12,8 +12,9 @@ record is used as soon as it is written. :func:`clear_cache` drops it by hand.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from .core.errors import DatabaseError, WarpsmithError
 from .core.opspec import Problem
@@ -34,6 +35,19 @@ class Choice:
 
 _cache: dict[tuple, Choice] = {}
 _cache_generation = [generation()]
+_recorders: list[list[Problem]] = []
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[Problem]]:
+    """Collect every problem :func:`select` is asked about inside the block (in call order, repeats
+    included): what a model's forward dispatches, for ``warpsmith tune-model``."""
+    seen: list[Problem] = []
+    _recorders.append(seen)
+    try:
+        yield seen
+    finally:
+        _recorders.remove(seen)
 
 
 def clear_cache() -> None:
@@ -46,6 +60,8 @@ def _key(problem: Problem, target: str, db_path: str) -> tuple:
 
 def select(problem: Problem, variants: Iterable[Variant]) -> Choice:
     """The variant and config ``problem`` runs with, among ``variants`` (those serving ``problem.op``)."""
+    for seen in _recorders:
+        seen.append(problem)
     s = settings()
     target = current_device().target
     if _cache_generation[0] != generation():  # a DB was written since: cached choices may be stale

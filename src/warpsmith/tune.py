@@ -246,10 +246,11 @@ def tune(problem: Problem, *, target: str | None = None, budget: int = 64, time_
     result.elapsed_s = time.perf_counter() - t0
 
     if db is not None:
-        for r in result.rejected:  # failures are kept (never dispatched) so they are visible and avoidable
-            db.put(_record(result, r.score, r.certificate, False), allow_unverified=True)
-        if result.winner is not None:
-            result.record_id = db.put(_record(result, result.winner, result.certificate.to_json(), True))
+        for rec in records_of(result):  # failures are kept (never dispatched) so they are visible and avoidable
+            if rec.verified:
+                result.record_id = db.put(rec)
+            else:
+                db.put(rec, allow_unverified=True)
         if measured and ranker:
             _record_candidates(db, result, board)
             from .ranker import maybe_retrain
@@ -297,6 +298,15 @@ def _record_candidates(db: TuningDB, result: TuneResult, board: Sequence[Score])
             db.put(_record(result, s, note, False), allow_unverified=True)
             n += 1
     return n
+
+
+def records_of(result: TuneResult) -> list[TuningRecord]:
+    """The records a tuning run leaves: each rejected finalist (unverified, never dispatched), then the
+    verified winner if there is one (last)."""
+    out = [_record(result, r.score, r.certificate, False) for r in result.rejected]
+    if result.winner is not None:
+        out.append(_record(result, result.winner, result.certificate.to_json(), True))
+    return out
 
 
 def _config_line(cfg: dict[str, Any]) -> str:

@@ -108,6 +108,28 @@ def import_cmd(file: str, db_path: Path | None, allow_unverified: bool) -> None:
     click.echo(f"imported {n} new records into {store.path}")
 
 
+@db.command("merge")
+@click.argument("file", metavar="FILE")
+@_db_option
+@click.option("--no-reverify", "no_reverify", is_flag=True,
+              help="Only check that each certificate matches its record; do not re-run the verifier here.")
+@_handle_errors
+def merge_cmd(file: str, db_path: Path | None, no_reverify: bool) -> None:
+    """Merge another machine's export FILE: keep the best verified record per key (problem, GPU model,
+    software versions); refuse records whose certificate does not re-verify here."""
+    from ..fleet import merge
+
+    store = TuningDB(db_path)
+    source: Any = click.get_text_stream("stdin") if file == "-" else file
+    rep = merge(store, source, reverify_configs=not no_reverify)
+    for i, why in rep.refused:
+        click.echo(f"refused record {i}: {why}")
+    click.echo(f"merged into {store.path}: {rep.added} added, {rep.not_better} no better than one held, "
+               f"{len(rep.refused)} refused")
+    if rep.refused:
+        raise click.exceptions.Exit(1)
+
+
 @db.group("ranker")
 def ranker_group() -> None:
     """The learned ranker: gradient-boosted trees trained on the DB's *measured* records, one per target.

@@ -18,6 +18,7 @@ from .profile_cmd import profile
 from .prove_cmd import prove
 from .solve_cmd import solve
 from .tune_cmd import tune
+from .tune_model_cmd import tune_model_cmd
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -34,6 +35,7 @@ cli.add_command(profile)
 cli.add_command(prove)
 cli.add_command(solve)
 cli.add_command(tune)
+cli.add_command(tune_model_cmd)
 
 
 @cli.command()

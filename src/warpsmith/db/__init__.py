@@ -8,7 +8,7 @@ from .record import (
     bucket,
     shape_key,
 )
-from .store import EXPORT_FORMAT, SCHEMA_VERSION, TuningDB, generation
+from .store import EXPORT_FORMAT, SCHEMA_VERSION, TuningDB, generation, read_export
 
 __all__ = [
     "DTYPES",
@@ -21,5 +21,6 @@ __all__ = [
     "attrs_key",
     "bucket",
     "generation",
+    "read_export",
     "shape_key",
 ]

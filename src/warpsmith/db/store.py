@@ -123,22 +123,9 @@ class TuningDB:
             DatabaseError: naming the file, and for a bad record its index and
                 field; nothing is written then.
         """
-        name = getattr(path, "name", "<stream>") if hasattr(path, "read") else str(path)
-        try:
-            if hasattr(path, "read"):
-                doc = json.load(path)  # type: ignore[arg-type]
-            else:
-                with open(path, encoding="utf-8") as f:
-                    doc = json.load(f)
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise DatabaseError(f"{name}: cannot read an import document: {e}") from e
-        if not isinstance(doc, dict) or doc.get("warpsmith_db") != EXPORT_FORMAT:
-            got = doc.get("warpsmith_db") if isinstance(doc, dict) else type(doc).__name__
-            raise DatabaseError(f'{name}: expected a JSON object with "warpsmith_db": {EXPORT_FORMAT}, got {got!r}')
-        if not isinstance(doc.get("records"), list):
-            raise DatabaseError(f'{name}: "records": expected a list, got {type(doc.get("records")).__name__}')
+        name, items = read_export(path)
         records = []
-        for i, item in enumerate(doc["records"]):
+        for i, item in enumerate(items):
             try:
                 records.append(_checked(item, allow_unverified))
             except DatabaseError as e:
@@ -318,6 +305,29 @@ class TuningDB:
         if version == 0:
             raise DatabaseError(f"{self.path}: not a warpsmith tuning database (it has other tables)")
         raise DatabaseError(f"{self.path}: unknown schema version {version} (this warpsmith reads {SCHEMA_VERSION})")
+
+
+def read_export(path: str | Path | IO[str]) -> tuple[str, builtins.list[Any]]:
+    """The name and the (not yet validated) record objects of an export document (:meth:`TuningDB.export`).
+
+    Raises:
+        DatabaseError: naming the file, if it cannot be read or is not an export document.
+    """
+    name = getattr(path, "name", "<stream>") if hasattr(path, "read") else str(path)
+    try:
+        if hasattr(path, "read"):
+            doc = json.load(path)  # type: ignore[arg-type]
+        else:
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise DatabaseError(f"{name}: cannot read an import document: {e}") from e
+    if not isinstance(doc, dict) or doc.get("warpsmith_db") != EXPORT_FORMAT:
+        got = doc.get("warpsmith_db") if isinstance(doc, dict) else type(doc).__name__
+        raise DatabaseError(f'{name}: expected a JSON object with "warpsmith_db": {EXPORT_FORMAT}, got {got!r}')
+    if not isinstance(doc.get("records"), list):
+        raise DatabaseError(f'{name}: "records": expected a list, got {type(doc.get("records")).__name__}')
+    return name, doc["records"]
 
 
 def _checked(data: Any, allow_unverified: bool) -> TuningRecord:

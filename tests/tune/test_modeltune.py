@@ -1,0 +1,104 @@
+"""tune_model on this machine's process pool: capture, ranking, tuning, resume, a lost worker."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parent))
+from modeltune_helpers import KillFirstTry, TwoNorms, inputs, records  # noqa: E402
+
+from warpsmith.core.errors import InvalidInputError  # noqa: E402
+from warpsmith.db import TuningDB  # noqa: E402
+from warpsmith.measure.executor import LocalExecutor, make_executor  # noqa: E402
+from warpsmith.modeltune import capture, sizes_arg, tune_model  # noqa: E402
+
+
+def test_capture_dedups_counts_and_reads_matmuls_off_aten():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norms = TwoNorms()
+            self.proj = torch.nn.Linear(16, 24, bias=False)
+
+        def forward(self, x):
+            return self.proj(self.norms(x))
+
+    found = {(p.op, tuple(sorted(p.shape.items()))): (p, n) for p, n in capture(M(), inputs(), sizes=[(1, 4), (2, 4)])}
+    assert {k: n for k, (_, n) in found.items()} == {
+        ("rms_norm", (("M", 4), ("N", 32))): 2, ("rms_norm", (("M", 4), ("N", 16))): 1,
+        ("rms_norm", (("M", 8), ("N", 32))): 2, ("rms_norm", (("M", 8), ("N", 16))): 1,
+        ("matmul", (("K", 16), ("M", 4), ("N", 24))): 1, ("matmul", (("K", 16), ("M", 8), ("N", 24))): 1}
+    mm = found[("matmul", (("K", 16), ("M", 4), ("N", 24)))][0]
+    assert mm.attrs["layout"] == "nt" and mm.attrs["bias"] is False  # nn.Linear's weight is B transposed
+
+
+def test_local_tunes_every_problem_then_resumes(tmp_path):
+    db = TuningDB(tmp_path / "t.db")
+    rep = tune_model(TwoNorms(), inputs(), budget=4, executor=LocalExecutor(workers=1), db=db)
+    assert [m.status for m in rep.problems] == ["tuned", "tuned"]
+    assert rep.problems[0].problem.shape["N"] == 32  # called twice: the larger share comes first
+    assert rep.problems[0].share > rep.problems[1].share and abs(sum(m.share for m in rep.problems) - 1) < 1e-9
+    assert rep.timing_kind == "predicted" and rep.step_gain >= 1.0
+    verified = [r for r in db.list() if r.verified]
+    assert len(verified) == 2
+    prov = verified[0].certificate["provenance"]
+    assert prov["executor"] == "local" and prov["attempts"] == 1 and prov["node"] and prov["versions"]["triton"]
+    assert "| **step** |" in rep.table() and "(predicted)" in rep.table()
+    before = len(db.list())
+    again = tune_model(TwoNorms(), inputs(), budget=4, executor=LocalExecutor(workers=1), db=db)
+    assert [m.status for m in again.problems] == ["resumed", "resumed"] and len(db.list()) == before
+
+
+def test_local_worker_lost_is_retried_then_failed(tmp_path):
+    db = TuningDB(tmp_path / "t.db")
+    rep = tune_model(TwoNorms(), inputs(), budget=4, executor=LocalExecutor(workers=1, attempts=2), db=db,
+                     worker_fn=KillFirstTry(tmp_path / "killed"))
+    assert (tmp_path / "killed").exists()
+    assert [m.status for m in rep.problems] == ["tuned", "tuned"]
+    assert any(m.attempts == 2 and m.lost for m in rep.problems)
+    assert len(records(db)) == 2
+    # with one try, the lost worker's job is recorded failed with the reason
+    db2 = TuningDB(tmp_path / "t2.db")
+    rep = tune_model(TwoNorms(), inputs(), budget=4, executor=LocalExecutor(workers=1, attempts=1), db=db2,
+                     worker_fn=KillFirstTry(tmp_path / "killed2"))
+    failed = [m for m in rep.problems if m.status == "failed"]
+    assert failed and all("worker process lost 1 times" in m.reason for m in failed)
+
+
+def test_bad_input_names_what_was_expected():
+    assert sizes_arg("1x8, 2x16") == [(1, 8), (2, 16)]
+    for bad in ("", "1x0", "ax8"):
+        with pytest.raises(InvalidInputError, match="BATCHxSEQ"):
+            sizes_arg(bad)
+    with pytest.raises(InvalidInputError, match="executor"):
+        make_executor("slurm")
+    with pytest.raises(InvalidInputError, match="attempts"):
+        LocalExecutor(attempts=0)
+    with pytest.raises(InvalidInputError, match="no address"):
+        make_executor("local", address="127.0.0.1:6379")
+    with pytest.raises(InvalidInputError, match="torch.nn.Module"):
+        capture(lambda x: x, inputs())
+
+
+def test_cli_tune_model(tmp_path):
+    from warpsmith.cli.main import cli
+
+    got = CliRunner().invoke(cli, ["tune-model", "--db", str(tmp_path / "t.db")])
+    assert got.exit_code == 2 and "exactly one of --hf FAMILY or --model MODULE:FUNCTION" in got.output
+    got = CliRunner().invoke(cli, ["tune-model", "--model", "modeltune_helpers:model_and_inputs", "--sizes", "2x3",
+                                   "--budget", "4", "--workers", "1", "--db", str(tmp_path / "t.db"),
+                                   "--json", str(tmp_path / "r.json")])
+    assert got.exit_code == 0, got.output
+    assert "| rms_norm | M=6,N=32 | float32 | 2 |" in got.output and "executor local" in got.output
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert [p["status"] for p in doc["problems"]] == ["tuned", "tuned"] and doc["timing_kind"] == "predicted"
+
+
+def test_local_job_that_raises_fails_at_once():
+    (out,) = list(LocalExecutor(workers=1, attempts=3).run(int, [{"not": "a number"}]))  # int(dict) raises TypeError
+    assert not out.ok and out.attempts == 1 and out.error.startswith("TypeError") and out.lost == []
