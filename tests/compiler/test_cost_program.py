@@ -63,6 +63,30 @@ def test_a_register_heavy_row_kernel_costs_more_than_a_copy_of_the_same_bytes():
     assert P.tune_kernel(lg, light, H100).predicted_ms < tr.predicted_ms
 
 
+def test_at_a_predicted_tie_the_default_or_the_fewest_programs_win():
+    """A tiny launch-bound row sum (992 rows of 32): many configs are predicted within TIE_REL of the
+    best. The choice launches the fewest programs among them (ROWS=1 would launch 992: no faster on
+    the model, and 30x slower under Triton's CPU interpreter), and the default wins any tie it is in."""
+    M, N = 992, 32
+    x = Node("x", "input", "input", [], (M, N), torch.float32)
+    s = Node("s", "reduction", "sum", [x], (M, 1), torch.float32, {"dims": (1,)})
+    g, rows = Graph([x, s], [s], [x], {}), Group("rows", (M, N), [s], (1,))
+    P._TUNED.clear()
+    ks = P.kernel_shape(g, rows)
+    timed = [(P.config_ms(g, rows, c, H100, shape=ks), c) for c in P.kernel_space(rows)
+             if not P.kernel_rejection(rows, ks, c, H100, None)]
+    best = min(t for t, _ in timed)
+    ties = [c for t, c in timed if t <= best * (1 + P.TIE_REL)]
+    assert len({P._programs(ks, c) for c in ties}) > 1  # a real choice among ties
+    chosen = P.tune_kernel(g, rows, H100).config
+    assert chosen in ties
+    assert P._programs(ks, chosen) == min(P._programs(ks, c) for c in ties)
+    # the default, when it ties, is kept
+    default = P.default_config(rows)
+    assert P._pick([(best, ties[0]), (best * (1 + P.TIE_REL / 2), default)], default, ks)[0] == default
+    assert P._pick([(best, ties[0]), (best * (1 + 2 * P.TIE_REL), default)], default, ks)[0] == ties[0]
+
+
 def test_a_config_the_target_or_the_compiler_refuses_is_never_chosen():
     g, rows = _heavy_rows()
     ks = P.kernel_shape(g, rows)

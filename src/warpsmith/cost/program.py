@@ -375,8 +375,9 @@ def tune_kernel(graph: Any, g: Any, target: Target, users: Mapping[str, list[Any
                 facts: FactsProvider | None = None) -> KernelChoice:
     """The best valid config of group ``g`` by :func:`config_ms` (an exhaustive walk of
     :func:`kernel_space`); ``facts(g, config)``, when given, supplies the compiler's facts per config
-    (None where it has none). The default config is kept when nothing valid beats it, and also when
-    the default itself is refused but nothing else is valid (what the compiler always emitted)."""
+    (None where it has none). Predictions within :data:`TIE_REL` of the best tie (:func:`_pick`): the
+    default is kept when it is one of them, and also when it is refused but nothing else is valid
+    (what the compiler always emitted)."""
     ks = kernel_shape(graph, g, users)
     key = (ks, len(g.domain), target.name, target.hbm_tbps, target.sms, target.launch_us)
     if facts is None and key in _TUNED:  # the walk depends on the group only through ks and its rank
@@ -384,17 +385,14 @@ def tune_kernel(graph: Any, g: Any, target: Target, users: Mapping[str, list[Any
     space = kernel_space(g)
     default = space[0]
     d_ms = config_ms(graph, g, default, target, users, None, ks)
-    best, best_ms, rejected = None, math.inf, 0
+    valid, rejected = [], 0
     for c in space:
         f = facts(g, c) if facts is not None else None
         if kernel_rejection(g, ks, c, target, f):
             rejected += 1
             continue
-        t = config_ms(graph, g, c, target, users, f, ks)
-        if t < best_ms - 1e-12 or (best is not None and abs(t - best_ms) <= 1e-12 and c == default):
-            best, best_ms = c, t
-    if best is None:
-        best, best_ms = default, d_ms
+        valid.append((config_ms(graph, g, c, target, users, f, ks), c))
+    best, best_ms = _pick(valid, default, ks) if valid else (default, d_ms)
     choice = KernelChoice(best, best_ms, default, d_ms, len(space), rejected, target.name)
     if facts is None:
         if len(_TUNED) > 4096:
@@ -404,6 +402,26 @@ def tune_kernel(graph: Any, g: Any, target: Target, users: Mapping[str, list[Any
 
 
 _TUNED: dict[tuple, KernelChoice] = {}
+
+TIE_REL = 0.01  # configs predicted within 1% of the best are a tie (below what this uncalibrated model resolves)
+
+
+def _programs(ks: KernelShape, c: KernelConfig) -> int:
+    return _cdiv(ks.rows, c.rows) if c.kind == "rows" else _cdiv(ks.elements, c.block)
+
+
+def _pick(valid: list[tuple[float, KernelConfig]], default: KernelConfig, ks: KernelShape) -> tuple[KernelConfig, float]:
+    """The chosen config among ``(predicted ms, config)``: of those within :data:`TIE_REL` of the best,
+    the default if it is one (what the compiler always emitted), else the one launching the fewest
+    programs (at a predicted tie, fewer and fuller programs: less scheduling on a GPU, and far less
+    time under Triton's CPU interpreter, which runs programs one after another), then the faster."""
+    best_ms = min(t for t, _ in valid)
+    ties = [(t, c) for t, c in valid if t <= best_ms * (1.0 + TIE_REL)]
+    for t, c in ties:
+        if c == default:
+            return c, t
+    t, c = min(ties, key=lambda tc: (_programs(ks, tc[1]), tc[0]))
+    return c, t
 
 
 # ---- library nodes ------------------------------------------------------------------------------
