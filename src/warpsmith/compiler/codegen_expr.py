@@ -35,9 +35,15 @@ def _ws_expm1(x):
 
 @triton.jit
 def _ws_tanh(x):
-    """tanh(x) = -expm1(-2|x|) / (2 + expm1(-2|x|)), sign restored: accurate near 0 as well."""
-    t = _ws_expm1(-2.0 * tl.abs(x))
-    y = -t / (2.0 + t)
+    """tanh(|x|), sign restored: -expm1(-2|x|) / (2 + expm1(-2|x|)) below 0.55 (accurate near 0), and
+    1 - 2 / (exp(2|x|) + 1) above, where tanh nears 1 and ``1 + tanh(x)`` cancels: that form rounds once
+    near 1 (the expm1 form erred 2 to 3 ulps there, and GELU's 1 + tanh for x near -4 amplified it
+    past the error contract)."""
+    a = tl.abs(x)
+    t = _ws_expm1(-2.0 * a)
+    near0 = -t / (2.0 + t)
+    far = 1.0 - 2.0 / (tl.exp(2.0 * a) + 1.0)
+    y = tl.where(a < 0.55, near0, far)
     return tl.where(x != x, x, tl.where(x < 0, -y, y))
 
 
