@@ -214,19 +214,28 @@ def dies_mid_collective(rank: int, world: int) -> tuple[str, float]:
     """The last rank dies after writing its data for step 1, before raising its ready flag; the
     others must raise CommTimeoutError naming it."""
     from warpsmith import comm
+
+    return _last_rank_dies_at("raise_ready", rank, world, lambda: comm.all_reduce(torch.ones(8), algorithm="one_shot"),
+                              "the all_reduce")
+
+
+def _last_rank_dies_at(kind: str, rank: int, world: int, collective, what: str) -> tuple[str, float]:
+    """The last rank exits at its first protocol step of ``kind``; the others' CommTimeoutError
+    message and how long it took to come."""
+    from warpsmith import comm
     from warpsmith.comm import runtime
 
     if rank == world - 1:
-        def fault(w, op):
-            if op.kind == "raise_ready":
+        def fault(_, op):
+            if op.kind == kind:
                 os._exit(3)
         runtime.FAULT = fault
     t0 = time.monotonic()
     try:
-        comm.all_reduce(torch.ones(8), algorithm="one_shot")
+        collective()
     except comm.CommTimeoutError as e:
         return str(e), time.monotonic() - t0
-    raise AssertionError("the all_reduce completed although a rank died")
+    raise AssertionError(f"{what} completed although a rank died")
 
 
 dies_mid_collective.may_die = (1, 2, 3)  # the last rank of worlds 2..4
@@ -312,17 +321,8 @@ def matmul_reduce_scatter(rank: int, world: int, die: bool = False) -> tuple[int
             checks += 1
     assert comm.fallback_reason() is None
     if die:
-        if rank == world - 1:
-            def fault(_, op):
-                if op.kind == "write_tile":
-                    os._exit(3)
-            runtime.FAULT = fault
-        t0 = time.monotonic()
-        try:
-            comm.matmul_reduce_scatter(x, w)
-        except comm.CommTimeoutError as e:
-            return checks, (str(e), time.monotonic() - t0)
-        raise AssertionError("matmul_reduce_scatter completed although a rank died")
+        return checks, _last_rank_dies_at("write_tile", rank, world, lambda: comm.matmul_reduce_scatter(x, w),
+                                          "matmul_reduce_scatter")
     return checks, worst
 
 
