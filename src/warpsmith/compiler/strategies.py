@@ -173,7 +173,8 @@ class _Node:
 
     def __init__(self, trial: Trial, moves: Moves, rng: random.Random) -> None:
         self.trial = trial
-        self.untried: list[Move] = [] if trial.score is None else _fresh(trial.forced, moves(trial.forced, trial.value, rng))
+        self.untried: list[Move] = ([] if trial.score is None
+                                    else _fresh(trial.forced, moves(trial.forced, trial.value, rng)))
         self.children: list[_Node] = []
         self.visits = 0
         self.total = 0.0
@@ -246,7 +247,8 @@ def mcts(evaluate: Evaluate, initial: Forced, moves: Moves, budget: int, rng: ra
             if not live:
                 cur.exhausted = True
                 break
-            cur = max(live, key=lambda c: c.uct(cur.visits))  # max keeps the first of equals
+            parent = cur.visits
+            cur = max(live, key=lambda c: c.uct(parent))  # max keeps the first of equals
             path.append(cur)
         if cur.exhausted:
             continue  # start again from the root (the loop stops once the root is exhausted)
@@ -285,8 +287,9 @@ def mcts(evaluate: Evaluate, initial: Forced, moves: Moves, budget: int, rng: ra
 
 STRATEGIES: dict[str, tuple[Callable[..., Outcome], str]] = {
     "hill": (hill_climb, "first-improvement hill climbing over single-site flips"),
-    "mcts": (mcts, f"Monte Carlo tree search (UCT, C={UCT_C:.3g}) over single-site flips, rollouts of up to "
-                   f"{ROLLOUT_DEPTH} random flips, reward s0/(s0+s) from the predicted time"),
+    "mcts": (mcts, f"Monte Carlo tree search (UCT, C={UCT_C:.3g}) over single-site flips, expanded by "
+                   f"all-moves-as-first credit, rollouts of up to {ROLLOUT_DEPTH} random flip(s), reward "
+                   "s0/(s0+s) from the predicted time"),
 }
 DEFAULT_STRATEGY = "hill"
 
