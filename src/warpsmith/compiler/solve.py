@@ -26,6 +26,7 @@ from .precision import approximate, lower_storage
 from .progress import Progress, SolveTimeout, as_progress
 from .search import search as run_search
 from .sequence import SEQUENCE_BUDGET, search_sequences
+from .strategies import DEFAULT_STRATEGY
 
 
 
@@ -99,7 +100,8 @@ def compile_problem(path: str | Path, seed: int = 0,
                     overrides: Any = None, target: str = "h100", choice: int = 0,
                     rewrites_on: bool = True, progress: Progress | None = None,
                     library_budget: int = DEFAULT_BUDGET,
-                    sequences: int = SEQUENCE_BUDGET) -> tuple[Graph, list[str], Program]:
+                    sequences: int = SEQUENCE_BUDGET,
+                    strategy: str = DEFAULT_STRATEGY) -> tuple[Graph, list[str], Program]:
     """Capture, lower, partition and emit (no verification); ``overrides`` are ``--set`` items (size
     constants rewritten before the problem runs). With no ``partitioner``, the search
     (:mod:`.sequence`: rewrites and partitions ranked by the cost model for ``target``) chooses, and
@@ -111,7 +113,8 @@ def compile_problem(path: str | Path, seed: int = 0,
     ``Program.declared`` for the check. With the search, each library GEMM takes a tuning-DB record's
     config or one tuned here in ``library_budget`` predicted evaluations (:mod:`.library_tune`; 0: no
     tuning), emitted in its launcher call. ``sequences``: states the search over rewrite decisions and
-    partitions evaluates (:mod:`.sequence`; 1: greedy rewrites, then partitions). ``progress`` is
+    partitions evaluates (:mod:`.sequence`; 1: greedy rewrites, then partitions), walked by
+    ``strategy`` (:mod:`.strategies`: ``hill`` or ``mcts``). ``progress`` is
     told each stage (capture, search, emit)."""
     tell = progress or Progress()
     tell.stage("capture")
@@ -120,7 +123,8 @@ def compile_problem(path: str | Path, seed: int = 0,
     g = build(cap)
     tell.stage("search", "greedy partition" if partitioner is not None else f"partition rank {choice}"
                + ("" if rewrites_on else ", no rewrite"))
-    notes, part, found = plan(g, partitioner, target, choice, rewrites_on, sequences=sequences, seed=seed)
+    notes, part, found = plan(g, partitioner, target, choice, rewrites_on, sequences=sequences, seed=seed,
+                              strategy=strategy)
     declared = store_low(g, part, found, cap.program, problem.inputs, target, notes) if rewrites_on else None
     library = tune_library(g, found, get_target(target), library_budget, seed, tell) if found is not None else []
     tell.stage("emit")
@@ -203,11 +207,12 @@ _REWRITE_NOTE = {"reassociate": "matmul chain reassociated to A @ (B @ C)",
 
 def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
          target: str = "h100", choice: int = 0, rewrites_on: bool = True,
-         clamp: bool = False, sequences: int = SEQUENCE_BUDGET, seed: int = 0) -> tuple[list[str], Partition, Any]:
+         clamp: bool = False, sequences: int = SEQUENCE_BUDGET, seed: int = 0,
+         strategy: str = DEFAULT_STRATEGY) -> tuple[list[str], Partition, Any]:
     """Lower ``g`` (in place) and choose its partition: the search's when ``partitioner`` is None
     (with rewrites, :mod:`.rewrite`, and the values folded out of the call, :mod:`.hoist`, searched
     together with the partitions by :func:`.sequence.search_sequences`, ``sequences`` states, moves
-    ordered by ``seed``; unless ``rewrites_on`` is False: no rewrite, the partition search alone),
+    ordered by ``seed``, walked by ``strategy``; unless ``rewrites_on`` is False: no rewrite, the partition search alone),
     else ``partitioner(g)``. Nodes no group took are marked ``aten``.
     ``choice`` past the last explored partition raises IndexError, or with ``clamp`` takes the last.
     Returns the lowering notes, the partition and the search's record (None without a search)."""
@@ -219,7 +224,7 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
         greedy_ms = program_ms(g, greedy, tgt)  # the baseline: this graph, greedy fusion, no rewrite
         greedy_untuned = program_ms(g, greedy, tgt, tuned=False)  # ... and every kernel at its default config
         if rewrites_on:
-            best, record = search_sequences(g, tgt, sequences, seed)
+            best, record = search_sequences(g, tgt, sequences, seed, strategy=strategy)
             g.__dict__.update(vars(best.graph))  # the winning state's rewritten graph, in place of g's
             rewrites, hoisted, found = best.records, best.hoisted, best.result
             found.sequence = record
@@ -256,7 +261,8 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
           partitioner: Callable[[Graph], Partition] | None = None, overrides: Any = None,
           progress: Callable[[str], None] | Progress | None = None, target: str = "h100", prove: bool = True,
           prove_timeout_ms: int | None = None, candidates: int = MAX_CANDIDATES,
-          library_budget: int = DEFAULT_BUDGET, sequences: int = SEQUENCE_BUDGET) -> SolveResult:
+          library_budget: int = DEFAULT_BUDGET, sequences: int = SEQUENCE_BUDGET,
+          strategy: str = DEFAULT_STRATEGY) -> SolveResult:
     """Compile a KernelBench problem into a verified ``ModelNew`` file.
 
     With ``prove``, the launch contract of every generated kernel is proved first (:mod:`.proofs`);
@@ -268,7 +274,8 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     that fails verification costs its gain, never the solution. ``progress`` (a callable told lines, or
     a :class:`~.progress.Progress`) is told each stage, candidate and check call. ``library_budget``:
     predicted evaluations per library GEMM tuned during the solve (:mod:`.library_tune`; 0: none).
-    ``sequences``: states of the search over rewrite decisions and partitions (:mod:`.sequence`).
+    ``sequences``: states of the search over rewrite decisions and partitions (:mod:`.sequence`),
+    ``strategy`` its strategy (:mod:`.strategies`: ``hill``, the default, or ``mcts``).
 
     Raises:
         InvalidInputError: the problem file is unusable (exit 2); nothing is written.
@@ -286,7 +293,8 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
             try:
                 g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides,
                                                  target=target, choice=choice, rewrites_on=rewrites_on, progress=tell,
-                                                 library_budget=library_budget, sequences=sequences)
+                                                 library_budget=library_budget, sequences=sequences,
+                                                 strategy=strategy)
             except IndexError:  # no other partition was explored
                 if order.exhausted():
                     break
