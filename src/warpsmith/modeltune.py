@@ -50,7 +50,7 @@ class ModelProblem:
     calls: int
     default_ms: float  # the heuristic default config's time (cost model: predicted)
     share: float = 0.0
-    status: str = "pending"  # tuned | resumed | failed | pending
+    status: str = "pending"  # tuned | resumed | failed | skipped (time budget) | generated | pending
     tuned_ms: float | None = None
     variant: str | None = None
     reason: str = ""
@@ -86,13 +86,18 @@ class ModelTuneReport:
                    for p in self.problems if math.isfinite(p.default_ms))
 
     @property
+    def skipped(self) -> list[ModelProblem]:
+        """The problems not started because the time budget was spent."""
+        return [p for p in self.problems if p.status == "skipped"]
+
+    @property
     def step_gain(self) -> float:
         after = self.step_ms(tuned=True)
         return self.step_ms(tuned=False) / after if after else 1.0
 
     def to_json(self) -> dict[str, Any]:
         return {"target": self.target, "timing_kind": self.timing_kind, "executor": self.executor,
-                "elapsed_s": round(self.elapsed_s, 2), "step_default_ms": self.step_ms(False),
+                "elapsed_s": round(self.elapsed_s, 2), "complete": not self.skipped, "step_default_ms": self.step_ms(False),
                 "step_tuned_ms": self.step_ms(True), "step_gain": self.step_gain,
                 "problems": [p.to_json() for p in self.problems]}
 
@@ -198,15 +203,29 @@ def default_ms(problem: Problem, target: str) -> float:
     return ev.predict({"variant": v.name, **v.default_config(problem, tgt)}).predicted_ms
 
 
+TIME_BUDGET = "time budget"  # the reason of a problem skipped because the run's time budget was spent
+
+
 def tune_job(job: dict[str, Any]) -> dict[str, Any]:
     """One executor job: the whole tuner for one problem; returns its records (JSON) and provenance.
-    Runs in a worker process (local pool or Ray task), so it takes and returns plain data."""
+    Runs in a worker process (local pool or Ray task), so it takes and returns plain data.
+
+    A job with a ``deadline`` (wall-clock seconds since the epoch, ``time.time()``) that starts at or
+    after it does nothing and returns ``{"skipped": "time budget"}``; one that starts before it
+    gives its search at most the time left."""
+    deadline = job.get("deadline")
+    if deadline is not None and time.time() >= deadline:
+        return {"skipped": TIME_BUDGET}
     problem = get_op(job["op"]).problem(job["shape"], job["dtype"], job["attrs"])
     error = None
+    limit = job["time_budget_s"]
+    if deadline is not None:
+        left = max(1.0, deadline - time.time())
+        limit = left if limit is None else min(limit, left)
     # numpy's warnings from kernels under Triton's interpreter (the verifier's NaN/Inf inputs), as the CLI hides them
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
     try:
-        result = tune(problem, target=job["target"], budget=job["budget"], time_budget_s=job["time_budget_s"],
+        result = tune(problem, target=job["target"], budget=job["budget"], time_budget_s=limit,
                       seed=job["seed"], verify_trials=job["verify_trials"], prove=job["prove"], ranker=False,
                       compiler_facts=job.get("compiler_facts", False))
     except VerificationError as e:
@@ -241,8 +260,11 @@ def tune_model(model: torch.nn.Module, example_inputs: Any, *, sizes: Sequence[S
         model, example_inputs, sizes: as :func:`capture`.
         target: the hardware model (default: this machine's device, or ``WARPSMITH_TARGET``).
         budget: evaluations per problem.
-        time_budget_s: seconds for the whole model, shared among the problems by their share of the
-            step (at least 1 s each; each search's first batch runs regardless).
+        time_budget_s: seconds for the whole call (capture included). Each problem's search gets
+            its share of the step of it (at least 1 s; its first batch runs regardless) and no more
+            than what is left; once it is spent, no new problem starts: those not started are
+            reported ``skipped`` with the reason ``"time budget"`` (problems run in ranked order, so
+            the largest shares go first; a problem already running finishes its search).
         executor: "local" (a process pool, the default), "ray", or an executor instance (then
             ``address``, ``workers`` and ``attempts`` are its own, not these).
         address: the Ray cluster (``ray``; None starts a local one).
@@ -260,6 +282,7 @@ def tune_model(model: torch.nn.Module, example_inputs: Any, *, sizes: Sequence[S
         A :class:`ModelTuneReport`; failures are in it with their reason, not raised.
     """
     t0 = time.perf_counter()
+    deadline = None if time_budget_s is None else time.time() + time_budget_s
     if budget < 1:
         raise InvalidInputError("budget", "a positive number of evaluations per problem", budget)
     if time_budget_s is not None and time_budget_s <= 0:
@@ -285,12 +308,18 @@ def tune_model(model: torch.nn.Module, example_inputs: Any, *, sizes: Sequence[S
                 progress("done", m)
             continue
         p = m.problem
+        if deadline is not None and time.time() >= deadline:  # spent before the jobs were sent
+            m.status, m.reason = "skipped", TIME_BUDGET
+            if progress:
+                progress("done", m)
+            continue
         jobs.append({"op": p.op, "shape": dict(p.shape), "dtype": p.dtype_name, "attrs": dict(p.attrs),
                      "target": tgt.name, "budget": budget, "seed": seed, "verify_trials": verify_trials,
                      "prove": prove, "compiler_facts": compiler_facts, "gpus": report.timing_kind == "measured",
-                     "time_budget_s": None if time_budget_s is None else max(1.0, time_budget_s * m.share)})
+                     "time_budget_s": None if time_budget_s is None else max(1.0, time_budget_s * m.share),
+                     "deadline": deadline})
         todo.append(m)
-    for out in ex.run(worker_fn, jobs):
+    for out in ex.run(worker_fn, jobs) if jobs else ():
         _merge(db, todo[out.index], out, ex.name)
         if progress:
             progress("done", todo[out.index])
@@ -301,6 +330,9 @@ def tune_model(model: torch.nn.Module, example_inputs: Any, *, sizes: Sequence[S
 def _merge(db: TuningDB, m: ModelProblem, out: Outcome, executor: str) -> None:
     """Write one job's records into ``db`` with their provenance, and note the outcome on ``m``."""
     m.attempts, m.lost = out.attempts, list(out.lost)
+    if out.ok and isinstance(out.result, dict) and out.result.get("skipped"):
+        m.status, m.reason, m.attempts = "skipped", str(out.result["skipped"]), 0
+        return
     if not out.ok:
         m.status, m.reason = "failed", out.error or "?"
         return

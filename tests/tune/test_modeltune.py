@@ -10,7 +10,7 @@ import torch
 from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent))
-from modeltune_helpers import KillFirstTry, TwoNorms, inputs, records  # noqa: E402
+from modeltune_helpers import InProcess, KillFirstTry, SpendBudget, TwoNorms, inputs, records  # noqa: E402
 
 from warpsmith.core.errors import InvalidInputError  # noqa: E402
 from warpsmith.db import TuningDB  # noqa: E402
@@ -102,3 +102,34 @@ def test_cli_tune_model(tmp_path):
 def test_local_job_that_raises_fails_at_once():
     (out,) = list(LocalExecutor(workers=1, attempts=3).run(int, [{"not": "a number"}]))  # int(dict) raises TypeError
     assert not out.ok and out.attempts == 1 and out.error.startswith("TypeError") and out.lost == []
+
+
+def test_time_budget_skips_what_did_not_start_and_a_rerun_resumes(tmp_path):
+    db = TuningDB(tmp_path / "t.db")
+    spend = SpendBudget()
+    rep = tune_model(TwoNorms(), inputs(), budget=4, time_budget_s=20, executor=InProcess(), db=db, worker_fn=spend)
+    # the first (largest share) problem started within the budget and was tuned; the second found it spent
+    assert [m.status for m in rep.problems] == ["tuned", "skipped"] and spend.calls == 2
+    assert rep.problems[1].reason == "time budget" and rep.skipped == [rep.problems[1]]
+    doc = rep.to_json()
+    assert doc["complete"] is False and doc["problems"][1]["status"] == "skipped"
+    assert doc["problems"][1]["reason"] == "time budget"
+    assert len(records(db)) == 1
+    again = tune_model(TwoNorms(), inputs(), budget=4, executor=InProcess(), db=db)
+    assert [m.status for m in again.problems] == ["resumed", "tuned"] and again.to_json()["complete"] is True
+    assert len(records(db)) == 2
+    with pytest.raises(InvalidInputError, match="time budget"):
+        tune_model(TwoNorms(), inputs(), time_budget_s=0, executor=InProcess(), db=db)
+
+
+def test_cli_time_budget_spent_exits_3(tmp_path):
+    from warpsmith.cli.main import cli
+
+    # a budget spent before any job is sent (capture alone takes longer): nothing starts, exit 3
+    got = CliRunner().invoke(cli, ["tune-model", "--model", "modeltune_helpers:model_and_inputs", "--time-budget",
+                                   "1e-9", "--workers", "1", "--db", str(tmp_path / "t.db"),
+                                   "--json", str(tmp_path / "r.json")])
+    assert got.exit_code == 3, got.output
+    assert "skipped: rms_norm" in got.output and ": time budget" in got.output and "incomplete" in got.output
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["complete"] is False and {p["status"] for p in doc["problems"]} == {"skipped"}

@@ -2,7 +2,8 @@
 process pool or a Ray cluster), record the winners, print the summary table.
 
 Exit codes: 0 every captured problem has a verified record; 1 some failed (the summary says why; the
-JSON is still written); 2 unusable input.
+JSON is still written); 2 unusable input; 3 none failed but the time budget ran out before every
+problem started (the run is incomplete: the skipped ones are listed; a re-run resumes).
 """
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def _load_model(hf: str | None, model: str | None, layers: int, hidden: int, dty
 @click.option("--target", default=None, help="Hardware model (default: this device, or WARPSMITH_TARGET).")
 @click.option("--budget", type=click.IntRange(1), default=16, show_default=True, help="Evaluations per problem.")
 @click.option("--time-budget", "time_budget", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds for the whole model, shared by predicted share of the step.")
+              help="Seconds for the whole run: shared by predicted share of the step; once spent, no new "
+                   "problem starts (those left are reported skipped; exit 3).")
 @click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
               help="local: a process pool here; ray: Ray tasks (--address, or a local Ray started here).")
 @click.option("--address", default=None, help="The Ray cluster's address (with --executor ray; 'auto': this node's).")
@@ -106,9 +108,16 @@ def tune_model_cmd(hf: str | None, layers: int, hidden: int, dtype: str, model_r
     failed = [m for m in report.problems if m.status == "failed"]
     for m in failed:
         click.echo(f"failed: {m.problem.describe()} after {m.attempts} tries: {m.reason}")
-    click.echo(f"{len(report.problems)} problems, {len(failed)} failed; times {report.timing_kind} for "
-               f"{report.target}; executor {report.executor}; {report.elapsed_s:.1f} s")
+    skipped = report.skipped
+    for m in skipped:
+        click.echo(f"skipped: {m.problem.describe()}: {m.reason}")
+    click.echo(f"{len(report.problems)} problems, {len(failed)} failed, {len(skipped)} skipped; times "
+               f"{report.timing_kind} for {report.target}; executor {report.executor}; {report.elapsed_s:.1f} s")
     if json_out is not None:
         json_out.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
     if failed:
         raise click.exceptions.Exit(1)
+    if skipped:
+        click.echo(f"incomplete: the time budget ran out before {len(skipped)} problems started "
+                   "(a re-run resumes)", err=True)
+        raise click.exceptions.Exit(3)
