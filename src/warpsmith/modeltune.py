@@ -31,7 +31,7 @@ import torch
 from .core.errors import InvalidInputError, VerificationError, WarpsmithError
 from .core.opspec import Problem
 from .core.registry import default_variant
-from .db import TuningDB, TuningRecord, shape_key
+from .db import FailureRecord, TuningDB, TuningRecord, shape_key
 from .dispatch import recording
 from .measure import Evaluator
 from .measure.executor import LocalExecutor, Outcome, RayExecutor, make_executor, node_name
@@ -320,21 +320,23 @@ def tune_model(model: torch.nn.Module, example_inputs: Any, *, sizes: Sequence[S
                      "deadline": deadline})
         todo.append(m)
     for out in ex.run(worker_fn, jobs) if jobs else ():
-        _merge(db, todo[out.index], out, ex.name)
+        _merge(db, todo[out.index], out, ex.name, tgt.name)
         if progress:
             progress("done", todo[out.index])
     report.elapsed_s = time.perf_counter() - t0
     return report
 
 
-def _merge(db: TuningDB, m: ModelProblem, out: Outcome, executor: str) -> None:
-    """Write one job's records into ``db`` with their provenance, and note the outcome on ``m``."""
+def _merge(db: TuningDB, m: ModelProblem, out: Outcome, executor: str, target: str) -> None:
+    """Write one job's records into ``db`` with their provenance (a failure into its failures table),
+    and note the outcome on ``m``."""
     m.attempts, m.lost = out.attempts, list(out.lost)
     if out.ok and isinstance(out.result, dict) and out.result.get("skipped"):
         m.status, m.reason, m.attempts = "skipped", str(out.result["skipped"]), 0
         return
     if not out.ok:
         m.status, m.reason = "failed", out.error or "?"
+        _record_failure(db, m, executor, target, {})
         return
     prov = {**out.result["provenance"], "executor": executor, "attempts": out.attempts, "lost": list(out.lost)}
     for data in out.result["records"]:
@@ -347,6 +349,16 @@ def _merge(db: TuningDB, m: ModelProblem, out: Outcome, executor: str) -> None:
             db.put(rec, allow_unverified=True)
     if m.status != "tuned":
         m.status, m.reason = "failed", out.result.get("error") or "no verified record"
+        _record_failure(db, m, executor, target, out.result["provenance"])
+
+
+def _record_failure(db: TuningDB, m: ModelProblem, executor: str, target: str, worker: Mapping[str, Any]) -> None:
+    """Store ``m``'s failure in ``db``'s failures table: the worker's provenance when it returned
+    (``node``, GPU, versions), the node that recorded it, and why earlier tries were lost."""
+    p = m.problem
+    prov = {**worker, "recorded_by": node_name(), "lost": list(m.lost)}
+    db.put_failure(FailureRecord(p.op, dict(p.shape), p.dtype_name, dict(p.key_attrs), target,
+                                 m.reason, m.attempts, executor, prov))
 
 
 def sizes_arg(text: str) -> list[tuple[int, ...]]:

@@ -68,6 +68,14 @@ def test_local_worker_lost_is_retried_then_failed(tmp_path):
                      worker_fn=KillFirstTry(tmp_path / "killed2"))
     failed = [m for m in rep.problems if m.status == "failed"]
     assert failed and all("worker process lost 1 times" in m.reason for m in failed)
+    stored = db2.failures()  # in the DB's failures table, with the reason, tries and executor
+    assert [(f.op, f.shape, f.reason, f.attempts, f.executor) for f in stored] == [
+        (m.problem.op, dict(m.problem.shape), m.reason, 1, "local") for m in failed]
+    assert stored[0].provenance["recorded_by"] and stored[0].created
+    # a re-run tunes what failed; its verified record clears the failure
+    again = tune_model(TwoNorms(), inputs(), budget=4, executor=LocalExecutor(workers=1), db=db2)
+    assert sorted(m.status for m in again.problems) == sorted(["resumed"] * (2 - len(failed)) + ["tuned"] * len(failed))
+    assert db2.failures() == []
 
 
 def test_bad_input_names_what_was_expected():
