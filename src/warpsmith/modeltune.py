@@ -5,8 +5,10 @@
    size on CPU, with no gradients. Every problem warpsmith's dispatch is asked about is recorded
    (:func:`warpsmith.dispatch.recording`), and so is every ATen matrix product (``mm``, ``addmm``,
    ``bmm``: the projections, as the ``matmul`` problems ``warpsmith.ops.matmul`` and the compiler's
-   library calls dispatch). Attention through PyTorch's fused SDPA kernel and the compiler's generated
-   (emitted-program) kernels are not captured.
+   library calls dispatch). Attention through PyTorch's fused SDPA kernel is not captured. With
+   ``generated_kernels=True`` the model also runs through ``torch.compile`` with warpsmith's backend,
+   and every compiled graph's generated kernels join the ranking (:mod:`warpsmith.modelkernels`:
+   their configs are the backend's, predicted, not tuned here).
 2. **Rank.** Problems are de-duplicated (op, shape, dtype, key attributes) with their number of calls,
    and ordered by their predicted share of the step: calls x the cost model's time of the heuristic
    default config for the target.
@@ -34,6 +36,7 @@ from .core.registry import default_variant
 from .db import FailureRecord, TuningDB, TuningRecord, shape_key
 from .dispatch import recording
 from .measure import Evaluator
+from .modelkernels import GeneratedKernel, generated_kernels as generated
 from .measure.executor import LocalExecutor, Outcome, RayExecutor, make_executor, node_name
 from .ops import get_op, variants as op_variants
 from .targets import current_device, get_target, measures
@@ -78,12 +81,15 @@ class ModelTuneReport:
     executor: str
     problems: list[ModelProblem]
     elapsed_s: float = 0.0
+    generated: list[GeneratedKernel] = field(default_factory=list)  # with generated_kernels=True
+    graphs: list[str] = field(default_factory=list)  # the compiled graphs' summaries (generated_kernels=True)
 
     def step_ms(self, tuned: bool) -> float:
         """The step's time over the captured problems that have a default (those without one are left
         out of both sums): default configs, or tuned ones where tuned."""
-        return sum(p.calls * ((p.tuned_ms or p.default_ms) if tuned else p.default_ms)
-                   for p in self.problems if math.isfinite(p.default_ms))
+        return (sum(p.calls * ((p.tuned_ms or p.default_ms) if tuned else p.default_ms)
+                    for p in self.problems if math.isfinite(p.default_ms))
+                + sum(k.calls * k.predicted_ms for k in self.generated))
 
     @property
     def skipped(self) -> list[ModelProblem]:
@@ -99,14 +105,22 @@ class ModelTuneReport:
         return {"target": self.target, "timing_kind": self.timing_kind, "executor": self.executor,
                 "elapsed_s": round(self.elapsed_s, 2), "complete": not self.skipped, "step_default_ms": self.step_ms(False),
                 "step_tuned_ms": self.step_ms(True), "step_gain": self.step_gain,
-                "problems": [p.to_json() for p in self.problems]}
+                "problems": [p.to_json() for p in self.problems],
+                "generated_kernels": [k.to_json() for k in self.generated], "graphs": list(self.graphs)}
 
     def table(self) -> str:
         """The summary as a Markdown table (times in microseconds, as the cost model or timer gave them)."""
         k = self.timing_kind
         lines = [f"| op | shape | dtype | calls | share of step | default µs ({k}) | tuned µs ({k}) | gain | status |",
                  "|---|---|---|---:|---:|---:|---:|---:|---|"]
-        for p in self.problems:
+        rows = [(p.share, 0, i, p) for i, p in enumerate(self.problems)]
+        rows += [(k.share, 1, i, k) for i, k in enumerate(self.generated)]
+        for _, _, _, p in sorted(rows, key=lambda r: (-r[0], r[1], r[2])):
+            if isinstance(p, GeneratedKernel):  # the backend's config: not tuned here
+                reads = " ".join("x".join(map(str, s)) for s in p.reads)
+                lines.append(f"| generated: {'+'.join(p.ops)} | {reads} | {p.dtype} | {p.calls} | {p.share:.1%} | "
+                             f"{p.predicted_ms * 1e3:.2f} | - | - | generated |")
+                continue
             tuned = f"{p.tuned_ms * 1e3:.2f}" if p.tuned_ms else "-"
             gain = f"{p.gain:.2f}x" if p.gain else "-"
             lines.append(f"| {p.problem.op} | {shape_key(p.problem.shape)} | {p.problem.dtype_name} | {p.calls} | "
@@ -132,6 +146,17 @@ class _AtenMatmuls(torch.utils._python_dispatch.TorchDispatchMode):
             if a.dtype in (torch.float16, torch.bfloat16, torch.float32):
                 self.seen.append(problem_of(a, b, bias, "none"))
         return func(*args, **(kwargs or {}))
+
+
+def _runs(example_inputs: Any, sizes: Sequence[Sequence[int]] | None) -> list[Any]:
+    """The inputs of one forward per size (``example_inputs`` itself when ``sizes`` is None)."""
+    gen = torch.Generator().manual_seed(0)
+    out = []
+    for size in (list(sizes) if sizes else [None]):
+        if size is not None and (not size or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in size)):
+            raise InvalidInputError("sizes", "tuples of positive integers, e.g. (batch, sequence)", size)
+        out.append(_resized(example_inputs, tuple(size) if size else None, gen))
+    return out
 
 
 def _resized(inputs: Any, size: tuple[int, ...] | None, gen: torch.Generator) -> Any:
@@ -171,12 +196,8 @@ def capture(model: torch.nn.Module, example_inputs: Any,
 
     if type(model).__name__.lower().startswith(tuple(FAMILIES)):
         patch(model, loss=None)
-    gen = torch.Generator().manual_seed(0)
     counts: dict[tuple, list[Any]] = {}
-    for size in (list(sizes) if sizes else [None]):
-        if size is not None and (not size or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in size)):
-            raise InvalidInputError("sizes", "tuples of positive integers, e.g. (batch, sequence)", size)
-        inputs = _resized(example_inputs, tuple(size) if size else None, gen)
+    for inputs in _runs(example_inputs, sizes):
         with torch.no_grad(), recording() as dispatched, _AtenMatmuls() as aten:
             if isinstance(inputs, Mapping):
                 model(**inputs)
@@ -252,7 +273,7 @@ def tune_model(model: torch.nn.Module, example_inputs: Any, *, sizes: Sequence[S
                executor: str | LocalExecutor | RayExecutor = "local", address: str | None = None,
                workers: int | None = None, attempts: int = 3, db: TuningDB | None = None, seed: int = 0,
                verify_trials: int = 1, prove: bool = False, compiler_facts: bool = False,
-               progress: Callable[[str, Any], None] | None = None,
+               generated_kernels: bool = False, progress: Callable[[str, Any], None] | None = None,
                worker_fn: Callable[[dict[str, Any]], dict[str, Any]] = tune_job) -> ModelTuneReport:
     """Capture ``model``'s problems, rank them by predicted share of the step, tune them, record the winners.
 
@@ -274,6 +295,10 @@ def tune_model(model: torch.nn.Module, example_inputs: Any, *, sizes: Sequence[S
         verify_trials, prove, compiler_facts: as :func:`warpsmith.tune.tune` (``compiler_facts``: without
             a GPU, each candidate is compiled for the target's GPU in a compile-only worker and the cost
             model uses those facts).
+        generated_kernels: also run the model through ``torch.compile`` with warpsmith's backend at
+            each size and rank its generated kernels with the problems (:mod:`warpsmith.modelkernels`):
+            each with the launch config the backend emitted and its predicted time; they are not tuned
+            and not written to the DB.
         progress: called with ``("captured", the report)`` once the problems are ranked, then
             ``("done", its ModelProblem)`` as each problem ends (tuned, resumed or failed).
         worker_fn: what each job runs (default :func:`tune_job`; a wrapper may add instrumentation).
@@ -292,11 +317,16 @@ def tune_model(model: torch.nn.Module, example_inputs: Any, *, sizes: Sequence[S
     ex = executor if not isinstance(executor, str) else make_executor(executor, address=address, workers=workers,
                                                                       attempts=attempts)
     found = [ModelProblem(p, n, default_ms(p, tgt.name)) for p, n in capture(model, example_inputs, sizes)]
-    total = sum(m.calls * m.default_ms for m in found if math.isfinite(m.default_ms)) or 1.0
+    gen, graphs = generated(model, _runs(example_inputs, sizes), tgt.name) if generated_kernels else ([], [])
+    total = (sum(m.calls * m.default_ms for m in found if math.isfinite(m.default_ms))
+             + sum(k.calls * k.predicted_ms for k in gen)) or 1.0
     for m in found:
         m.share = m.calls * m.default_ms / total if math.isfinite(m.default_ms) else 0.0
+    for k in gen:
+        k.share = k.calls * k.predicted_ms / total
     found.sort(key=lambda m: -m.share)
-    report = ModelTuneReport(tgt.name, "measured" if measures(tgt) else "predicted", ex.name, found)
+    gen.sort(key=lambda k: -k.share)
+    report = ModelTuneReport(tgt.name, "measured" if measures(tgt) else "predicted", ex.name, found, 0.0, gen, graphs)
     if progress:
         progress("captured", report)
     jobs, todo = [], []

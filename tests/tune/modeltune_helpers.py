@@ -90,3 +90,22 @@ class SpendBudget:
         while self.calls == 1 and time.time() < job["deadline"] + 0.05:
             time.sleep(0.05)
         return out
+
+
+class NormThenGelu(torch.nn.Module):
+    """An rms_norm (a warpsmith op: a captured problem), a graph break, then a pointwise tail (gelu,
+    scale, shift) that warpsmith's torch.compile backend fuses into one generated kernel."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = RMSNorm(32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.norm(x)
+        torch._dynamo.graph_break()  # the tail is a graph of its own, whatever becomes of the norm's
+        return torch.nn.functional.gelu(y) * 2 + 1
+
+
+def gelu_model_and_inputs() -> tuple[torch.nn.Module, torch.Tensor]:
+    """For ``warpsmith tune-model --model modeltune_helpers:gelu_model_and_inputs``."""
+    return NormThenGelu(), inputs()

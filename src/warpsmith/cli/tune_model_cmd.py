@@ -72,6 +72,9 @@ def _load_model(hf: str | None, model: str | None, layers: int, hidden: int, dty
               help="Tries per problem when its worker or node is lost.")
 @click.option("--compiler-facts/--no-compiler-facts", default=False, show_default=True,
               help="Without a GPU: compile each candidate for the target's GPU (compile-only) and rank with those facts.")
+@click.option("--generated-kernels/--no-generated-kernels", "generated_kernels", default=False, show_default=True,
+              help="Also run the model through torch.compile with warpsmith's backend and rank the generated kernels "
+                   "(the backend's configs, predicted; not tuned, not stored).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Tuning database file (default: $WARPSMITH_DB or the user cache).")
@@ -80,7 +83,7 @@ def _load_model(hf: str | None, model: str | None, layers: int, hidden: int, dty
 @handle_errors
 def tune_model_cmd(hf: str | None, layers: int, hidden: int, dtype: str, model_ref: str | None, sizes: str | None,
                    target: str | None, budget: int, time_budget: float | None, executor: str, address: str | None,
-                   workers: int | None, attempts: int, compiler_facts: bool, seed: int, db_path: Path | None, json_out: Path | None) -> None:
+                   workers: int | None, attempts: int, compiler_facts: bool, generated_kernels: bool, seed: int, db_path: Path | None, json_out: Path | None) -> None:
     """Tune every warpsmith problem a model's forward runs, by predicted share of the step."""
     from ..db import TuningDB
     from ..modeltune import sizes_arg, tune_model
@@ -103,8 +106,14 @@ def tune_model_cmd(hf: str | None, layers: int, hidden: int, dtype: str, model_r
             report = tune_model(model, inputs, sizes=size_list, target=target, budget=budget,
                                 time_budget_s=time_budget, executor=executor, address=address, workers=workers,
                                 attempts=attempts, db=TuningDB(db_path), seed=seed,
-                                compiler_facts=compiler_facts, progress=progress)
+                                compiler_facts=compiler_facts, generated_kernels=generated_kernels,
+                                progress=progress)
     click.echo(report.table())
+    for line in report.graphs:
+        click.echo(f"torch.compile graph: {line}")
+    if generated_kernels:
+        click.echo(f"{len(report.generated)} generated kernels: the launch configs warpsmith's torch.compile backend "
+                   "emitted (the compiler's defaults) and their predicted times; not tuned, not stored in the DB")
     failed = [m for m in report.problems if m.status == "failed"]
     for m in failed:
         click.echo(f"failed: {m.problem.describe()} after {m.attempts} tries: {m.reason}")
