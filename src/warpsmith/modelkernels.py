@@ -103,7 +103,13 @@ def generated_kernels(model: torch.nn.Module, runs: Sequence[Any], target: str) 
 
     backend = Backend(on_program=on_program)
     compiled = torch.compile(model, backend=backend, dynamic=False)
-    with torch.no_grad():
+    # one code object may be compiled once per module and size (a Hugging Face model's forwards share
+    # transformers' deprecation wrapper): past dynamo's recompile limit (8) a frame would run eagerly
+    # and its kernels would be missed
+    cfg = torch._dynamo.config
+    limit = max(cfg.recompile_limit, 64 * max(1, len(runs)))
+    with torch.no_grad(), cfg.patch(recompile_limit=limit,
+                                    accumulated_recompile_limit=max(cfg.accumulated_recompile_limit, 4 * limit)):
         for inputs in runs:
             if isinstance(inputs, Mapping):
                 compiled(**inputs)
