@@ -16,7 +16,8 @@
    on an executor (:mod:`warpsmith.measure.executor`: a local process pool, or Ray). Problems with a
    verified record of their exact shape in the DB are skipped (a re-run resumes). The records come
    back to this process and are written to the local DB, each certificate carrying its provenance
-   (node, GPU, driver, versions, executor, tries).
+   (node, GPU, driver, versions, executor, tries); a failed problem goes to the DB's failures table.
+   With a time budget, no problem starts after its deadline (``skipped``, reason ``"time budget"``).
 4. **Report.** :class:`ModelTuneReport`: per problem its share, the default's and the tuned config's
    time and the gain, and the step's gain (all predicted without a GPU).
 """
@@ -53,7 +54,7 @@ class ModelProblem:
     calls: int
     default_ms: float  # the heuristic default config's time (cost model: predicted)
     share: float = 0.0
-    status: str = "pending"  # tuned | resumed | failed | skipped (time budget) | generated | pending
+    status: str = "pending"  # tuned | resumed | failed | skipped (time budget) | pending
     tuned_ms: float | None = None
     variant: str | None = None
     reason: str = ""
