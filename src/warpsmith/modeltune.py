@@ -37,8 +37,8 @@ from .core.registry import default_variant
 from .db import FailureRecord, TuningDB, TuningRecord, shape_key
 from .dispatch import recording
 from .measure import Evaluator
-from .modelkernels import GeneratedKernel, generated_kernels as generated
 from .measure.executor import LocalExecutor, Outcome, RayExecutor, make_executor, node_name
+from .modelkernels import GeneratedKernel, generated_kernels as generated
 from .ops import get_op, variants as op_variants
 from .targets import current_device, get_target, measures
 from .tune import records_of, tune
