@@ -297,3 +297,58 @@ def test_backward_ops_with_none_gradients_stay_whole_and_the_backward_compiles()
     assert "convolution_backward.default" in kinds["backward"].fallbacks
     for g, w in zip(grads, [p.grad for p in m.parameters()]):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+
+class OwnNorms(torch.nn.Module):
+    """warpsmith's own modules (custom ops ``warpsmith::rms_norm`` / ``warpsmith::layer_norm``) in a graph."""
+    def __init__(self) -> None:
+        super().__init__()
+        import warpsmith.nn as wnn
+
+        self.rms, self.ln, self.lin = wnn.RMSNorm(32), wnn.LayerNorm(32), torch.nn.Linear(32, 32)
+        with torch.no_grad():
+            self.rms.weight.uniform_(0.5, 1.5)
+            self.ln.weight.uniform_(0.5, 1.5)
+            self.ln.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.lin(self.ln(self.rms(x)))) * 2
+
+
+def test_warpsmiths_own_norm_ops_in_an_inference_graph_become_library_norms():
+    """A graph holding warpsmith's own ops (a ``warpsmith.nn`` module, a patched model) is compiled:
+    each norm becomes the library norm, verified against a float64 oracle in which the ops are
+    computed by their references (the ops take 16- and 32-bit floats only). It was a TypeError: the
+    ATen ``rms_norm`` rule read the custom op's arguments as ATen's."""
+    torch.manual_seed(0)
+    m, x = OwnNorms(), torch.randn(6, 32)
+    with torch.no_grad():
+        c = warpsmith.compile(m, (x,))
+        got, want = c(x), m(x)
+    [r] = c.reports
+    assert r.status == "compiled", r.summary()
+    assert {"rms_norm", "layer_norm", "matmul"} <= set(r.library_calls) and not r.fallbacks
+    assert "torch.ops.warpsmith" not in r.source and "warpsmith::" not in r.source
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_own_norm_whose_statistics_are_saved_for_backward_is_refused_by_name():
+    """In a training forward graph the op's rstd is an output too: not lowered, and the graph runs
+    eagerly with a reason naming the op (not a TypeError from a rule meant for ATen's rms_norm)."""
+    torch.manual_seed(0)
+    m, x = OwnNorms(), torch.randn(6, 32)
+    c = warpsmith.compile(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", B.EagerFallbackWarning)
+        c(x).sum().backward()
+    fwd = [r for r in c.reports if r.kind == "forward"]
+    assert fwd and fwd[0].status != "compiled" and "warpsmith.rms_norm" in fwd[0].reason, fwd[0].reason
+    assert "TypeError" not in fwd[0].reason
+
+
+def test_a_custom_op_named_like_an_aten_op_is_not_lowered_as_the_aten_op():
+    from warpsmith.compiler.classify import packet_of
+
+    assert packet_of(torch.ops.warpsmith.rms_norm.default) == ("warpsmith::rms_norm", "default")
+    assert packet_of(torch.ops.aten.rms_norm.default) == ("rms_norm", "default")
+    assert packet_of(torch.ops.prims.convert_element_type.default)[0] == "convert_element_type"

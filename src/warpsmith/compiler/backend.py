@@ -30,6 +30,7 @@ the compiled callable.
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib.util
 import re
 import tempfile
@@ -369,6 +370,34 @@ def _draw(meta: Any, gen: torch.Generator) -> Any:
     return torch.zeros(shape, dtype=dtype, device=device)
 
 
+def _own_norm_reference(kind: str) -> Callable[..., tuple[torch.Tensor, ...]]:
+    """warpsmith's ``warpsmith::<kind>`` computed by its spec's reference in the inputs' own dtype
+    (float64 in the oracle), with the op's outputs: (y, x + residual or an empty tensor, [mean,] rstd)."""
+    from ..ops.norm.spec import normalize
+
+    def reference(x: torch.Tensor, weight: Any, *rest: Any) -> tuple[torch.Tensor, ...]:
+        bias, residual, eps = rest if kind == "layer_norm" else (None, *rest)
+        s = x + residual if residual is not None else x
+        y, mean, rstd = normalize(s, kind, eps, weight, bias)
+        return (y.to(x.dtype), s if residual is not None else x.new_empty((0,))) + \
+            (() if mean is None else (mean,)) + (rstd,)
+    return reference
+
+
+def _oracle_module(gm: torch.fx.GraphModule) -> Callable[..., Any]:
+    """What the float64 oracle runs: ``gm``, with warpsmith's own norm ops (kernels for 16- and 32-bit
+    floats only) replaced by their references (:func:`_own_norm_reference`)."""
+    own = {torch.ops.warpsmith.rms_norm.default: "rms_norm", torch.ops.warpsmith.layer_norm.default: "layer_norm"} \
+        if hasattr(torch.ops, "warpsmith") and hasattr(torch.ops.warpsmith, "rms_norm") else {}
+    if not any(n.op == "call_function" and n.target in own for n in gm.graph.nodes):
+        return gm
+    graph = copy.deepcopy(gm.graph)
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target in own:
+            n.target = _own_norm_reference(own[n.target])
+    return torch.fx.GraphModule(gm, graph)
+
+
 def _verify(gm: torch.fx.GraphModule, compiled: Callable[..., Any], metas: list[Any], draws: int,
             report: GraphReport, where: str = "") -> str:
     """'' when the compiled graph matches the original on ``draws`` fresh input draws, else why not."""
@@ -380,7 +409,7 @@ def _verify(gm: torch.fx.GraphModule, compiled: Callable[..., Any], metas: list[
             inputs = [_draw(m, gen) for m in metas]
             try:
                 expected = _as_list(gm(*inputs))
-                oracle = _as_list(gm(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                oracle = _as_list(_oracle_module(gm)(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                                        for x in inputs]))
             except Exception as e:  # noqa: BLE001
                 return f"no float64 oracle for this graph ({type(e).__name__}: {' '.join(str(e).split())[:200]})"

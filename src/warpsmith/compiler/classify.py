@@ -337,10 +337,15 @@ def _clamp_tensors(base: Any, x: Any, lo: Any, hi: Any) -> Any:
 
 
 def packet_of(target: Any) -> tuple[str, str]:
-    """(packet name, overload name) of an ATen op target."""
+    """(packet name, overload name) of an op target. An op of another namespace than ``aten`` (a
+    custom op, ``warpsmith::rms_norm``) is named with its namespace, ``"warpsmith::rms_norm"``: its
+    arguments are its own, and a rule written for the ATen op of the same name must not match it."""
     if target is operator.getitem:
         return "getitem", ""
     packet = getattr(target, "_opname", None) or getattr(getattr(target, "overloadpacket", None), "__name__",
                                                          str(target))
+    namespace = getattr(target, "namespace", None)
+    if isinstance(namespace, str) and namespace not in ("aten", "prims"):
+        packet = f"{namespace}::{packet}"
     return packet, getattr(target, "_overloadname", "")
 

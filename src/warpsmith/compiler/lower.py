@@ -39,7 +39,7 @@ def lower_graph(g: Graph, depth: int) -> list[str]:
     notes: list[str] = []
     for _ in range(MAX_ROUNDS):
         before = len(notes)
-        for rule in (_inplace, _identity, _gemm, lower_conv.conv, lower_conv.batch_norm, _softmax, _norm,
+        for rule in (_inplace, _identity, _gemm, lower_conv.conv, lower_conv.batch_norm, _softmax, _norm, _own_norm,
                      lower_norm.group_norm, lower_norm.instance_norm, lower_norm.batch_norm, lower_norm.layer_norm,
                      lower_ops.pool, lower_ops.cross_entropy, lower_ops.attention, lower_attention.masked_attention,
                      lower_gather.gather, lower_gather.scatter, lower_route.topk_sort, lower_rnn.recurrent,
@@ -177,6 +177,31 @@ def _norm(g: Graph, n: Node) -> str | None:
         eps = torch.finfo(x.dtype).eps
     _replace(g, n, _lib(n, n.op, [x, w, b], eps=float(eps)))
     return f"{n.name}: {n.op} -> library {n.op}"
+
+
+def _own_norm(g: Graph, n: Node) -> str | None:
+    """warpsmith's own ``warpsmith::rms_norm`` / ``warpsmith::layer_norm`` in a captured graph (a
+    ``warpsmith.nn.RMSNorm``, a model ``warpsmith.patch`` changed): the library norm, where only the
+    normalized output is used and there is no residual (an inference graph). Otherwise the op stays,
+    and the graph is refused with its name (an emitted program calls ATen ops only)."""
+    if n.kind != "aten" or n.op not in ("warpsmith::rms_norm", "warpsmith::layer_norm") or n.kwargs:
+        return None
+    op = n.op.split("::")[1]
+    x, w, b, residual, eps = n.args if op == "layer_norm" else (n.args[0], n.args[1], None, *n.args[2:])
+    users = g.users()[n.name]
+    if residual is not None or n in g.outputs or not users or \
+            any(u.op != "getitem" or u.args[1] != 0 or u in g.outputs and len(users) > 1 for u in users):
+        return None
+    if not _float_same(x, w, b) or len(x.shape) != 2 or not isinstance(eps, (int, float)) or \
+            any(p is not None and list(p.shape) != [x.shape[-1]] for p in (w, b)):
+        return None
+    lib = Node(n.name, "library", op, [x, w, b], x.shape, x.dtype, {"eps": float(eps)}, line=n.line)
+    g.nodes[g.nodes.index(n)] = lib
+    for u in users:
+        _redirect(g, u, lib)
+        g.outputs = [lib if o is u else o for o in g.outputs]
+        g.nodes.remove(u)
+    return f"{n.name}: warpsmith::{op} -> library {op}"
 
 
 def _is_square_of(v: Node, x: Node) -> bool:
