@@ -27,7 +27,8 @@ def test_a_tuned_config_is_emitted_reported_and_verified(tmp_path):
     res = solve(PROBLEMS / "linear_relu.py", tmp_path / "new.py")
     assert res.status == "accepted", res.verdict
     [lib] = res.to_json()["search"]["library"]
-    assert lib["tuned"] and lib["source"].startswith("tuned during solve") and lib["evaluated"] > 0
+    assert lib["tuned"] and lib["source"] == "tuned" and lib["evaluated"] > 0
+    assert lib["detail"].startswith("tuned during solve")
     assert lib["config"] != LIBRARY_CONFIGS["matmul"] and lib["default_config"] == LIBRARY_CONFIGS["matmul"]
     assert lib["predicted_ms"] < lib["default_ms"]
     # a config the tiled variant accepts for the call's problem, emitted in the launcher call the check ran
@@ -45,7 +46,7 @@ def test_a_tuned_config_is_emitted_reported_and_verified(tmp_path):
 def test_a_db_record_is_taken_before_tuning():
     _, _, prog = compile_problem(PROBLEMS / "linear_relu.py", library_budget=0)
     n = _gemm(prog)
-    assert "launch_config" not in n.attrs and prog.search.library[0]["source"].endswith("budget 0)")
+    assert "launch_config" not in n.attrs and prog.search.library[0]["detail"].endswith("budget 0)")
     p = LT.db_problem(n)
     cfg = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 4, "num_warps": 2, "num_stages": 2,
            "EVEN_K": False, "PRECISION": "ieee"}
@@ -56,7 +57,7 @@ def test_a_db_record_is_taken_before_tuning():
                                 certificate={"verdict": "accepted"}))
     _, _, prog = compile_problem(PROBLEMS / "linear_relu.py")
     [lib] = prog.search.library
-    assert lib["source"] == "tuning DB record (verified)" and lib["evaluated"] == 0
+    assert lib["source"] == "db" and lib["detail"] == "tuning DB record (verified)" and lib["evaluated"] == 0
     assert lib["config"] == {k: cfg[k] for k in LT.LAUNCHER_KNOBS}
     assert "(32, 32, 16, 4, 2, 2))" in prog.text
 

@@ -20,7 +20,7 @@ from .capture import capture, load_problem
 from .emit import Program, emit
 from .fuse import Partition, mark_unfused, partition, problems
 from .ir import Graph, build
-from .library_tune import DEFAULT_BUDGET, TUNED_OPS, choose, launcher_args
+from .library_tune import DEFAULT_BUDGET, TUNED_OPS, choose, launcher_args, write_back
 from .lower import lower
 from .precision import approximate, lower_storage
 from .progress import Progress, SolveTimeout, as_progress
@@ -99,7 +99,7 @@ def compile_problem(path: str | Path, seed: int = 0,
                     overrides: Any = None, target: str = "h100", choice: int = 0,
                     rewrites_on: bool = True, progress: Progress | None = None,
                     library_budget: int = DEFAULT_BUDGET,
-                    sequences: int = SEQUENCE_BUDGET) -> tuple[Graph, list[str], Program]:
+                    sequences: int = SEQUENCE_BUDGET, library_configs: bool = True) -> tuple[Graph, list[str], Program]:
     """Capture, lower, partition and emit (no verification); ``overrides`` are ``--set`` items (size
     constants rewritten before the problem runs). With no ``partitioner``, the search
     (:mod:`.sequence`: rewrites and partitions ranked by the cost model for ``target``) chooses, and
@@ -108,9 +108,10 @@ def compile_problem(path: str | Path, seed: int = 0,
     last explored one): the next candidate when a better one failed verification; ``rewrites_on=False``
     compiles the program as written (no rewrite, nothing folded out of the call). With the search and
     rewrites on, values between kernels may be stored in 16 bits (:mod:`.precision`), declared in
-    ``Program.declared`` for the check. With the search, each library GEMM takes a tuning-DB record's
-    config or one tuned here in ``library_budget`` predicted evaluations (:mod:`.library_tune`; 0: no
-    tuning), emitted in its launcher call. ``sequences``: states the search over rewrite decisions and
+    ``Program.declared`` for the check. With the search, each library call whose launcher takes a config
+    (GEMMs, softmax, norms: :data:`.library_tune.TUNABLE`) takes a tuning-DB record's config or one tuned
+    here in ``library_budget`` predicted evaluations (:mod:`.library_tune`; 0: no tuning), emitted in its
+    launcher call; ``library_configs=False`` keeps every launcher's default (no DB, no tuning). ``sequences``: states the search over rewrite decisions and
     partitions evaluates (:mod:`.sequence`; 1: greedy rewrites, then partitions). ``progress`` is
     told each stage (capture, search, emit)."""
     tell = progress or Progress()
@@ -122,7 +123,8 @@ def compile_problem(path: str | Path, seed: int = 0,
                + ("" if rewrites_on else ", no rewrite"))
     notes, part, found = plan(g, partitioner, target, choice, rewrites_on, sequences=sequences, seed=seed)
     declared = store_low(g, part, found, cap.program, problem.inputs, target, notes) if rewrites_on else None
-    library = tune_library(g, found, get_target(target), library_budget, seed, tell) if found is not None else []
+    library = tune_library(g, found, get_target(target), library_budget, seed, tell, library_configs) \
+        if found is not None else []
     tell.stage("emit")
     shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
     values = [None if hasattr(x, "shape") else x for x in problem.inputs]
@@ -135,19 +137,23 @@ def compile_problem(path: str | Path, seed: int = 0,
     return g, notes, prog
 
 
-def tune_library(g: Graph, found: Any, tgt: Any, budget: int, seed: int, tell: Progress) -> list[dict[str, Any]]:
+def tune_library(g: Graph, found: Any, tgt: Any, budget: int, seed: int, tell: Progress,
+                 on: bool = True) -> list[dict[str, Any]]:
     """Each library call's launch config (:func:`.library_tune.choose`: a DB record, else tuned in
-    ``budget`` predicted evaluations, else the launcher's default); a chosen config goes into the
-    node's ``attrs["launch_config"]`` (its emitted launcher call), and its predicted gain over the
-    default comes off ``found.best_ms`` (the program's predicted time was priced at the defaults)."""
+    ``budget`` predicted evaluations, else the launcher's default; ``on`` False: the launcher's default,
+    after a program running chosen configs was rejected); a chosen config goes into the node's
+    ``attrs["launch_config"]`` (its emitted launcher call), and its predicted gain over the default
+    comes off ``found.best_ms`` (the program's predicted time was priced at the defaults)."""
     calls = [n for n in g.nodes if n.kind == "library"]
-    if any(n.op in TUNED_OPS for n in calls):
-        tell.stage("search", f"library configs ({budget} predicted evaluations per GEMM)")
+    if on and any(n.op in TUNED_OPS for n in calls):
+        tell.stage("search", f"library configs ({budget} predicted evaluations per library call)")
     out = []
     for n in calls:
-        c = choose(n, tgt, budget, seed)
+        c = choose(n, tgt, budget if on else 0, seed, use_db=on)
+        if not on:
+            c["detail"] = "launcher default (a program running chosen library configs was rejected by the check)"
         if c["tuned"]:
-            n.attrs["launch_config"] = launcher_args(c["config"])
+            n.attrs["launch_config"] = launcher_args(c["config"], n.op)
             found.best_ms -= c["default_ms"] - c["predicted_ms"]
         out.append(c)
     return out
@@ -256,7 +262,8 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
           partitioner: Callable[[Graph], Partition] | None = None, overrides: Any = None,
           progress: Callable[[str], None] | Progress | None = None, target: str = "h100", prove: bool = True,
           prove_timeout_ms: int | None = None, candidates: int = MAX_CANDIDATES,
-          library_budget: int = DEFAULT_BUDGET, sequences: int = SEQUENCE_BUDGET) -> SolveResult:
+          library_budget: int = DEFAULT_BUDGET, sequences: int = SEQUENCE_BUDGET,
+          write_configs: bool = True) -> SolveResult:
     """Compile a KernelBench problem into a verified ``ModelNew`` file.
 
     With ``prove``, the launch contract of every generated kernel is proved first (:mod:`.proofs`);
@@ -267,8 +274,13 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     folded values out of the call, the last of them is the program as written (no rewrite): a rewrite
     that fails verification costs its gain, never the solution. ``progress`` (a callable told lines, or
     a :class:`~.progress.Progress`) is told each stage, candidate and check call. ``library_budget``:
-    predicted evaluations per library GEMM tuned during the solve (:mod:`.library_tune`; 0: none).
-    ``sequences``: states of the search over rewrite decisions and partitions (:mod:`.sequence`).
+    predicted evaluations per library call tuned during the solve (:mod:`.library_tune`; 0: none).
+    A rejected program that ran chosen library configs (DB records or tuned) is compiled and verified
+    once more with every library call at its launcher's default (one program beyond ``candidates``);
+    the configs stay off for the rest of the solve. With ``write_configs``, the library configs tuned
+    during an accepted solve are verified by the tuner's verifier and recorded in the tuning DB
+    (:func:`record_library`). ``sequences``: states of the search over rewrite decisions and
+    partitions (:mod:`.sequence`).
 
     Raises:
         InvalidInputError: the problem file is unusable (exit 2); nothing is written.
@@ -279,6 +291,7 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     res = None
     tell = as_progress(progress)
     order = Candidates(max(1, candidates) if partitioner is None else 1)
+    library_on = True  # off for good once a program running chosen library configs was rejected
     try:
         while (plan_ := order.next()) is not None:
             choice, rewrites_on = plan_
@@ -286,7 +299,8 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
             try:
                 g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides,
                                                  target=target, choice=choice, rewrites_on=rewrites_on, progress=tell,
-                                                 library_budget=library_budget, sequences=sequences)
+                                                 library_budget=library_budget, sequences=sequences,
+                                                 library_configs=library_on)
             except IndexError:  # no other partition was explored
                 if order.exhausted():
                     break
@@ -299,12 +313,31 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
             if res.status != "rejected":
                 break
             _rejected(attempts, res, prog, choice, rewrites_on, tell)
+            if library_on and any(n.attrs.get("launch_config") for n in prog.library_calls):
+                library_on = False  # the same candidate again, every library call at its launcher's default
+                attempts[-1]["library_configs"] = True
+                order.again()
+                tell(f"candidate {choice} ran chosen library configs: trying it at the launchers' defaults")
     except SolveTimeout as stop:
         stop.attempts = attempts
         raise
     assert res is not None
     res.attempts = attempts  # when accepted, the better-predicted ones rejected; when rejected, every one tried
+    if res.status == "accepted" and write_configs:
+        record_library(res.program, get_target(target), seed)
     return res
+
+
+def record_library(prog: Program, tgt: Any, seed: int) -> None:
+    """After ``prog`` was accepted by the check: each library config tuned during the solve
+    (:func:`.library_tune.write_back`: the tuner's verifier, then the tuning DB), what was done kept in
+    its report entry as ``db_record``."""
+    if prog is None or prog.search is None:
+        return
+    calls = {n.name: n for n in prog.library_calls}
+    for c in prog.search.library:
+        if c["source"] == "tuned" and c["node"] in calls:
+            c["db_record"] = write_back(calls[c["node"]], c, tgt, seed)
 
 
 def _rejected(attempts: list[dict[str, Any]], res: SolveResult, prog: Program, choice: int, rewrites_on: bool,
@@ -337,6 +370,11 @@ class Candidates:
             self.choice, self.rewrites_on = 0, False
         self.choice += 1
         return self.choice - 1, self.rewrites_on
+
+    def again(self) -> None:
+        """The candidate just tried comes next once more (a program beyond the budget)."""
+        self.choice -= 1
+        self.budget += 1
 
     def exhausted(self) -> bool:
         """No partition is left this way: True when nothing is left at all, else the program as written
