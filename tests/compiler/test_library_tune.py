@@ -167,3 +167,24 @@ def test_a_program_whose_library_config_fails_the_check_is_retried_at_the_defaul
     assert lib["source"] == "default" and "rejected by the check" in lib["detail"] and "db_record" not in lib
     assert "_ws_softmax(v_x, False)" in (tmp_path / "new.py").read_text()
     assert not TuningDB().path.exists() or TuningDB().list(op="softmax") == []  # nothing written back
+
+
+def test_an_attention_takes_a_tuned_config():
+    _, _, prog = compile_problem(PROBLEMS / "user_attention.py")
+    [lib] = prog.search.library
+    assert lib["op"] == "attention" and lib["variant"] == "flash" and lib["source"] == "tuned"
+    assert lib["predicted_ms"] < lib["default_ms"] and lib["default_config"] == LT.TUNABLE["attention"].default
+    p = LT.db_problem(_call(prog, "attention"))
+    assert (p.shape["B"], p.shape["H"], p.shape["G"], p.shape["Sq"], p.shape["D"]) == (2, 2, 1, 16, 8)
+    assert get_variant("attention", "flash").rejection(p, lib["config"], H100) is None
+    assert f"cfg={LT.launcher_args(lib['config'], 'attention')!r})" in prog.text
+
+
+@pytest.mark.slow  # the quick tier: the softmax solve above (the same emission, check and write-back)
+def test_an_attention_with_a_tuned_config_is_verified_and_written_back(tmp_path):
+    res = solve(PROBLEMS / "user_attention.py", tmp_path / "new.py")
+    assert res.status == "accepted", res.verdict
+    [lib] = res.to_json()["search"]["library"]
+    assert lib["source"] == "tuned" and lib["db_record"]["written"]
+    [stored] = TuningDB().list(op="attention")
+    assert stored.variant == "flash" and stored.verified and stored.certificate["verdict"] == "accepted"

@@ -2,7 +2,7 @@
 
 For each ``library`` node this gives the ``@triton.jit`` kernels it needs (the library's own
 functions, copied by :func:`jit_source`) and a minimal launcher (source text below): fixed, safe
-tile sizes, except the launchers of the GEMMs, softmax and the norms, which take the config solve chose
+tile sizes, except the launchers of the GEMMs, softmax, the norms and attention, which take the config solve chose
 for the call's shape (``cfg``: a tuning-DB record or one tuned during solve, :mod:`.library_tune`, whose
 ``TUNABLE`` table says which knobs each takes; :func:`launch_config`). :data:`LAUNCHERS` is the one table
 of which launcher each op uses and which kernels it launches. Copied kernels, their helpers, constants and imports get names
@@ -249,9 +249,11 @@ def _ws_cross_entropy(x, t, reduction, ignore_index, smoothing):
 
 
 ATTENTION = '''
-def _ws_attention(q, k, v, causal, scale, bias=None, window=(None, None)):
+def _ws_attention(q, k, v, causal, scale, bias=None, window=(None, None), cfg=None):
     """softmax(q k^T * scale [+ bias] [causal, top-left as SDPA's is_causal] [band i - lo <= j <= i + hi])
-    v over (B, H, S, D); GQA when H_q > H_k. The bias (an additive mask) broadcasts to (B, H_q, S_q, S_k)."""
+    v over (B, H, S, D); GQA when H_q > H_k. The bias (an additive mask) broadcasts to (B, H_q, S_q, S_k).
+    ``cfg``: (BLOCK_M, BLOCK_N, num_warps, num_stages), the config chosen for this call's shape
+    (compiler.library_tune); None: the launcher's default tiles."""
     q, k, v = (t if t.stride(-1) == 1 else _ws_clone(t) for t in (q, k, v))
     b, hq, sq, d = q.shape
     hk, sk, dv = k.shape[1], k.shape[2], v.shape[3]
@@ -260,7 +262,7 @@ def _ws_attention(q, k, v, causal, scale, bias=None, window=(None, None)):
             raise ValueError("attention: offsets within one sequence must stay below 2^31")
     o = torch.empty((b, hq, sq, dv), dtype=q.dtype, device=q.device)
     lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
-    bm, bn = (16, 16) if _EMULATE else (64, 64)
+    bm, bn, nw, ns = cfg or ((16, 16, 4, 3) if _EMULATE else (64, 64, 4, 3))
     grid = (triton.cdiv(sq, bm), hq, b)
     lo, hi = window
     has_lo, has_hi = lo is not None, causal or hi is not None
@@ -279,7 +281,7 @@ def _ws_attention(q, k, v, causal, scale, bias=None, window=(None, None)):
         *sb, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=max(16, triton.next_power_of_2(d)),
         BLOCK_DV=max(16, triton.next_power_of_2(dv)), HAS_LO=has_lo, HAS_HI=has_hi, SOFTCAP=False,
         HAS_BIAS=bias is not None, VARLEN=False, IS_FP32=q.dtype == torch.float32,
-        EMULATE=_EMULATE and q.dtype == torch.bfloat16, num_warps=4)
+        EMULATE=_EMULATE and q.dtype == torch.bfloat16, num_warps=nw, num_stages=ns)
     return o
 '''
 
@@ -384,7 +386,8 @@ def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
                 f"{t['ceil_mode']}, {t['is_max']}, {t['count_include_pad']}, {t['divisor']})")
     if n.op == "attention":
         extra = (f", {v(a[3])}" if len(a) > 3 else ", None") + (f", {n.attrs['window']!r}" if n.attrs.get("window") else "")
-        return f"_ws_attention({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['causal']}, {n.attrs['scale']!r}{extra})"
+        cfg = f", cfg={tuple(n.attrs['launch_config'])!r}" if n.attrs.get("launch_config") else ""
+        return f"_ws_attention({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['causal']}, {n.attrs['scale']!r}{extra}{cfg})"
     if n.op == "topk":
         return f"_ws_topk({v(a[0])}, {n.attrs['k']}, {n.attrs['largest']})"
     if n.op == "cross_entropy":

@@ -16,15 +16,16 @@ The rows in :data:`TUNABLE`: library GEMMs (``matmul``: mm, bmm, linear and the 
 epilogue; variant ``tiled``; ``BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages``), softmax
 and log-softmax (variant ``single_pass``, the launcher's whole-row kernel, rows up to
 ``library.MAX_WHOLE_ROW``; ``ROWS, num_warps``), ``rms_norm`` and ``layer_norm`` (variant ``row``,
-rows up to ``MAX_WHOLE_ROW``; ``ROWS_PER_PROGRAM, num_warps``). Longer rows run the launchers' looped
-kernels at fixed chunks and are not tuned; conv, attention, pooling, top-k, cross entropy and the
-gathers keep their launchers' fixed tiles (``default``, their launchers take no config).
+rows up to ``MAX_WHOLE_ROW``; ``ROWS_PER_PROGRAM, num_warps``), ``attention`` (variant ``flash``, the
+forward kernel; ``BLOCK_M, BLOCK_N, num_warps, num_stages``). Longer rows run the launchers' looped
+kernels at fixed chunks and are not tuned; conv, pooling, top-k, cross entropy and the gathers keep
+their launchers' fixed tiles (``default``, their launchers take no config).
 
 Prices (predicted, never measured): a GEMM by the program cost model
-(:func:`warpsmith.cost.program.library_ms`, the tile model the program's prediction uses); a row op
-by its family's model (the variant's ``work`` through :mod:`warpsmith.cost.memory_model`, the model
-the tuner ranks with), since the program model prices a library row op as one stream whatever its
-config. Either way the config and the launcher default are priced by the same model.
+(:func:`warpsmith.cost.program.library_ms`, the tile model the program's prediction uses); a row op or
+attention by its family's model (the variant's ``work`` through :mod:`warpsmith.cost.memory_model`, the model
+the tuner ranks with), since the program model prices a library row op or attention as one stream
+whatever its config. Either way the config and the launcher default are priced by the same model.
 
 A tuned config is verified only as part of the emitted program by ``warpsmith check``. After that
 program is accepted, :func:`write_back` runs the tuner's own verifier
@@ -106,6 +107,22 @@ def _norm_problem(n: Any) -> Any:
     return _spec_problem(n.op, {"M": mn[0], "N": mn[1]}, _dtype(n), attrs)
 
 
+def _attention_problem(n: Any) -> Any:
+    q, k, v = n.args[:3]
+    if not all(getattr(t, "shape", None) is not None and len(t.shape) == 4 for t in (q, k, v)):
+        return None
+    b, hq, sq, d = (int(x) for x in q.shape)
+    h, sk, dv = int(k.shape[1]), int(k.shape[2]), int(v.shape[3])
+    if h == 0 or hq % h:
+        return None
+    lo, hi = n.attrs.get("window") or (None, None)
+    shape = {"B": b, "H": h, "G": hq // h, "Sq": sq, "Sk": sk, "D": d, **({"Dv": dv} if dv != d else {})}
+    attrs = {"causal": bool(n.attrs["causal"]), "align": "top_left", "window_left": -1 if lo is None else int(lo),
+             "window_right": -1 if hi is None else int(hi), "softcap": 0.0, "scale": float(n.attrs["scale"] or 0.0),
+             "varlen": False, "bias": len(n.args) > 3 and n.args[3] is not None}
+    return _spec_problem("attention", shape, _dtype(n), attrs)
+
+
 def _pow2(x: int) -> int:
     return 1 << max(0, int(x) - 1).bit_length()
 
@@ -124,6 +141,8 @@ TUNABLE: dict[str, Tunable] = {
                        {"ROWS": 1, "num_warps": 4}, "family"),
     "rms_norm": _NORM,
     "layer_norm": _NORM,
+    "attention": Tunable("flash", ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), _attention_problem,
+                         lambda p: {}, {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, "family"),
 }
 TUNED_OPS = tuple(TUNABLE)
 LAUNCHER_KNOBS = _GEMM.knobs  # the GEMM launchers' cfg order (kept for callers of the GEMM row)
@@ -205,7 +224,7 @@ def _tuned(t: Tunable, p: Any, target: Target, budget: int, seed: int) -> tuple[
     """The tuner's best config of row ``t``'s variant for problem ``p`` (predicted), restricted to the
     launcher's knobs; cached per problem, target, budget and seed (a solve compiles each candidate
     program again)."""
-    key = (p.op, tuple(sorted(p.shape.items())), p.dtype_name, tuple(sorted(p.key_attrs.items())), t.variant,
+    key = (p.op, tuple(sorted(p.shape.items())), p.dtype_name, tuple(sorted(p.attrs.items())), t.variant,
            target.name, budget, seed)
     if key in _TUNED:
         return _TUNED[key]

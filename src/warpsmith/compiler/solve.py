@@ -20,7 +20,7 @@ from .capture import capture, load_problem
 from .emit import Program, emit
 from .fuse import Partition, mark_unfused, partition, problems
 from .ir import Graph, build
-from .library_tune import DEFAULT_BUDGET, TUNED_OPS, choose, launcher_args, write_back
+from .library_tune import DEFAULT_BUDGET, TUNED_OPS, choose, db_problem, launcher_args, write_back
 from .lower import lower
 from .precision import approximate, lower_storage
 from .progress import Progress, SolveTimeout, as_progress
@@ -109,7 +109,7 @@ def compile_problem(path: str | Path, seed: int = 0,
     compiles the program as written (no rewrite, nothing folded out of the call). With the search and
     rewrites on, values between kernels may be stored in 16 bits (:mod:`.precision`), declared in
     ``Program.declared`` for the check. With the search, each library call whose launcher takes a config
-    (GEMMs, softmax, norms: :data:`.library_tune.TUNABLE`) takes a tuning-DB record's config or one tuned
+    (GEMMs, softmax, norms, attention: :data:`.library_tune.TUNABLE`) takes a tuning-DB record's config or one tuned
     here in ``library_budget`` predicted evaluations (:mod:`.library_tune`; 0: no tuning), emitted in its
     launcher call; ``library_configs=False`` keeps every launcher's default (no DB, no tuning). ``sequences``: states the search over rewrite decisions and
     partitions evaluates (:mod:`.sequence`; 1: greedy rewrites, then partitions). ``progress`` is
@@ -335,9 +335,14 @@ def record_library(prog: Program, tgt: Any, seed: int) -> None:
     if prog is None or prog.search is None:
         return
     calls = {n.name: n for n in prog.library_calls}
+    done: dict[tuple, dict[str, Any]] = {}  # calls of one problem and config: verified and written once
     for c in prog.search.library:
         if c["source"] == "tuned" and c["node"] in calls:
-            c["db_record"] = write_back(calls[c["node"]], c, tgt, seed)
+            p = db_problem(calls[c["node"]])
+            key = (repr(p), tuple(sorted(c["config"].items())))
+            if key not in done:
+                done[key] = write_back(calls[c["node"]], c, tgt, seed)
+            c["db_record"] = done[key]
 
 
 def _rejected(attempts: list[dict[str, Any]], res: SolveResult, prog: Program, choice: int, rewrites_on: bool,
