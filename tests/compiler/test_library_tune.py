@@ -110,7 +110,9 @@ def test_a_softmax_takes_a_tuned_config_verified_written_back_and_reused(tmp_pat
     p = LT.db_problem(n)
     full = {**lib["config"], **LT.TUNABLE["softmax"].fixed(p)}
     assert get_variant("softmax", "single_pass").rejection(p, full, H100) is None
-    assert f"_ws_softmax(v_x, False, {LT.launcher_args(lib['config'], 'softmax')!r})" in (tmp_path / "new.py").read_text()
+    cfg_line = ", ".join(f"{k}={v}" for k, v in lib["config"].items())
+    assert (f"_ws_softmax(v_x, False, {LT.launcher_args(lib['config'], 'softmax')!r})  # library softmax: {cfg_line} "
+            "(tuned)") in (tmp_path / "new.py").read_text()
     explain = res.explain()
     assert "source tuned (tuned during solve" in explain and "vs launcher default ROWS=1, num_warps=4" in explain
     # written back through the tuner's verifier: a verified record of the call's problem with its certificate

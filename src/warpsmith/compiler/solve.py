@@ -108,12 +108,13 @@ def compile_problem(path: str | Path, seed: int = 0,
     last explored one): the next candidate when a better one failed verification; ``rewrites_on=False``
     compiles the program as written (no rewrite, nothing folded out of the call). With the search and
     rewrites on, values between kernels may be stored in 16 bits (:mod:`.precision`), declared in
-    ``Program.declared`` for the check. With the search, each library call whose launcher takes a config
-    (GEMMs, softmax, norms, attention: :data:`.library_tune.TUNABLE`) takes a tuning-DB record's config or one tuned
-    here in ``library_budget`` predicted evaluations (:mod:`.library_tune`; 0: no tuning), emitted in its
-    launcher call; ``library_configs=False`` keeps every launcher's default (no DB, no tuning). ``sequences``: states the search over rewrite decisions and
-    partitions evaluates (:mod:`.sequence`; 1: greedy rewrites, then partitions). ``progress`` is
-    told each stage (capture, search, emit)."""
+    ``Program.declared`` for the check. With the search, each library call whose launcher takes a
+    config (GEMMs, softmax, norms, attention: :data:`.library_tune.TUNABLE`) takes a tuning-DB record's
+    config or one tuned here in ``library_budget`` predicted evaluations (:mod:`.library_tune`; 0: no
+    tuning), emitted in its launcher call; ``library_configs=False`` keeps every launcher's default (no
+    DB, no tuning). ``sequences``: states the search over rewrite decisions and partitions evaluates
+    (:mod:`.sequence`; 1: greedy rewrites, then partitions). ``progress`` is told each stage (capture,
+    search, emit)."""
     tell = progress or Progress()
     tell.stage("capture")
     problem = load_problem(path, seed=seed, overrides=overrides)
@@ -154,6 +155,7 @@ def tune_library(g: Graph, found: Any, tgt: Any, budget: int, seed: int, tell: P
             c["detail"] = "launcher default (a program running chosen library configs was rejected by the check)"
         if c["tuned"]:
             n.attrs["launch_config"] = launcher_args(c["config"], n.op)
+            n.attrs["launch_note"] = ", ".join(f"{k}={v}" for k, v in c["config"].items()) + f" ({c['source']})"
             found.best_ms -= c["default_ms"] - c["predicted_ms"]
         out.append(c)
     return out
@@ -275,9 +277,9 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     that fails verification costs its gain, never the solution. ``progress`` (a callable told lines, or
     a :class:`~.progress.Progress`) is told each stage, candidate and check call. ``library_budget``:
     predicted evaluations per library call tuned during the solve (:mod:`.library_tune`; 0: none).
-    A rejected program that ran chosen library configs (DB records or tuned) is compiled and verified
-    once more with every library call at its launcher's default (one program beyond ``candidates``);
-    the configs stay off for the rest of the solve. With ``write_configs``, the library configs tuned
+    Once a program that ran chosen library configs (DB records or tuned) is rejected, the next
+    candidates run every library call at its launcher's default, and when none of them passes, that
+    program is verified once more at the defaults (one program beyond ``candidates``). With ``write_configs``, the library configs tuned
     during an accepted solve are verified by the tuner's verifier and recorded in the tuning DB
     (:func:`record_library`). ``sequences``: states of the search over rewrite decisions and
     partitions (:mod:`.sequence`).
@@ -292,10 +294,16 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     tell = as_progress(progress)
     order = Candidates(max(1, candidates) if partitioner is None else 1)
     library_on = True  # off for good once a program running chosen library configs was rejected
+    retry = None  # that program's (choice, rewrites_on): run again at the launchers' defaults if nothing else passes
     try:
-        while (plan_ := order.next()) is not None:
+        while True:
+            plan_ = order.next()
+            if plan_ is None:
+                if retry is None:
+                    break
+                plan_, retry = retry, None  # no candidate left: the rejected one again, at the defaults
             choice, rewrites_on = plan_
-            tell.candidate(order.tried + 1, order.budget)
+            tell.candidate(order.tried + 1, max(order.budget, order.tried + 1))
             try:
                 g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides,
                                                  target=target, choice=choice, rewrites_on=rewrites_on, progress=tell,
@@ -303,7 +311,9 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
                                                  library_configs=library_on)
             except IndexError:  # no other partition was explored
                 if order.exhausted():
-                    break
+                    if retry is None:
+                        break
+                    order.budget = order.tried  # nothing else: the retry comes next
                 continue
             if not order.fresh(prog.text, _rewritten(prog)):  # the very same program again: nothing new to verify
                 continue
@@ -314,10 +324,10 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
                 break
             _rejected(attempts, res, prog, choice, rewrites_on, tell)
             if library_on and any(n.attrs.get("launch_config") for n in prog.library_calls):
-                library_on = False  # the same candidate again, every library call at its launcher's default
+                library_on = False  # the next candidates run every library call at its launcher's default
                 attempts[-1]["library_configs"] = True
-                order.again()
-                tell(f"candidate {choice} ran chosen library configs: trying it at the launchers' defaults")
+                retry = (choice, rewrites_on)
+                tell(f"candidate {choice} ran chosen library configs: the next ones run the launchers' defaults")
     except SolveTimeout as stop:
         stop.attempts = attempts
         raise
@@ -375,11 +385,6 @@ class Candidates:
             self.choice, self.rewrites_on = 0, False
         self.choice += 1
         return self.choice - 1, self.rewrites_on
-
-    def again(self) -> None:
-        """The candidate just tried comes next once more (a program beyond the budget)."""
-        self.choice -= 1
-        self.budget += 1
 
     def exhausted(self) -> bool:
         """No partition is left this way: True when nothing is left at all, else the program as written
