@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("warpsmith.compiler", 11),  # capture -> IR -> lower -> fuse -> codegen -> emit -> verify (check)
     ("warpsmith.nn", 11),
     ("warpsmith.patching", 12),
+    ("warpsmith.modelkernels", 12),  # a model's generated kernels under warpsmith's torch.compile backend (compiler)
     ("warpsmith.modeltune", 12),  # tune_model: capture a model's problems (patching), tune them on an executor
     ("warpsmith.profile", 12),  # reports, roofline plots, Perfetto traces: the ops (collect), the compiler (emitted programs)
     ("warpsmith.quantization", 12),  # quantize(model, scheme): nn.Linear -> low-precision modules

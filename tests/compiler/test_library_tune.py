@@ -83,13 +83,13 @@ def test_tuning_is_deterministic_for_a_seed():
     assert LT.choose(n, H100, budget=12, seed=3) == first and first["evaluated"] == 12
 
 
-@pytest.mark.parametrize("option", ["--budget", "--sequences"])
-def test_the_search_options_are_refused_for_a_definition(option):
+@pytest.mark.parametrize("option,value", [("--budget", "2"), ("--sequences", "2"), ("--strategy", "mcts")])
+def test_the_search_options_are_refused_for_a_definition(option, value):
     from click.testing import CliRunner
 
     from warpsmith.cli.main import cli
 
-    r = CliRunner().invoke(cli, ["solve", str(Path(__file__).parent / "definitions" / "nograd_softmax"), option, "2"])
+    r = CliRunner().invoke(cli, ["solve", str(Path(__file__).parent / "definitions" / "nograd_softmax"), option, value])
     assert r.exit_code == 2 and option in r.output and "KernelBench .py problem" in r.output
 
 

@@ -82,3 +82,30 @@ def test_a_state_that_raises_is_a_reported_dead_end(monkeypatch):
     q = rec.to_json()
     assert q["evaluated"] == 3 and q["winner"] == 0 and best.forced == {}
     assert all("forced site this pass cannot take" in st["error"] for st in q["states"][1:])
+
+
+def test_solve_with_the_tree_search_emits_a_verified_program_and_reports_its_strategy(heavy_epilogues, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from warpsmith.cli.main import cli
+
+    out, report = tmp_path / "new.py", tmp_path / "report.json"
+    r = CliRunner().invoke(cli, ["solve", str(PROBLEMS / "sequence_gate.py"), "-o", str(out), "--json", str(report),
+                                 "--explain", "--budget", "0", "--sequences", "4", "--strategy", "mcts", "--quiet"])
+    assert r.exit_code == 0, r.output
+    assert "verdict: accepted" in r.output and out.exists()
+    q = json.loads(report.read_text())["search"]["sequence"]
+    assert q["strategy"] == "mcts" and 1 < q["evaluated"] <= 4 and q["dead_ends"] == 0 and q["iterations"] >= 1
+    assert q["states"][0]["via"] == "initial" and {s["via"] for s in q["states"][1:]} <= {"expand", "rollout"}
+    # one site (the epilogue): the tree search flips it, as the hill climb does, and keeps the cheaper program
+    assert q["winner_forced"] == {"gemm_epilogue@matmul": "keep as written"}
+    assert q["predicted_ms"] < q["greedy_rewrites_ms"] - 0.9 * EPILOGUE_MS
+    assert "_ws_gemm_epilogue(" not in out.read_text()
+    assert "rewrite sequences: strategy mcts" in r.output and "0 dead end(s)" in r.output
+
+
+def test_search_sequences_names_a_bad_strategy():
+    with pytest.raises(InvalidInputError, match="hill or mcts"):
+        search_sequences(_lowered("scalar_algebra.py"), H100, budget=2, strategy="anneal")

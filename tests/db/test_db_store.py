@@ -199,7 +199,7 @@ def test_rejects_foreign_files(tmp_path: Path) -> None:
     newer = tmp_path / "newer.db"
     with sqlite3.connect(newer) as conn:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 98}")
-    with pytest.raises(DatabaseError, match=r"newer\.db.*version 99"):
+    with pytest.raises(DatabaseError, match=rf"newer\.db.*version {SCHEMA_VERSION + 98}"):
         TuningDB(newer)
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as conn:

@@ -95,3 +95,16 @@ def test_cli_db_merge(tmp_path, exported):
     bad["certificate"]["verdict"] = "rejected"
     got = CliRunner().invoke(cli, ["db", "merge", str(_doc(tmp_path, exported, bad)), "--db", str(tmp_path / "f.db")])
     assert got.exit_code == 1 and "1 added" in got.output and "refused record 1: certificate verdict 'rejected'" in got.output
+
+
+def test_merge_carries_no_failures_and_a_merged_record_clears_the_keys_failure(tmp_path, exported):
+    from warpsmith.db import FailureRecord
+
+    db = TuningDB(tmp_path / "fleet.db")
+    key = {k: exported[k] for k in ("op", "shape", "dtype", "attrs", "target")}
+    db.put_failure(FailureRecord(**key, reason="no verified record", attempts=1, executor="local", provenance={}))
+    other = FailureRecord(**{**key, "shape": {"M": 8, "N": 32}}, reason="x", attempts=1, executor="ray", provenance={})
+    db.put_failure(other)
+    doc = _doc(tmp_path, exported)
+    assert merge(db, doc).added == 1
+    assert [f.shape for f in db.failures()] == [{"M": 8, "N": 32}]  # the merged key's failure is cleared, only it

@@ -53,3 +53,59 @@ class KillFirstTry:
 def model_and_inputs() -> tuple[torch.nn.Module, torch.Tensor]:
     """For ``warpsmith tune-model --model modeltune_helpers:model_and_inputs``."""
     return TwoNorms(), inputs()
+
+
+class InProcess:
+    """An executor running each job here, one after another, in ranked order (no pool to spawn, so
+    a test's timing does not depend on how fast a worker process starts)."""
+
+    name = "inprocess"
+
+    def run(self, fn, jobs):
+        from warpsmith.measure.executor import Outcome
+
+        for i, job in enumerate(jobs):
+            out = Outcome(i, dict(job))
+            try:
+                out.result = fn(out.job)
+            except Exception as e:  # noqa: BLE001 - the job's outcome, as the real executors report it
+                out.error = f"{type(e).__name__}: {e}"
+            yield out
+
+
+class SpendBudget:
+    """A job function: runs ``tune_job``, then (the first job only) waits until the run's deadline
+    has passed, so every later job starts after it."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, job: dict) -> dict:
+        import time
+
+        from warpsmith.modeltune import tune_job
+
+        self.calls += 1
+        out = tune_job(job)
+        while self.calls == 1 and time.time() < job["deadline"] + 0.05:
+            time.sleep(0.05)
+        return out
+
+
+class NormThenGelu(torch.nn.Module):
+    """An rms_norm (a warpsmith op: a captured problem), a graph break, then a pointwise tail (gelu,
+    scale, shift) that warpsmith's torch.compile backend fuses into one generated kernel."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = RMSNorm(32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.norm(x)
+        torch._dynamo.graph_break()  # the tail is a graph of its own, whatever becomes of the norm's
+        return torch.nn.functional.gelu(y) * 2 + 1
+
+
+def gelu_model_and_inputs() -> tuple[torch.nn.Module, torch.Tensor]:
+    """For ``warpsmith tune-model --model modeltune_helpers:gelu_model_and_inputs``."""
+    return NormThenGelu(), inputs()

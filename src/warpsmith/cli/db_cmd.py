@@ -69,6 +69,30 @@ def list_cmd(db_path: Path | None, op: str | None, target: str | None, dtype: st
     console.print(table)
 
 
+@db.command("failures")
+@_db_option
+@click.option("--op", default=None, help="Only failures of this op.")
+@click.option("--target", default=None, help="Only failures for this hardware model.")
+@click.option("--json", "as_json", is_flag=True, help="Print the failures as a JSON list.")
+@_handle_errors
+def failures_cmd(db_path: Path | None, op: str | None, target: str | None, as_json: bool) -> None:
+    """List the problems whose tuning failed (``tune-model`` records them; a later verified record of
+    the same problem clears its failure)."""
+    store = TuningDB(db_path)
+    found = store.failures(op=op, target=target)
+    if as_json:
+        click.echo(json.dumps([f.to_json() for f in found], indent=2))
+        return
+    if not found:
+        click.echo(f"no failures in {store.path}")
+        return
+    for f in found:
+        shape = ",".join(f"{k}={v}" for k, v in sorted(f.shape.items()))
+        click.echo(f"{f.id}: {f.op} {shape} {f.dtype} {json.dumps(f.attrs, sort_keys=True)} on {f.target}: "
+                   f"{f.reason} ({f.attempts} tries, executor {f.executor}, node "
+                   f"{f.provenance.get('node') or f.provenance.get('recorded_by', '?')}, {f.created})")
+
+
 @db.command("show")
 @click.argument("record_id", metavar="ID", type=int)
 @_db_option

@@ -71,12 +71,16 @@ from .common import handle_errors, quiet_interpreter
 @click.option("--sequences", type=click.IntRange(min=1), default=None, metavar="N",
               help="States the search over rewrite decisions and partitions evaluates (default 8; 1: the greedy "
                    "rewrites, then the partition search). --seed orders its moves. KernelBench files only.")
+@click.option("--strategy", type=click.Choice(["hill", "mcts"]), default=None,
+              help="How the search over rewrite decisions and partitions walks its states: hill (first-improvement "
+                   "hill climbing, the default) or mcts (Monte Carlo tree search, UCT with random rollouts), within "
+                   "--sequences states. KernelBench files only.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines (stage, candidate, check calls) on stderr.")
 @handle_errors
 def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool, strict: bool, seed: int,
           sets: tuple[str, ...], greedy: bool, target: str, workloads: tuple[str, ...], schema: str | None,
           prove: bool, prove_timeout_ms: int | None, candidates: int, cpu_cap: int | None, timeout_s: float | None,
-          budget: int | None, sequences: int | None, quiet: bool) -> None:
+          budget: int | None, sequences: int | None, strategy: str | None, quiet: bool) -> None:
     """Compile PROBLEM into a verified, self-contained solution.
 
     PROBLEM is a KernelBench file (Model, get_inputs, get_init_inputs; writes a ModelNew file), or
@@ -90,7 +94,7 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
 
     if json_out is not None and json_out.exists():
         json_out.unlink()
-    for name, given_ in (("--budget", budget), ("--sequences", sequences)):
+    for name, given_ in (("--budget", budget), ("--sequences", sequences), ("--strategy", strategy)):
         if given_ is not None and problem.suffix != ".py":
             raise InvalidInputError(name, "a KernelBench .py problem (solve's searches over definitions take "
                                     "their defaults)", str(problem))
@@ -113,7 +117,8 @@ def solve(problem: Path, out: Path | None, json_out: Path | None, explain: bool,
                         progress=tell, partitioner=partition if greedy else None,
                         target=target, prove=prove, prove_timeout_ms=prove_timeout_ms, candidates=candidates,
                         **({} if budget is None else {"library_budget": budget}),
-                        **({} if sequences is None else {"sequences": sequences}))
+                        **({} if sequences is None else {"sequences": sequences}),
+                        **({} if strategy is None else {"strategy": strategy}))
     tell.close()
     if explain:
         click.echo(res.explain())

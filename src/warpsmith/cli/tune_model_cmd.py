@@ -2,7 +2,8 @@
 process pool or a Ray cluster), record the winners, print the summary table.
 
 Exit codes: 0 every captured problem has a verified record; 1 some failed (the summary says why; the
-JSON is still written); 2 unusable input.
+JSON is still written); 2 unusable input; 3 none failed but the time budget ran out before every
+problem started (the run is incomplete: the skipped ones are listed; a re-run resumes).
 """
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def _load_model(hf: str | None, model: str | None, layers: int, hidden: int, dty
 @click.option("--target", default=None, help="Hardware model (default: this device, or WARPSMITH_TARGET).")
 @click.option("--budget", type=click.IntRange(1), default=16, show_default=True, help="Evaluations per problem.")
 @click.option("--time-budget", "time_budget", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds for the whole model, shared by predicted share of the step.")
+              help="Seconds for the whole run: shared by predicted share of the step; once spent, no new "
+                   "problem starts (those left are reported skipped; exit 3).")
 @click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
               help="local: a process pool here; ray: Ray tasks (--address, or a local Ray started here).")
 @click.option("--address", default=None, help="The Ray cluster's address (with --executor ray; 'auto': this node's).")
@@ -70,6 +72,9 @@ def _load_model(hf: str | None, model: str | None, layers: int, hidden: int, dty
               help="Tries per problem when its worker or node is lost.")
 @click.option("--compiler-facts/--no-compiler-facts", default=False, show_default=True,
               help="Without a GPU: compile each candidate for the target's GPU (compile-only) and rank with those facts.")
+@click.option("--generated-kernels/--no-generated-kernels", "generated_kernels", default=False, show_default=True,
+              help="Also run the model through torch.compile with warpsmith's backend and rank the generated kernels "
+                   "(the backend's configs, predicted; not tuned, not stored).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Tuning database file (default: $WARPSMITH_DB or the user cache).")
@@ -78,7 +83,7 @@ def _load_model(hf: str | None, model: str | None, layers: int, hidden: int, dty
 @handle_errors
 def tune_model_cmd(hf: str | None, layers: int, hidden: int, dtype: str, model_ref: str | None, sizes: str | None,
                    target: str | None, budget: int, time_budget: float | None, executor: str, address: str | None,
-                   workers: int | None, attempts: int, compiler_facts: bool, seed: int, db_path: Path | None, json_out: Path | None) -> None:
+                   workers: int | None, attempts: int, compiler_facts: bool, generated_kernels: bool, seed: int, db_path: Path | None, json_out: Path | None) -> None:
     """Tune every warpsmith problem a model's forward runs, by predicted share of the step."""
     from ..db import TuningDB
     from ..modeltune import sizes_arg, tune_model
@@ -101,14 +106,27 @@ def tune_model_cmd(hf: str | None, layers: int, hidden: int, dtype: str, model_r
             report = tune_model(model, inputs, sizes=size_list, target=target, budget=budget,
                                 time_budget_s=time_budget, executor=executor, address=address, workers=workers,
                                 attempts=attempts, db=TuningDB(db_path), seed=seed,
-                                compiler_facts=compiler_facts, progress=progress)
+                                compiler_facts=compiler_facts, generated_kernels=generated_kernels,
+                                progress=progress)
     click.echo(report.table())
+    for line in report.graphs:
+        click.echo(f"torch.compile graph: {line}")
+    if generated_kernels:
+        click.echo(f"{len(report.generated)} generated kernels: the launch configs warpsmith's torch.compile backend "
+                   "emitted (the compiler's defaults) and their predicted times; not tuned, not stored in the DB")
     failed = [m for m in report.problems if m.status == "failed"]
     for m in failed:
         click.echo(f"failed: {m.problem.describe()} after {m.attempts} tries: {m.reason}")
-    click.echo(f"{len(report.problems)} problems, {len(failed)} failed; times {report.timing_kind} for "
-               f"{report.target}; executor {report.executor}; {report.elapsed_s:.1f} s")
+    skipped = report.skipped
+    for m in skipped:
+        click.echo(f"skipped: {m.problem.describe()}: {m.reason}")
+    click.echo(f"{len(report.problems)} problems, {len(failed)} failed, {len(skipped)} skipped; times "
+               f"{report.timing_kind} for {report.target}; executor {report.executor}; {report.elapsed_s:.1f} s")
     if json_out is not None:
         json_out.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
     if failed:
         raise click.exceptions.Exit(1)
+    if skipped:
+        click.echo(f"incomplete: the time budget ran out before {len(skipped)} problems started "
+                   "(a re-run resumes)", err=True)
+        raise click.exceptions.Exit(3)

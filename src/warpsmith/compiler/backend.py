@@ -94,10 +94,16 @@ class GraphReport:
 
 
 class Backend:
-    """A ``torch.compile`` backend (``torch.compile(m, backend=Backend())``) that keeps its reports."""
+    """A ``torch.compile`` backend (``torch.compile(m, backend=Backend())``) that keeps its reports.
 
-    def __init__(self, partitioner: Callable[..., Any] = partition, verify: bool = True, draws: int = 2) -> None:
-        self.partitioner, self.verify, self.draws = partitioner, verify, draws
+    ``on_program(report, graph, program)``, when given, is told of every graph that compiled (its
+    report, the IR graph and the emitted :class:`~.emit.Program`, whose ``kernels`` are the generated
+    ones with their configs) and may return a function of no arguments, then called each time the
+    compiled graph runs (``warpsmith tune-model --generated-kernels`` counts calls so)."""
+
+    def __init__(self, partitioner: Callable[..., Any] = partition, verify: bool = True, draws: int = 2,
+                 on_program: Callable[..., Callable[[], None] | None] | None = None) -> None:
+        self.partitioner, self.verify, self.draws, self.on_program = partitioner, verify, draws, on_program
         self.reports: list[GraphReport] = []
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
@@ -109,8 +115,14 @@ class Backend:
 
     def _compiler(self, kind: str) -> Callable[..., Any]:
         def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-            fn, report = compile_graph_module(gm, example_inputs, kind, self.partitioner, self.verify, self.draws)
+            emitted: list[Any] = []
+            fn, report = compile_graph_module(gm, example_inputs, kind, self.partitioner, self.verify, self.draws,
+                                              emitted=emitted)
             self.reports.append(report)
+            if self.on_program is not None and report.status == "compiled" and emitted:
+                tick = self.on_program(report, *emitted[0])
+                if tick is not None:
+                    return _counted(fn, tick)
             return fn
         return compile_graph
 
@@ -137,19 +149,20 @@ def _warn_eager(report: GraphReport) -> None:
 
 def compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind: str = "inference",
                          partitioner: Callable[..., Any] = partition, verify: bool = True,
-                         draws: int = 2) -> tuple[Callable[..., Any], GraphReport]:
+                         draws: int = 2, emitted: list[Any] | None = None) -> tuple[Callable[..., Any], GraphReport]:
     """One ATen graph -> (the callable to run, its report). The callable is the original graph
     (boxed like it) unless a verified program was built; then an :class:`EagerFallbackWarning` says
-    so (once per kind of reason)."""
-    fn, report = _compile_graph_module(gm, example_inputs, kind, partitioner, verify, draws)
+    so (once per kind of reason). ``emitted``, when given, gets ``(IR graph, Program)`` appended once
+    a program is emitted (whether or not it then verifies: the report's status says)."""
+    fn, report = _compile_graph_module(gm, example_inputs, kind, partitioner, verify, draws, emitted)
     if report.status != "compiled":
         _warn_eager(report)
     return fn, report
 
 
 def _compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind: str,
-                          partitioner: Callable[..., Any], verify: bool,
-                          draws: int) -> tuple[Callable[..., Any], GraphReport]:
+                          partitioner: Callable[..., Any], verify: bool, draws: int,
+                          emitted: list[Any] | None = None) -> tuple[Callable[..., Any], GraphReport]:
     report = GraphReport(kind)
     eager = _boxed(gm)
     sym = None
@@ -191,6 +204,8 @@ def _compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any
         report.library_calls = [n.op for n in prog.library_calls]
         report.fallbacks = [str(n.target).replace("aten.", "") for n in prog.fallbacks]
         run = _load(text, kind)
+        if emitted is not None:
+            emitted.append((g, prog))
     except Exception as e:  # noqa: BLE001 - any failure leaves the original graph in place, said in the report
         report.reason = f"not compiled: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
         if sym is not None:
@@ -330,6 +345,15 @@ def _boxed(fn: Any) -> Callable[..., Any]:
         xs = list(args)
         args.clear()
         return fn(*xs)
+    call._boxed_call = True  # type: ignore[attr-defined]
+    return call
+
+
+def _counted(fn: Any, tick: Callable[[], None]) -> Callable[..., Any]:
+    """``fn`` (boxed) calling ``tick()`` before each run."""
+    def call(args: list[Any]) -> Any:
+        tick()
+        return fn(args)
     call._boxed_call = True  # type: ignore[attr-defined]
     return call
 

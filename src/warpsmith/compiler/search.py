@@ -122,7 +122,11 @@ class SearchResult:
         if self.sequence is not None:
             q = self.sequence.to_json()
             forced = ", ".join(f"{k}: {v}" for k, v in q["winner_forced"].items()) or "none (the greedy rewrites)"
-            out.append(f"  rewrite sequences: {q['evaluated']} of at most {q['budget']} states evaluated (seed {q['seed']}; "
+            extra = (f", {q['iterations']} tree iterations, {q['memo_hits']} states reached again"
+                     if q["strategy"] == "mcts" else "")
+            out.append(f"  rewrite sequences: strategy {q['strategy']} ({q['strategy_description']}); "
+                       f"{q['evaluated']} of at most {q['budget']} states evaluated, {q['dead_ends']} dead end(s)"
+                       f"{extra} (seed {q['seed']}; "
                        f"move order: {q['move_order']}); winner: state {q['winner']}, forced {forced}: "
                        f"{q['predicted_ms'] * 1e3:.2f} us vs greedy rewrites then partitions "
                        f"{q['greedy_rewrites_ms'] * 1e3:.2f} us ({q['gain_over_greedy_rewrites']:.2f}x) and greedy "

@@ -13,14 +13,18 @@ recomputed (the greedy price says no), and a rewrite taken early that blocks a b
   partition's predicted time (:func:`warpsmith.cost.program.program_ms`, predicted, not measured);
 - the **seed state** forces nothing: greedy rewrites, then the partition search, which is what
   the compiler did before this search (``greedy_rewrites_ms`` in the report);
-- a **move** flips the decision at one site the current best state's passes met (sites appear and
-  disappear with the decisions before them); moves are tried in the order of the model's margin
-  at the site (the closest calls first: ``|after - before| / before`` of the site's record), ties
-  in an order drawn from ``seed``; the first move that lowers the score becomes the best state
-  and its moves are tried next (first-improvement hill climbing);
-- at most ``budget`` states are evaluated (the seed state included); the same seed gives the same
-  states and the same winner. A state whose passes or partition search raise is a dead end: its
-  error is kept in the record, and the search goes on (the seed state's errors are raised).
+- a **move** flips the decision at one site a state's passes met (sites appear and disappear with
+  the decisions before them; a site the state forces already is not flipped back), listed in the
+  order of the model's margin at the site (the closest calls first: ``|after - before| / before``
+  of the site's record), ties in an order drawn from ``seed``;
+- a **strategy** (:mod:`.strategies`) walks the states: ``hill`` (the default) takes the first move
+  of the best state that lowers the score and tries its moves next (first-improvement hill
+  climbing); ``mcts`` grows a search tree of states by UCT with random rollouts, which can reach a
+  pair of flips that pays only together (each alone worse), where the hill climb stops;
+- at most ``budget`` states are evaluated (the seed state included; a state reached again is not
+  evaluated again); the same seed gives the same states and the same winner. A state whose passes
+  or partition search raise is a dead end: its error is kept in the record, and the search goes on
+  (the seed state's errors are raised).
 
 No learned prior orders the moves: the learned ranker (:mod:`warpsmith.ranker`) ranks op configs
 of the tuner, and no model of rewrite moves has been trained; the report says ``move order: the
@@ -41,6 +45,7 @@ from .ir import Graph
 from .rewrite import rewrite
 from .search import SearchResult, search as run_search
 from .split import split_reductions
+from .strategies import DEFAULT_STRATEGY, STRATEGIES, run as run_strategy
 from .views import fuse_views
 
 SEQUENCE_BUDGET = 8  # states evaluated by default (solve --sequences)
@@ -62,6 +67,10 @@ def site_of(r: dict[str, Any]) -> str:
     return site(r["rewrite"], r["at"], r.get("rule") if r["rewrite"] == "algebra" else None)
 
 
+def _named(forced: dict[str, bool]) -> dict[str, str]:
+    return {k: ("apply" if v else "keep as written") for k, v in forced.items()}
+
+
 @dataclass
 class State:
     forced: dict[str, bool]
@@ -72,7 +81,7 @@ class State:
 
     def summary(self) -> dict[str, Any]:
         label = self.result.ranked[0][0].label if self.result.ranked else "greedy"
-        return {"forced": {k: ("apply" if v else "keep as written") for k, v in self.forced.items()},
+        return {"forced": _named(self.forced),
                 "taken": [site_of(r) for r in self.records if r["taken"]] + (["hoist"] if self.hoisted else []),
                 "predicted_ms": self.result.best_ms, "partition": label,
                 "kernels": len([g for g in self.result.best.groups if g.nodes])}
@@ -86,10 +95,16 @@ class SequenceSearch:
     states: list[dict[str, Any]] = field(default_factory=list)  # every evaluated state, in order
     winner: int = 0  # index in ``states``
     greedy_rewrites_ms: float = 0.0  # the seed state: greedy rewrites, then the partition search
+    strategy: str = DEFAULT_STRATEGY  # strategies.STRATEGIES
+    iterations: int = 0  # mcts: tree iterations (hill: 0)
+    memo_hits: int = 0  # mcts: states reached again by another path, not evaluated again
 
     def to_json(self) -> dict[str, Any]:
         best = self.states[self.winner]["predicted_ms"] if self.states else None
-        return {"budget": self.budget, "seed": self.seed, "evaluated": len(self.states), "move_order": MOVE_ORDER,
+        return {"strategy": self.strategy, "strategy_description": STRATEGIES[self.strategy][1],
+                "budget": self.budget, "seed": self.seed, "evaluated": len(self.states),
+                "dead_ends": sum("error" in st for st in self.states), "iterations": self.iterations,
+                "memo_hits": self.memo_hits, "move_order": MOVE_ORDER,
                 "winner": self.winner, "winner_forced": self.states[self.winner]["forced"] if self.states else {},
                 "predicted_ms": best, "greedy_rewrites_ms": self.greedy_rewrites_ms,
                 "gain_over_greedy_rewrites": self.greedy_rewrites_ms / best if best else None,
@@ -113,44 +128,30 @@ def _moves(state: State, rng: random.Random) -> list[tuple[str, bool]]:
 
 
 def search_sequences(g: Graph, target: Any, budget: int = SEQUENCE_BUDGET, seed: int = 0,
-                     partitions: int = 200) -> tuple[State, SequenceSearch]:
+                     partitions: int = 200, strategy: str = DEFAULT_STRATEGY) -> tuple[State, SequenceSearch]:
     """Search rewrite decisions and partitions of ``g`` (lowered, not rewritten; left unchanged)
-    together, at most ``budget`` states (see the module docstring). Returns the best state (its own
-    graph, rewritten) and the search's record."""
-    if budget < 1:
+    together, at most ``budget`` states, with ``strategy`` (:data:`.strategies.STRATEGIES`: ``hill``
+    or ``mcts``; see the module docstring). Returns the best state (its own graph, rewritten) and the
+    search's record."""
+    if strategy not in STRATEGIES:
         from ..core.errors import InvalidInputError
 
-        raise InvalidInputError("sequence search budget", "at least 1 state (the greedy rewrites)", budget)
+        raise InvalidInputError("sequence search strategy", " or ".join(STRATEGIES), strategy)
     base = copy.deepcopy(g)
 
-    def evaluate(forced: dict[str, bool]) -> State:
+    def evaluate(forced: dict[str, bool]) -> tuple[float, State]:
         h = copy.deepcopy(base)
         with forcing(forced):
             records, hoisted = apply_rewrites(h, target)
-        return State(dict(forced), h, records, hoisted, run_search(h, target, partitions))
+        state = State(dict(forced), h, records, hoisted, run_search(h, target, partitions))
+        return state.result.best_ms, state
 
-    rng = random.Random(seed)
-    best = evaluate({})
-    rec = SequenceSearch(budget, seed, [best.summary()], 0, best.result.best_ms)
-    seen = {frozenset()}
-    improved = True
-    while improved and len(rec.states) < budget:
-        improved = False
-        for key, take in _moves(best, rng):
-            forced = {**best.forced, key: take}
-            if frozenset(forced.items()) in seen:
-                continue
-            if len(rec.states) >= budget:
-                break
-            seen.add(frozenset(forced.items()))
-            try:
-                state = evaluate(forced)
-            except Exception as e:  # noqa: BLE001 - a forced site a later pass cannot work with: a dead end, reported
-                rec.states.append({"forced": {k: ("apply" if v else "keep as written") for k, v in forced.items()},
-                                   "error": f"{type(e).__name__}: {str(e)[:200]}", "predicted_ms": None})
-                continue
-            rec.states.append(state.summary())
-            if state.result.best_ms < best.result.best_ms * (1 - 1e-9):
-                best, rec.winner, improved = state, len(rec.states) - 1, True
-                break
-    return best, rec
+    out = run_strategy(strategy, evaluate, {}, lambda forced, state, rng: _moves(state, rng), budget,
+                       random.Random(seed))
+    states = [t.value.summary() if t.error is None else
+              {"forced": _named(t.forced), "error": t.error, "predicted_ms": None} for t in out.trials]
+    for st, t in zip(states, out.trials):
+        st["via"] = t.via
+    rec = SequenceSearch(budget, seed, states, out.winner, out.trials[0].score, strategy=strategy,
+                         iterations=out.iterations, memo_hits=out.memo_hits)
+    return out.best.value, rec

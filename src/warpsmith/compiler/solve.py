@@ -26,6 +26,7 @@ from .precision import approximate, lower_storage
 from .progress import Progress, SolveTimeout, as_progress
 from .search import search as run_search
 from .sequence import SEQUENCE_BUDGET, search_sequences
+from .strategies import DEFAULT_STRATEGY
 
 
 
@@ -99,7 +100,8 @@ def compile_problem(path: str | Path, seed: int = 0,
                     overrides: Any = None, target: str = "h100", choice: int = 0,
                     rewrites_on: bool = True, progress: Progress | None = None,
                     library_budget: int = DEFAULT_BUDGET,
-                    sequences: int = SEQUENCE_BUDGET, library_configs: bool = True) -> tuple[Graph, list[str], Program]:
+                    sequences: int = SEQUENCE_BUDGET, strategy: str = DEFAULT_STRATEGY,
+                    library_configs: bool = True) -> tuple[Graph, list[str], Program]:
     """Capture, lower, partition and emit (no verification); ``overrides`` are ``--set`` items (size
     constants rewritten before the problem runs). With no ``partitioner``, the search
     (:mod:`.sequence`: rewrites and partitions ranked by the cost model for ``target``) chooses, and
@@ -113,8 +115,8 @@ def compile_problem(path: str | Path, seed: int = 0,
     config or one tuned here in ``library_budget`` predicted evaluations (:mod:`.library_tune`; 0: no
     tuning), emitted in its launcher call; ``library_configs=False`` keeps every launcher's default (no
     DB, no tuning). ``sequences``: states the search over rewrite decisions and partitions evaluates
-    (:mod:`.sequence`; 1: greedy rewrites, then partitions). ``progress`` is told each stage (capture,
-    search, emit)."""
+    (:mod:`.sequence`; 1: greedy rewrites, then partitions), walked by ``strategy`` (:mod:`.strategies`:
+    ``hill`` or ``mcts``). ``progress`` is told each stage (capture, search, emit)."""
     tell = progress or Progress()
     tell.stage("capture")
     problem = load_problem(path, seed=seed, overrides=overrides)
@@ -122,7 +124,8 @@ def compile_problem(path: str | Path, seed: int = 0,
     g = build(cap)
     tell.stage("search", "greedy partition" if partitioner is not None else f"partition rank {choice}"
                + ("" if rewrites_on else ", no rewrite"))
-    notes, part, found = plan(g, partitioner, target, choice, rewrites_on, sequences=sequences, seed=seed)
+    notes, part, found = plan(g, partitioner, target, choice, rewrites_on, sequences=sequences, seed=seed,
+                              strategy=strategy)
     declared = store_low(g, part, found, cap.program, problem.inputs, target, notes) if rewrites_on else None
     library = tune_library(g, found, get_target(target), library_budget, seed, tell, library_configs) \
         if found is not None else []
@@ -211,11 +214,12 @@ _REWRITE_NOTE = {"reassociate": "matmul chain reassociated to A @ (B @ C)",
 
 def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
          target: str = "h100", choice: int = 0, rewrites_on: bool = True,
-         clamp: bool = False, sequences: int = SEQUENCE_BUDGET, seed: int = 0) -> tuple[list[str], Partition, Any]:
+         clamp: bool = False, sequences: int = SEQUENCE_BUDGET, seed: int = 0,
+         strategy: str = DEFAULT_STRATEGY) -> tuple[list[str], Partition, Any]:
     """Lower ``g`` (in place) and choose its partition: the search's when ``partitioner`` is None
     (with rewrites, :mod:`.rewrite`, and the values folded out of the call, :mod:`.hoist`, searched
     together with the partitions by :func:`.sequence.search_sequences`, ``sequences`` states, moves
-    ordered by ``seed``; unless ``rewrites_on`` is False: no rewrite, the partition search alone),
+    ordered by ``seed``, walked by ``strategy``; unless ``rewrites_on`` is False: no rewrite, the partition search alone),
     else ``partitioner(g)``. Nodes no group took are marked ``aten``.
     ``choice`` past the last explored partition raises IndexError, or with ``clamp`` takes the last.
     Returns the lowering notes, the partition and the search's record (None without a search)."""
@@ -227,7 +231,7 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
         greedy_ms = program_ms(g, greedy, tgt)  # the baseline: this graph, greedy fusion, no rewrite
         greedy_untuned = program_ms(g, greedy, tgt, tuned=False)  # ... and every kernel at its default config
         if rewrites_on:
-            best, record = search_sequences(g, tgt, sequences, seed)
+            best, record = search_sequences(g, tgt, sequences, seed, strategy=strategy)
             g.__dict__.update(vars(best.graph))  # the winning state's rewritten graph, in place of g's
             rewrites, hoisted, found = best.records, best.hoisted, best.result
             found.sequence = record
@@ -265,7 +269,7 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
           progress: Callable[[str], None] | Progress | None = None, target: str = "h100", prove: bool = True,
           prove_timeout_ms: int | None = None, candidates: int = MAX_CANDIDATES,
           library_budget: int = DEFAULT_BUDGET, sequences: int = SEQUENCE_BUDGET,
-          write_configs: bool = True) -> SolveResult:
+          strategy: str = DEFAULT_STRATEGY, write_configs: bool = True) -> SolveResult:
     """Compile a KernelBench problem into a verified ``ModelNew`` file.
 
     With ``prove``, the launch contract of every generated kernel is proved first (:mod:`.proofs`);
@@ -279,10 +283,11 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     predicted evaluations per library call tuned during the solve (:mod:`.library_tune`; 0: none).
     Once a program that ran chosen library configs (DB records or tuned) is rejected, the next
     candidates run every library call at its launcher's default, and when none of them passes, that
-    program is verified once more at the defaults (one program beyond ``candidates``). With ``write_configs``, the library configs tuned
-    during an accepted solve are verified by the tuner's verifier and recorded in the tuning DB
-    (:func:`record_library`). ``sequences``: states of the search over rewrite decisions and
-    partitions (:mod:`.sequence`).
+    program is verified once more at the defaults (one program beyond ``candidates``). With
+    ``write_configs``, the library configs tuned during an accepted solve are verified by the tuner's
+    verifier and recorded in the tuning DB (:func:`record_library`). ``sequences``: states of the
+    search over rewrite decisions and partitions (:mod:`.sequence`), ``strategy`` its strategy
+    (:mod:`.strategies`: ``hill``, the default, or ``mcts``).
 
     Raises:
         InvalidInputError: the problem file is unusable (exit 2); nothing is written.
@@ -308,7 +313,7 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
                 g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides,
                                                  target=target, choice=choice, rewrites_on=rewrites_on, progress=tell,
                                                  library_budget=library_budget, sequences=sequences,
-                                                 library_configs=library_on)
+                                                 strategy=strategy, library_configs=library_on)
             except IndexError:  # no other partition was explored
                 if order.exhausted():
                     if retry is None:

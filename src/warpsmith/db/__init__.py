@@ -1,4 +1,5 @@
 """The tuning database: verified tuning results, looked up by problem and hardware."""
+from .failure import FailureRecord
 from .record import (
     DTYPES,
     TIMING_KINDS,
@@ -13,6 +14,7 @@ from .store import EXPORT_FORMAT, SCHEMA_VERSION, TuningDB, generation, read_exp
 __all__ = [
     "DTYPES",
     "EXPORT_FORMAT",
+    "FailureRecord",
     "SCHEMA_VERSION",
     "TIMING_KINDS",
     "RecordError",

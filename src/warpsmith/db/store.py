@@ -1,9 +1,15 @@
 """The SQLite tuning database.
 
-One table, ``records``, with a column per :class:`TuningRecord` field (dicts
+Two tables: ``records``, with a column per :class:`TuningRecord` field (dicts
 as canonical JSON text) plus the derived lookup columns ``shape_key``,
-``bucket`` and ``attrs_key``. The schema version lives in
-``PRAGMA user_version``.
+``bucket`` and ``attrs_key``; and ``failures`` (schema version 2), one
+:class:`FailureRecord` per problem key (op, shape, dtype, key attributes,
+target) whose tuning failed, the latest, removed when a verified record of
+that key is written. The schema version lives in ``PRAGMA user_version``.
+
+**Migration.** A version 1 file (records only) is read as it is (it has no
+failures); the first write to it adds the ``failures`` table and sets the
+version to 2, in the same transaction, leaving every record untouched.
 
 The file is created on the first write only: reading a database that does not
 exist yields empty results and creates nothing. Each operation opens its own
@@ -23,9 +29,10 @@ from typing import IO, Any
 
 from ..core.errors import DatabaseError
 from ..core.settings import settings
+from .failure import FailureRecord
 from .record import RecordError, TuningRecord, attrs_key, bucket, canonical_json, shape_key
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 EXPORT_FORMAT = 1
 
 _COLUMNS = (
@@ -41,8 +48,20 @@ _SCHEMA = (
         certificate TEXT, created TEXT NOT NULL,
         shape_key TEXT NOT NULL, bucket TEXT NOT NULL, attrs_key TEXT NOT NULL)""",
     "CREATE INDEX records_lookup ON records (op, dtype, attrs_key, target, bucket)",
-    f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
+_FAILURES = (  # added by version 2
+    """CREATE TABLE failures (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        op TEXT NOT NULL, shape TEXT NOT NULL, dtype TEXT NOT NULL, attrs TEXT NOT NULL, target TEXT NOT NULL,
+        reason TEXT NOT NULL, attempts INTEGER NOT NULL, executor TEXT NOT NULL, provenance TEXT NOT NULL,
+        created TEXT NOT NULL, shape_key TEXT NOT NULL, attrs_key TEXT NOT NULL,
+        UNIQUE (op, shape_key, dtype, attrs_key, target))""",
+)
+# the statements taking a file of version v (the key) to v + 1
+_MIGRATIONS: dict[int, tuple[str, ...]] = {1: _FAILURES}
+_FAILURE_COLUMNS = ("op", "shape", "dtype", "attrs", "target", "reason", "attempts", "executor", "provenance",
+                    "created", "shape_key", "attrs_key")
+_KEY_WHERE = "op = ? AND shape_key = ? AND dtype = ? AND attrs_key = ? AND target = ?"
 _generation = 0  # writes committed by this process to any tuning DB (see generation())
 
 
@@ -103,6 +122,48 @@ class TuningDB:
         with self._connect(write=True) as conn:
             if conn.execute("DELETE FROM records WHERE id = ?", (id,)).rowcount != 1:
                 raise DatabaseError(f"{self.path}: no record with id {id!r}")
+
+    def put_failure(self, failure: FailureRecord) -> int:
+        """Record that tuning ``failure``'s problem failed, replacing an earlier failure of the same key
+        (op, shape, dtype, attrs, target); returns its new id. An empty ``created`` is filled with
+        the current UTC time; ``failure`` itself is not modified.
+
+        Raises:
+            DatabaseError: if a field is invalid (:class:`RecordError`) or the file cannot be written.
+        """
+        f = FailureRecord.from_json(failure.to_json())
+        f.created = f.created or datetime.now(timezone.utc).isoformat()
+        row = {"op": f.op, "shape": canonical_json(f.shape), "dtype": f.dtype, "attrs": canonical_json(f.attrs),
+               "target": f.target, "reason": f.reason, "attempts": f.attempts, "executor": f.executor,
+               "provenance": canonical_json(f.provenance), "created": f.created, "shape_key": shape_key(f.shape),
+               "attrs_key": attrs_key(f.attrs)}
+        with self._connect(write=True) as conn:
+            conn.execute(f"DELETE FROM failures WHERE {_KEY_WHERE}",
+                         (f.op, row["shape_key"], f.dtype, row["attrs_key"], f.target))
+            cur = conn.execute(f"INSERT INTO failures ({', '.join(_FAILURE_COLUMNS)}) VALUES "
+                               f"({', '.join('?' * len(_FAILURE_COLUMNS))})", tuple(row[c] for c in _FAILURE_COLUMNS))
+            return int(cur.lastrowid)  # type: ignore[arg-type]
+
+    def failures(self, op: str | None = None, target: str | None = None) -> builtins.list[FailureRecord]:
+        """The recorded failures matching every given filter, oldest id first (none in a version 1
+        file, which has no failures table yet)."""
+        conds = [(c, v) for c, v in (("op", op), ("target", target)) if v is not None]
+        where = ("WHERE " + " AND ".join(f"{c} = ?" for c, _ in conds)) if conds else ""
+        with self._connect(write=False) as conn:
+            if conn is None or conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                                            "AND name = 'failures'").fetchone()[0] == 0:
+                return []
+            out = []
+            for row in conn.execute(f"SELECT id, {', '.join(_FAILURE_COLUMNS[:10])} FROM failures {where} ORDER BY id",
+                                    tuple(v for _, v in conds)):
+                d = {c: row[c] for c in _FAILURE_COLUMNS[:10]}
+                try:
+                    for c in ("shape", "attrs", "provenance"):
+                        d[c] = json.loads(d[c])
+                    out.append(FailureRecord.from_json({**d, "id": row["id"]}))
+                except (DatabaseError, ValueError, TypeError) as e:
+                    raise DatabaseError(f"{self.path}: failure {row['id']} is corrupt: {e}") from e
+            return out
 
     def import_(self, path: str | Path | IO[str], *, allow_unverified: bool = False) -> int:
         """Insert the records of an export document, all or nothing.
@@ -257,6 +318,9 @@ class TuningDB:
         row = _row(rec)
         cur = conn.execute(f"INSERT INTO records ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
                            tuple(row[c] for c in _COLUMNS))
+        if rec.verified:  # a verified record of the key clears its failure
+            conn.execute(f"DELETE FROM failures WHERE {_KEY_WHERE}",
+                         (rec.op, row["shape_key"], rec.dtype, row["attrs_key"], rec.target))
         return int(cur.lastrowid)  # type: ignore[arg-type]
 
     @contextlib.contextmanager
@@ -279,9 +343,13 @@ class TuningDB:
                 uri = self.path.resolve().as_uri() + "?mode=ro"
                 conn = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
             conn.row_factory = sqlite3.Row
-            fresh = self._check_schema(conn)
-            for stmt in _SCHEMA if fresh and write else ():
-                conn.execute(stmt)
+            version = self._check_schema(conn)
+            fresh = version == 0
+            if write and version < SCHEMA_VERSION:
+                steps = list(_SCHEMA + _FAILURES) if fresh else [
+                    stmt for v in range(version, SCHEMA_VERSION) for stmt in _MIGRATIONS[v]]
+                for stmt in steps + [f"PRAGMA user_version = {SCHEMA_VERSION}"]:
+                    conn.execute(stmt)
             yield None if fresh and not write else conn
             if write:
                 conn.execute("COMMIT")
@@ -295,16 +363,19 @@ class TuningDB:
                     conn.rollback()
                 conn.close()
 
-    def _check_schema(self, conn: sqlite3.Connection) -> bool:
-        """Return True for an empty (new) database; raise DatabaseError for a foreign or unknown one."""
+    def _check_schema(self, conn: sqlite3.Connection) -> int:
+        """The file's schema version: 0 for an empty (new) database, 1 .. SCHEMA_VERSION for one this
+        code reads (an older one is migrated on the first write); raise DatabaseError for a foreign or
+        unknown one."""
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == SCHEMA_VERSION:
-            return False
+        if 1 <= version <= SCHEMA_VERSION:
+            return int(version)
         if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
-            return True
+            return 0
         if version == 0:
             raise DatabaseError(f"{self.path}: not a warpsmith tuning database (it has other tables)")
-        raise DatabaseError(f"{self.path}: unknown schema version {version} (this warpsmith reads {SCHEMA_VERSION})")
+        raise DatabaseError(f"{self.path}: unknown schema version {version} (this warpsmith reads 1 to "
+                            f"{SCHEMA_VERSION})")
 
 
 def read_export(path: str | Path | IO[str]) -> tuple[str, builtins.list[Any]]:
