@@ -151,4 +151,4 @@ def test_library_calls_are_priced_by_their_family_model_and_reported(tmp_path):
     assert res.status == "accepted", res.verdict
     [lib] = res.to_json()["search"]["library"]
     assert lib["op"] == "matmul" and lib["config"] == P.LIBRARY_CONFIGS["matmul"]
-    assert lib["source"].startswith("launcher default") and lib["predicted_ms"] > 0
+    assert lib["source"] == "default" and lib["detail"].startswith("launcher default") and lib["predicted_ms"] > 0

@@ -64,9 +64,10 @@ from .common import handle_errors, quiet_interpreter
               help="Stop after SECONDS: the check's processes are ended, --json gets a partial report saying the "
                    "stage and candidate where it stopped, and the exit status is 3.")
 @click.option("--budget", "budget", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Predicted evaluations per library GEMM (matmul, bmm, linear) whose config the tuning DB lacks: "
-                   "tuned during the solve with the tuner's search and cost model, emitted in its launcher call "
-                   "(default 24; 0: the launcher's default tiles). KernelBench files only.")
+              help="Predicted evaluations per library call (GEMMs, softmax, rms_norm/layer_norm, attention) whose "
+                   "config the tuning DB lacks: tuned during the solve with the tuner's search and cost model, emitted in its "
+                   "launcher call, and written to the tuning DB once the program is accepted and the tuner's "
+                   "verifier passes it (default 24; 0: the launchers' defaults). KernelBench files only.")
 @click.option("--sequences", type=click.IntRange(min=1), default=None, metavar="N",
               help="States the search over rewrite decisions and partitions evaluates (default 8; 1: the greedy "
                    "rewrites, then the partition search). --seed orders its moves. KernelBench files only.")

@@ -144,7 +144,8 @@ def _program(g: Graph, part: Partition, init_part: Partition | None = None,
                     launchers.append((launcher, kernels))
                 launchers.extend((text, kernels) for text in library.generated(n))  # a GEMM's generated epilogue
                 prog.library_calls.append(n)
-                body.append(f"        v_{n.name} = {library.call(n, _render)}  # library {n.op}")
+                note = f": {n.attrs['launch_note']}" if n.attrs.get("launch_note") else ""  # its chosen config
+                body.append(f"        v_{n.name} = {library.call(n, _render)}  # library {n.op}{note}")
             elif n.kind == "view" and n.op in RESHAPES:
                 prog.views.append(n)
                 body.append(f"        v_{n.name} = _ws_view({_render(n.aten_args[0])}, {tuple(n.shape)!r})  # view (a copy "

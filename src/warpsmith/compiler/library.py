@@ -2,9 +2,10 @@
 
 For each ``library`` node this gives the ``@triton.jit`` kernels it needs (the library's own
 functions, copied by :func:`jit_source`) and a minimal launcher (source text below): fixed, safe
-tile sizes, except the GEMM launchers, which take the config solve chose for the call's shape
-(``cfg``: a tuning-DB record or one tuned during solve, :mod:`.library_tune`; :func:`launch_config`). :data:`LAUNCHERS` is the one table of which launcher each
-op uses and which kernels it launches. Copied kernels, their helpers, constants and imports get names
+tile sizes, except the launchers of the GEMMs, softmax, the norms and attention, which take the config solve chose
+for the call's shape (``cfg``: a tuning-DB record or one tuned during solve, :mod:`.library_tune`, whose
+``TUNABLE`` table says which knobs each takes; :func:`launch_config`). :data:`LAUNCHERS` is the one table
+of which launcher each op uses and which kernels it launches. Copied kernels, their helpers, constants and imports get names
 unique in the emitted file (:mod:`.names`), so that library kernels from different modules compose.
 """
 from __future__ import annotations
@@ -54,15 +55,18 @@ def _ws_linear(x, w, bias, activation, cfg=None):
 '''
 
 SOFTMAX = '''
-def _ws_softmax(x, log):
-    """softmax or log_softmax over the last dim."""
+def _ws_softmax(x, log, cfg=None):
+    """softmax or log_softmax over the last dim. ``cfg``: (ROWS, num_warps) of the whole-row kernel, the
+    config chosen for this call's shape (compiler.library_tune); None: one row a program, 4 warps."""
     n = x.shape[-1]
     x2 = x.reshape(-1, n)
     m = x2.shape[0]
     y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     if n <= {MAX}:
-        softmax_single_pass_kernel[(m,)](x2, y, m, n, x2.stride(0), x2.stride(1), y.stride(0),
-                                         BLOCK_N=triton.next_power_of_2(n), ROWS=1, LOG=log, EMULATE=_EMULATE)
+        rows, nw = cfg or (1, 4)
+        softmax_single_pass_kernel[(triton.cdiv(m, rows),)](x2, y, m, n, x2.stride(0), x2.stride(1), y.stride(0),
+                                         BLOCK_N=triton.next_power_of_2(n), ROWS=rows, LOG=log, EMULATE=_EMULATE,
+                                         num_warps=nw)
     else:
         softmax_online_kernel[(m,)](x2, y, m, n, x2.stride(0), x2.stride(1), y.stride(0),
                                     BLOCK_N=1024, LOG=log, EMULATE=_EMULATE)
@@ -70,8 +74,10 @@ def _ws_softmax(x, log):
 '''.replace("{MAX}", str(MAX_WHOLE_ROW))  # the kernel that holds a row whole, up to MAX_WHOLE_ROW
 
 NORM = '''
-def _ws_norm(x, w, b, eps, is_rms):
-    """RMSNorm (is_rms) or LayerNorm over the last dim, statistics in fp32."""
+def _ws_norm(x, w, b, eps, is_rms, cfg=None):
+    """RMSNorm (is_rms) or LayerNorm over the last dim, statistics in fp32. ``cfg``: (ROWS_PER_PROGRAM,
+    num_warps) of the whole-row kernel, the config chosen for this call's shape (compiler.library_tune);
+    None: one row a program, 4 warps."""
     n = x.shape[-1]
     x2 = x.reshape(-1, n).contiguous()
     m = x2.shape[0]
@@ -81,10 +87,11 @@ def _ws_norm(x, w, b, eps, is_rms):
     wp = w if w is not None else x2
     bp = b if b is not None else x2
     if n <= {MAX}:
-        norm_fwd_row_kernel[(m,)](x2, x2, wp, bp, y, y, mean, rstd, m, n, eps,
+        rows, nw = cfg or (1, 4)
+        norm_fwd_row_kernel[(triton.cdiv(m, rows),)](x2, x2, wp, bp, y, y, mean, rstd, m, n, eps,
                                   x2.stride(0), x2.stride(0), y.stride(0), y.stride(0),
-                                  ROWS=1, BLOCK_N=triton.next_power_of_2(n), IS_RMS=is_rms, HAS_W=w is not None,
-                                  HAS_B=b is not None, HAS_RES=False, EMULATE=_EMULATE)
+                                  ROWS=rows, BLOCK_N=triton.next_power_of_2(n), IS_RMS=is_rms, HAS_W=w is not None,
+                                  HAS_B=b is not None, HAS_RES=False, EMULATE=_EMULATE, num_warps=nw)
     else:
         norm_fwd_looped_kernel[(m,)](x2, x2, wp, bp, y, y, mean, rstd, m, n, eps,
                                      x2.stride(0), x2.stride(0), y.stride(0), y.stride(0),
@@ -242,9 +249,11 @@ def _ws_cross_entropy(x, t, reduction, ignore_index, smoothing):
 
 
 ATTENTION = '''
-def _ws_attention(q, k, v, causal, scale, bias=None, window=(None, None)):
+def _ws_attention(q, k, v, causal, scale, bias=None, window=(None, None), cfg=None):
     """softmax(q k^T * scale [+ bias] [causal, top-left as SDPA's is_causal] [band i - lo <= j <= i + hi])
-    v over (B, H, S, D); GQA when H_q > H_k. The bias (an additive mask) broadcasts to (B, H_q, S_q, S_k)."""
+    v over (B, H, S, D); GQA when H_q > H_k. The bias (an additive mask) broadcasts to (B, H_q, S_q, S_k).
+    ``cfg``: (BLOCK_M, BLOCK_N, num_warps, num_stages), the config chosen for this call's shape
+    (compiler.library_tune); None: the launcher's default tiles."""
     q, k, v = (t if t.stride(-1) == 1 else _ws_clone(t) for t in (q, k, v))
     b, hq, sq, d = q.shape
     hk, sk, dv = k.shape[1], k.shape[2], v.shape[3]
@@ -253,7 +262,7 @@ def _ws_attention(q, k, v, causal, scale, bias=None, window=(None, None)):
             raise ValueError("attention: offsets within one sequence must stay below 2^31")
     o = torch.empty((b, hq, sq, dv), dtype=q.dtype, device=q.device)
     lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
-    bm, bn = (16, 16) if _EMULATE else (64, 64)
+    bm, bn, nw, ns = cfg or ((16, 16, 4, 3) if _EMULATE else (64, 64, 4, 3))
     grid = (triton.cdiv(sq, bm), hq, b)
     lo, hi = window
     has_lo, has_hi = lo is not None, causal or hi is not None
@@ -272,7 +281,7 @@ def _ws_attention(q, k, v, causal, scale, bias=None, window=(None, None)):
         *sb, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=max(16, triton.next_power_of_2(d)),
         BLOCK_DV=max(16, triton.next_power_of_2(dv)), HAS_LO=has_lo, HAS_HI=has_hi, SOFTCAP=False,
         HAS_BIAS=bias is not None, VARLEN=False, IS_FP32=q.dtype == torch.float32,
-        EMULATE=_EMULATE and q.dtype == torch.bfloat16, num_warps=4)
+        EMULATE=_EMULATE and q.dtype == torch.bfloat16, num_warps=nw, num_stages=ns)
     return o
 '''
 
@@ -347,7 +356,7 @@ def generated(n: Node) -> list[str]:
 
 
 def launch_config(n: Node) -> str:
-    """The launcher's ``cfg`` argument of library GEMM ``n`` (``attrs["launch_config"]``, set by solve from
+    """The launcher's ``cfg`` argument of library call ``n`` (``attrs["launch_config"]``, set by solve from
     :mod:`.library_tune`), as ``", (...)"``; empty (the launcher's default tiles) where none was chosen."""
     cfg = n.attrs.get("launch_config")
     return f", {tuple(cfg)!r}" if cfg else ""
@@ -366,7 +375,7 @@ def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
         fn = {"linear": "_ws_linear", "nd": "_ws_matmul_nd"}.get(n.attrs["form"], "_ws_matmul")
         return f"{fn}({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['activation']!r}{launch_config(n)})"
     if n.op == "softmax":
-        return f"_ws_softmax({v(a[0])}, {n.attrs['log']})"
+        return f"_ws_softmax({v(a[0])}, {n.attrs['log']}{launch_config(n)})"
     if n.op == "conv":
         t = n.attrs
         return (f"_ws_conv({v(a[0])}, {v(a[1])}, {v(a[2])}, {t['stride']}, {t['padding']}, {t['dilation']}, "
@@ -377,13 +386,14 @@ def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
                 f"{t['ceil_mode']}, {t['is_max']}, {t['count_include_pad']}, {t['divisor']})")
     if n.op == "attention":
         extra = (f", {v(a[3])}" if len(a) > 3 else ", None") + (f", {n.attrs['window']!r}" if n.attrs.get("window") else "")
-        return f"_ws_attention({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['causal']}, {n.attrs['scale']!r}{extra})"
+        cfg = f", cfg={tuple(n.attrs['launch_config'])!r}" if n.attrs.get("launch_config") else ""
+        return f"_ws_attention({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['causal']}, {n.attrs['scale']!r}{extra}{cfg})"
     if n.op == "topk":
         return f"_ws_topk({v(a[0])}, {n.attrs['k']}, {n.attrs['largest']})"
     if n.op == "cross_entropy":
         t = n.attrs
         return f"_ws_cross_entropy({v(a[0])}, {v(a[1])}, {t['reduction']}, {t['ignore_index']}, {t['smoothing']!r})"
-    return f"_ws_norm({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['eps']!r}, {n.op == 'rms_norm'})"
+    return f"_ws_norm({v(a[0])}, {v(a[1])}, {v(a[2])}, {n.attrs['eps']!r}, {n.op == 'rms_norm'}{launch_config(n)})"
 
 
 def _is_jit(obj: Any) -> bool:

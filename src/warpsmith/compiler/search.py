@@ -106,11 +106,18 @@ class SearchResult:
                        f"{k['default_ms'] * 1e3:.3g} us")
         for c in self.library:
             cfg = ", ".join(f"{a}={b}" for a, b in c["config"].items()) if c["config"] else "its launcher's"
-            line = (f"  library {c['op']} ({c['node']}): {cfg} ({c['source']}): {c['predicted_ms'] * 1e3:.3g} us "
-                    f"predicted on {self.target}")
+            line = (f"  library {c['op']} ({c['node']}): {cfg}; source {c['source']} ({c['detail']}): "
+                    f"{c['predicted_ms'] * 1e3:.3g} us predicted on {self.target}")
             if c.get("tuned"):
                 dft = ", ".join(f"{a}={b}" for a, b in c["default_config"].items())
-                line += f"; launcher default {dft}: {c['default_ms'] * 1e3:.3g} us"
+                line += (f" vs launcher default {dft}: {c['default_ms'] * 1e3:.3g} us "
+                         f"({c['default_ms'] / c['predicted_ms'] if c['predicted_ms'] else 1:.2f}x)")
+            else:
+                line += " (the launcher default)"
+            rec = c.get("db_record")
+            if rec is not None:
+                line += (f"; written to the tuning DB as record {rec['record_id']} (verified by {rec['verified_by']})"
+                         if rec["written"] else f"; not written to the tuning DB: {rec['reason']}")
             out.append(line)
         if self.sequence is not None:
             q = self.sequence.to_json()

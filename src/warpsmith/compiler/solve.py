@@ -20,7 +20,7 @@ from .capture import capture, load_problem
 from .emit import Program, emit
 from .fuse import Partition, mark_unfused, partition, problems
 from .ir import Graph, build
-from .library_tune import DEFAULT_BUDGET, TUNED_OPS, choose, launcher_args
+from .library_tune import DEFAULT_BUDGET, TUNED_OPS, choose, db_problem, launcher_args, write_back
 from .lower import lower
 from .precision import approximate, lower_storage
 from .progress import Progress, SolveTimeout, as_progress
@@ -100,8 +100,8 @@ def compile_problem(path: str | Path, seed: int = 0,
                     overrides: Any = None, target: str = "h100", choice: int = 0,
                     rewrites_on: bool = True, progress: Progress | None = None,
                     library_budget: int = DEFAULT_BUDGET,
-                    sequences: int = SEQUENCE_BUDGET,
-                    strategy: str = DEFAULT_STRATEGY) -> tuple[Graph, list[str], Program]:
+                    sequences: int = SEQUENCE_BUDGET, strategy: str = DEFAULT_STRATEGY,
+                    library_configs: bool = True) -> tuple[Graph, list[str], Program]:
     """Capture, lower, partition and emit (no verification); ``overrides`` are ``--set`` items (size
     constants rewritten before the problem runs). With no ``partitioner``, the search
     (:mod:`.sequence`: rewrites and partitions ranked by the cost model for ``target``) chooses, and
@@ -110,12 +110,13 @@ def compile_problem(path: str | Path, seed: int = 0,
     last explored one): the next candidate when a better one failed verification; ``rewrites_on=False``
     compiles the program as written (no rewrite, nothing folded out of the call). With the search and
     rewrites on, values between kernels may be stored in 16 bits (:mod:`.precision`), declared in
-    ``Program.declared`` for the check. With the search, each library GEMM takes a tuning-DB record's
+    ``Program.declared`` for the check. With the search, each library call whose launcher takes a
+    config (GEMMs, softmax, norms, attention: :data:`.library_tune.TUNABLE`) takes a tuning-DB record's
     config or one tuned here in ``library_budget`` predicted evaluations (:mod:`.library_tune`; 0: no
-    tuning), emitted in its launcher call. ``sequences``: states the search over rewrite decisions and
-    partitions evaluates (:mod:`.sequence`; 1: greedy rewrites, then partitions), walked by
-    ``strategy`` (:mod:`.strategies`: ``hill`` or ``mcts``). ``progress`` is
-    told each stage (capture, search, emit)."""
+    tuning), emitted in its launcher call; ``library_configs=False`` keeps every launcher's default (no
+    DB, no tuning). ``sequences``: states the search over rewrite decisions and partitions evaluates
+    (:mod:`.sequence`; 1: greedy rewrites, then partitions), walked by ``strategy`` (:mod:`.strategies`:
+    ``hill`` or ``mcts``). ``progress`` is told each stage (capture, search, emit)."""
     tell = progress or Progress()
     tell.stage("capture")
     problem = load_problem(path, seed=seed, overrides=overrides)
@@ -126,7 +127,8 @@ def compile_problem(path: str | Path, seed: int = 0,
     notes, part, found = plan(g, partitioner, target, choice, rewrites_on, sequences=sequences, seed=seed,
                               strategy=strategy)
     declared = store_low(g, part, found, cap.program, problem.inputs, target, notes) if rewrites_on else None
-    library = tune_library(g, found, get_target(target), library_budget, seed, tell) if found is not None else []
+    library = tune_library(g, found, get_target(target), library_budget, seed, tell, library_configs) \
+        if found is not None else []
     tell.stage("emit")
     shapes = [tuple(x.shape) if hasattr(x, "shape") else None for x in problem.inputs]
     values = [None if hasattr(x, "shape") else x for x in problem.inputs]
@@ -139,19 +141,24 @@ def compile_problem(path: str | Path, seed: int = 0,
     return g, notes, prog
 
 
-def tune_library(g: Graph, found: Any, tgt: Any, budget: int, seed: int, tell: Progress) -> list[dict[str, Any]]:
+def tune_library(g: Graph, found: Any, tgt: Any, budget: int, seed: int, tell: Progress,
+                 on: bool = True) -> list[dict[str, Any]]:
     """Each library call's launch config (:func:`.library_tune.choose`: a DB record, else tuned in
-    ``budget`` predicted evaluations, else the launcher's default); a chosen config goes into the
-    node's ``attrs["launch_config"]`` (its emitted launcher call), and its predicted gain over the
-    default comes off ``found.best_ms`` (the program's predicted time was priced at the defaults)."""
+    ``budget`` predicted evaluations, else the launcher's default; ``on`` False: the launcher's default,
+    after a program running chosen configs was rejected); a chosen config goes into the node's
+    ``attrs["launch_config"]`` (its emitted launcher call), and its predicted gain over the default
+    comes off ``found.best_ms`` (the program's predicted time was priced at the defaults)."""
     calls = [n for n in g.nodes if n.kind == "library"]
-    if any(n.op in TUNED_OPS for n in calls):
-        tell.stage("search", f"library configs ({budget} predicted evaluations per GEMM)")
+    if on and any(n.op in TUNED_OPS for n in calls):
+        tell.stage("search", f"library configs ({budget} predicted evaluations per library call)")
     out = []
     for n in calls:
-        c = choose(n, tgt, budget, seed)
+        c = choose(n, tgt, budget if on else 0, seed, use_db=on)
+        if not on:
+            c["detail"] = "launcher default (a program running chosen library configs was rejected by the check)"
         if c["tuned"]:
-            n.attrs["launch_config"] = launcher_args(c["config"])
+            n.attrs["launch_config"] = launcher_args(c["config"], n.op)
+            n.attrs["launch_note"] = ", ".join(f"{k}={v}" for k, v in c["config"].items()) + f" ({c['source']})"
             found.best_ms -= c["default_ms"] - c["predicted_ms"]
         out.append(c)
     return out
@@ -262,7 +269,7 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
           progress: Callable[[str], None] | Progress | None = None, target: str = "h100", prove: bool = True,
           prove_timeout_ms: int | None = None, candidates: int = MAX_CANDIDATES,
           library_budget: int = DEFAULT_BUDGET, sequences: int = SEQUENCE_BUDGET,
-          strategy: str = DEFAULT_STRATEGY) -> SolveResult:
+          strategy: str = DEFAULT_STRATEGY, write_configs: bool = True) -> SolveResult:
     """Compile a KernelBench problem into a verified ``ModelNew`` file.
 
     With ``prove``, the launch contract of every generated kernel is proved first (:mod:`.proofs`);
@@ -273,9 +280,14 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     folded values out of the call, the last of them is the program as written (no rewrite): a rewrite
     that fails verification costs its gain, never the solution. ``progress`` (a callable told lines, or
     a :class:`~.progress.Progress`) is told each stage, candidate and check call. ``library_budget``:
-    predicted evaluations per library GEMM tuned during the solve (:mod:`.library_tune`; 0: none).
-    ``sequences``: states of the search over rewrite decisions and partitions (:mod:`.sequence`),
-    ``strategy`` its strategy (:mod:`.strategies`: ``hill``, the default, or ``mcts``).
+    predicted evaluations per library call tuned during the solve (:mod:`.library_tune`; 0: none).
+    Once a program that ran chosen library configs (DB records or tuned) is rejected, the next
+    candidates run every library call at its launcher's default, and when none of them passes, that
+    program is verified once more at the defaults (one program beyond ``candidates``). With
+    ``write_configs``, the library configs tuned during an accepted solve are verified by the tuner's
+    verifier and recorded in the tuning DB (:func:`record_library`). ``sequences``: states of the
+    search over rewrite decisions and partitions (:mod:`.sequence`), ``strategy`` its strategy
+    (:mod:`.strategies`: ``hill``, the default, or ``mcts``).
 
     Raises:
         InvalidInputError: the problem file is unusable (exit 2); nothing is written.
@@ -286,18 +298,27 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     res = None
     tell = as_progress(progress)
     order = Candidates(max(1, candidates) if partitioner is None else 1)
+    library_on = True  # off for good once a program running chosen library configs was rejected
+    retry = None  # that program's (choice, rewrites_on): run again at the launchers' defaults if nothing else passes
     try:
-        while (plan_ := order.next()) is not None:
+        while True:
+            plan_ = order.next()
+            if plan_ is None:
+                if retry is None:
+                    break
+                plan_, retry = retry, None  # no candidate left: the rejected one again, at the defaults
             choice, rewrites_on = plan_
-            tell.candidate(order.tried + 1, order.budget)
+            tell.candidate(order.tried + 1, max(order.budget, order.tried + 1))
             try:
                 g, notes, prog = compile_problem(path, seed=seed, partitioner=partitioner, overrides=overrides,
                                                  target=target, choice=choice, rewrites_on=rewrites_on, progress=tell,
                                                  library_budget=library_budget, sequences=sequences,
-                                                 strategy=strategy)
+                                                 strategy=strategy, library_configs=library_on)
             except IndexError:  # no other partition was explored
                 if order.exhausted():
-                    break
+                    if retry is None:
+                        break
+                    order.budget = order.tried  # nothing else: the retry comes next
                 continue
             if not order.fresh(prog.text, _rewritten(prog)):  # the very same program again: nothing new to verify
                 continue
@@ -307,12 +328,36 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
             if res.status != "rejected":
                 break
             _rejected(attempts, res, prog, choice, rewrites_on, tell)
+            if library_on and any(n.attrs.get("launch_config") for n in prog.library_calls):
+                library_on = False  # the next candidates run every library call at its launcher's default
+                attempts[-1]["library_configs"] = True
+                retry = (choice, rewrites_on)
+                tell(f"candidate {choice} ran chosen library configs: the next ones run the launchers' defaults")
     except SolveTimeout as stop:
         stop.attempts = attempts
         raise
     assert res is not None
     res.attempts = attempts  # when accepted, the better-predicted ones rejected; when rejected, every one tried
+    if res.status == "accepted" and write_configs:
+        record_library(res.program, get_target(target), seed)
     return res
+
+
+def record_library(prog: Program, tgt: Any, seed: int) -> None:
+    """After ``prog`` was accepted by the check: each library config tuned during the solve
+    (:func:`.library_tune.write_back`: the tuner's verifier, then the tuning DB), what was done kept in
+    its report entry as ``db_record``."""
+    if prog is None or prog.search is None:
+        return
+    calls = {n.name: n for n in prog.library_calls}
+    done: dict[tuple, dict[str, Any]] = {}  # calls of one problem and config: verified and written once
+    for c in prog.search.library:
+        if c["source"] == "tuned" and c["node"] in calls:
+            p = db_problem(calls[c["node"]])
+            key = (repr(p), tuple(sorted(c["config"].items())))
+            if key not in done:
+                done[key] = write_back(calls[c["node"]], c, tgt, seed)
+            c["db_record"] = done[key]
 
 
 def _rejected(attempts: list[dict[str, Any]], res: SolveResult, prog: Program, choice: int, rewrites_on: bool,
