@@ -95,10 +95,11 @@ def pool_fwd_kernel(
                 v = tl.load(x_base + off[None, :], mask=m, other=float("-inf") if IS_MAX else 0.0)
                 v = v.to(tl.float32)
                 if IS_MAX:
-                    take = (m & ((v > best) | (v != v) | (best_i < 0))).to(tl.int64)
-                    # blend, not select: the index follows the value (NaN wins, else the first maximum)
-                    flat = (i_d.to(tl.int64) * H + i_h) * W + i_w
-                    best_i = best_i + take * (flat[None, :] - best_i)
+                    if RETURN_INDICES:  # (the interpreter runs what a GPU build would drop unstored)
+                        take = (m & ((v > best) | (v != v) | (best_i < 0))).to(tl.int64)
+                        # blend, not select: the index follows the value (NaN wins, else the first maximum)
+                        flat = (i_d.to(tl.int64) * H + i_h) * W + i_w
+                        best_i = best_i + take * (flat[None, :] - best_i)
                     best = tl.maximum(best, v, propagate_nan=tl.PropagateNan.ALL)
                 else:
                     acc += v
