@@ -118,6 +118,16 @@ def test_the_layout_lemma():
     assert layout_injective(p, Tensor((M, N), (1, M)))  # column-major
     assert not layout_injective(p, Tensor((M, N), (1, 1)))  # rows overlap
     assert not layout_injective(p, Tensor((M, N), (N - 1, 1)))
+    # channels-last 5-D (n, c, d, h, w): its order (c, w, h, d, n) is past the first 24 fixed orders; found
+    # by the strides' order at a sample shape (the pooling forward's race freedom goes through it)
+    from warpsmith.ops.pool.contract import CONTRACTS
+
+    pool = CONTRACTS[0]  # the max forward, channels-last output: sizes N, C, OD, OH, OW >= 1 in its domain
+    pp = Prover(pool, pool.constexprs[0])
+    y = pool.args["y_ptr"]
+    assert layout_injective(pp, y)
+    n, c, d, h, w = y.strides
+    assert not layout_injective(pp, Tensor(y.shape, (n, c, d, h, w - 1)))  # w's stride no longer clears c's span
 
 
 def test_rewriting_proves_division_facts_and_never_a_false_one():

@@ -207,8 +207,10 @@ def _ws_pool_out(L, k, s, p, d, ceil_mode):
     return o
 
 
-def _ws_pool(x, nd, kernel, stride, padding, dilation, ceil_mode, is_max, count_include_pad, divisor):
-    """max or avg pooling of x (N, C, *spatial) over its nd spatial dims, one launch (torch's output sizes)."""
+def _ws_pool(x, nd, kernel, stride, padding, dilation, ceil_mode, is_max, count_include_pad, divisor, cfg=None):
+    """max or avg pooling of x (N, C, *spatial) over its nd spatial dims, one launch (torch's output sizes).
+    Programs take (ROWS planes, BLOCK output positions) tiles; ``cfg``: (BLOCK, ROWS), None: the defaults
+    (the interpreter: one tile of up to 2^16 elements a program, its cost being per program; a GPU: 128 x 1)."""
     lead = 3 - nd
     k3 = [1] * lead + list(kernel)
     s3 = [1] * lead + list(stride)
@@ -220,10 +222,19 @@ def _ws_pool(x, nd, kernel, stride, padding, dilation, ceil_mode, is_max, count_
     y = torch.empty((n, c, *o3[lead:]), dtype=x.dtype, device=x.device)
     xs = list(x.stride()[:2]) + [0] * lead + list(x.stride()[2:])
     ys = list(y.stride()[:2]) + [0] * lead + list(y.stride()[2:])
-    block = min(1024, triton.next_power_of_2(o3[0] * o3[1] * o3[2])) if _EMULATE else 128  # interpreter: per program
-    grid = (triton.cdiv(o3[0] * o3[1] * o3[2], block), c, n)
-    pool_fwd_kernel[grid](x, y, y, *l3, *o3, *k3, *s3, *p3, *d3, divisor or 0, *xs, *ys, BLOCK=block, IS_MAX=is_max,
-                          COUNT_PAD=count_include_pad, HAS_DIVISOR=bool(divisor), RETURN_INDICES=False,
+    if y.numel() == 0:
+        return y
+    if cfg:
+        block, rows = cfg
+    elif _EMULATE:
+        block = min(1024, triton.next_power_of_2(o3[0] * o3[1] * o3[2]))
+        rows = min(triton.next_power_of_2(n * c), max(1, 65536 // block))
+    else:
+        block, rows = 128, 1
+    rows = max(rows, triton.next_power_of_2(triton.cdiv(n * c, 65535)))  # grid axis 1: at most 65535 programs
+    grid = (triton.cdiv(o3[0] * o3[1] * o3[2], block), triton.cdiv(n * c, rows))
+    pool_fwd_kernel[grid](x, y, y, n, c, *l3, *o3, *k3, *s3, *p3, *d3, divisor or 0, *xs, *ys, BLOCK=block, ROWS=rows,
+                          IS_MAX=is_max, COUNT_PAD=count_include_pad, HAS_DIVISOR=bool(divisor), RETURN_INDICES=False,
                           EMULATE=_EMULATE)
     return y
 '''

@@ -2,7 +2,8 @@
 
 Tensors are (N, C, D, H, W) with any positive strides (NCHW, channels-last, or views: the
 kernels take every stride); the output of the forward and the gradient of the backward are
-addressed through their own strides, as allocated. Sizes: N, C <= 65535 (grid axes 1 and 2),
+addressed through their own strides, as allocated. Sizes: N, C <= 65535 (grid axes 1 and 2; the max /
+avg forward, whose grid axis 1 counts blocks of ROWS planes: N C <= 65535 ROWS),
 spatial sizes <= 2^20 and the flat spatial positions of one plane (input and output) with a
 block's overshoot below 2^31 (they are int32; the validity predicate refuses more); window
 arguments within the spec's ranges (kernel, stride, dilation <= 255; padding at most half the
@@ -13,7 +14,8 @@ Obligations, all proved for every shape in the domain: every load and store in b
 int32 overflow (the padding, dilation and ceil_mode index math included: a window's taps outside
 the input are masked, never read), race freedom, and coverage of every output by the plane
 witness (:func:`_plane_witness`: element (n, c, i, j, k) is written by lane s % BLOCK of program
-(s // BLOCK, c, n), s its flat position in the plane).
+(s // BLOCK, c, n), s its flat position in the plane; for the max / avg forward, :func:`_tile_witness`:
+lane (r % ROWS, s % BLOCK) of program (s // BLOCK, r // ROWS), r = n C + c its plane).
 """
 from __future__ import annotations
 
@@ -40,8 +42,17 @@ def layout(channels_last: bool, sizes5: tuple) -> tuple:
     return (c * d * h * w, d * h * w, h * w, w, 1)
 LIMIT = 2**31 - 4096
 
-_BASE = [N >= 1, N <= 65535, C <= 65535, D <= 2**20, H <= 2**20, W <= 2**20, OD <= 2**20, OH <= 2**20, OW <= 2**20,
+_SPATIAL = [D <= 2**20, H <= 2**20, W <= 2**20, OD <= 2**20, OH <= 2**20, OW <= 2**20,
          D * H * W <= LIMIT, OD * OH * OW <= LIMIT]
+_BASE = [N >= 1, N <= 65535, C <= 65535] + _SPATIAL
+
+
+def _tiled_base(rows: int) -> list[Any]:
+    """The max / avg forward's sizes: N, C <= 65535 ROWS, which every launch the validity predicate allows
+    satisfies (its grid axis 1 holds cdiv(N C, ROWS) <= 65535 programs; that product bound, not linear,
+    is left out of the domain: the solver proves the layouts' nesting with linear bounds, and memory
+    safety does not depend on it, plane indices being int64)."""
+    return [N >= 1, N <= 65535 * rows, C <= 65535 * rows] + _SPATIAL
 
 
 def _window_domain(is_max: bool) -> list[Any]:
@@ -103,6 +114,25 @@ def _plane_witness(c: Mapping[str, Any], A: Any, B: Any) -> Witness:
     return Witness(writer=writer, element=element)
 
 
+def _tile_witness(c: Mapping[str, Any], A: Any, B: Any) -> Witness:
+    """Who writes element (n, ch, i, j, k) of the max / avg forward's output (spatial sizes (., A, B)):
+    lane (r % ROWS, s % BLOCK) of program (s // BLOCK, r // ROWS), r = n C + ch its plane and
+    s = (i A + j) B + k its flat position (``pool_fwd_kernel``'s tiles)."""
+    blk, rows = c["BLOCK"], c["ROWS"]
+
+    def writer(n, ch, i, j, k):
+        s = (i * A + j) * B + k
+        r = n * C + ch
+        return Writer(pid=(s / blk, r / rows), lanes=(r % rows, s % blk))
+
+    def element(store, pid, iters, lanes):
+        s = pid[0] * blk + lanes[1]
+        r = pid[1] * rows + lanes[0]
+        return r / C, r % C, (s / B) / A, (s / B) % A, s % B
+
+    return Witness(writer=writer, element=element)
+
+
 def _strides(prefix: str, values) -> dict[str, Any]:
     return {f"stride_{prefix}{a}": v for a, v in zip("ncdhw", values)}
 
@@ -114,16 +144,21 @@ def forward(consts: list[dict], *, adaptive: bool = False, channels_last: bool =
     sy = layout(channels_last, (N, C, OD, OH, OW))
     args = {"x_ptr": _tensor(SX, False), "y_ptr": _tensor(sy, True, output=True), **_scalars(adaptive),
             **_strides("x", SX), **_strides("y", sy)}
-    if not adaptive:
-        args["idx_ptr"] = _tensor(sy, True, output=bool(consts[0].get("RETURN_INDICES")))
+    bounded = [{k: v for k, v in s.items() if not k.startswith("stride_y")} for s in _bounded(adaptive)]
+    if adaptive:
+        return LaunchContract(kernel=fn, name="adaptive_fwd_kernel", args=args, constexprs=consts,
+                              grid=lambda c: (cdiv(OD * OH * OW, c["BLOCK"]), C, N),
+                              domain=_BASE + [MD <= D, MH <= H, MW <= W], bounded_shapes=bounded,
+                              witnesses={"y_ptr": lambda c: _plane_witness(c, OH, OW)})
+    rows = {c["ROWS"] for c in consts}
+    if len(rows) != 1:
+        raise ValueError(f"pool forward contract: expected one ROWS over its constexpr sets, got {sorted(rows)}")
+    args.update(N=N, C=C, idx_ptr=_tensor(sy, True, output=bool(consts[0].get("RETURN_INDICES"))))
     is_max = bool(consts[0].get("IS_MAX"))
-    domain = _BASE + ([MD <= D, MH <= H, MW <= W] if adaptive else _window_domain(is_max))
-    name = ("adaptive_fwd_kernel" if adaptive else f"pool_fwd_kernel[{'max' if is_max else 'avg'}]")
-    return LaunchContract(kernel=fn, name=name, args=args, constexprs=consts,
-                          grid=lambda c: (cdiv(OD * OH * OW, c["BLOCK"]), C, N), domain=domain,
-                          bounded_shapes=[{k: v for k, v in s.items() if not k.startswith("stride_y")}
-                                          for s in _bounded(adaptive)],
-                          witnesses={out: lambda c: _plane_witness(c, OH, OW) for out in ("y_ptr", "idx_ptr")})
+    return LaunchContract(kernel=fn, name=f"pool_fwd_kernel[{'max' if is_max else 'avg'}]", args=args,
+                          constexprs=consts, grid=lambda c: (cdiv(OD * OH * OW, c["BLOCK"]), cdiv(N * C, c["ROWS"])),
+                          domain=_tiled_base(rows.pop()) + _window_domain(is_max), bounded_shapes=bounded,
+                          witnesses={out: lambda c: _tile_witness(c, OH, OW) for out in ("y_ptr", "idx_ptr")})
 
 
 def backward(consts: list[dict], *, adaptive: bool = False, channels_last: bool = False) -> LaunchContract:
@@ -149,6 +184,8 @@ def for_config(variant: Any, problem: Any, config: Mapping[str, Any]) -> list[La
     """The contract of exactly the kernel and constexprs ``config`` launches (GPU build: no emulation)."""
     meta = {"BLOCK": config["BLOCK"], "EMULATE": False}
     adaptive = variant.kind == "adaptive_avg_pool"
+    if variant.tiled:
+        meta["ROWS"] = config.get("ROWS", 1)
     if not adaptive:
         a = problem.attrs
         meta.update(IS_MAX=variant.kind == "max_pool", COUNT_PAD=bool(a.get("count_include_pad")),
@@ -164,8 +201,8 @@ def _pool(is_max: bool, block: int = 64, **over) -> dict:
 
 
 CONTRACTS = [
-    forward([_pool(True, RETURN_INDICES=True)], channels_last=True),
-    forward([_pool(False, RETURN_INDICES=False, COUNT_PAD=False)]),
+    forward([_pool(True, ROWS=4, RETURN_INDICES=True)], channels_last=True),
+    forward([_pool(False, ROWS=2, RETURN_INDICES=False, COUNT_PAD=False)]),
     forward([{"BLOCK": 64, "EMULATE": False}], adaptive=True),
     backward([_pool(True)], channels_last=True),
     backward([_pool(False, HAS_DIVISOR=True)]),

@@ -1,9 +1,11 @@
 """Pooling kernels (only ``@triton.jit`` code): max / avg pooling and adaptive avg pooling over an
 (N, C, D, H, W) input read through its strides (1-D and 2-D problems have D = H = 1).
 
-Grid of every kernel: (cdiv(spatial elements, BLOCK), C, N): program (b, c, n) handles BLOCK
-consecutive flat spatial positions of plane (n, c); the plane offset is int64, spatial coordinates
-are int32 and multiplied by the strides in int64.
+Grid of the backward and adaptive kernels: (cdiv(spatial elements, BLOCK), C, N): program (b, c, n)
+handles BLOCK consecutive flat spatial positions of plane (n, c). The max / avg forward takes a
+(ROWS, BLOCK) tile: grid (cdiv(output positions, BLOCK), cdiv(N C, ROWS)), ROWS consecutive planes
+(flat n C + c) at the same BLOCK positions, so a launch over many small planes is few programs. Plane
+offsets are int64; spatial coordinates are int32 and multiplied by the strides in int64.
 
 Forward (``pool_fwd_kernel``), per output (od, oh, ow): the window starts at o * s - p and its
 taps are k * dilation apart; max keeps the first largest tap (a NaN tap wins, the last NaN,
@@ -57,41 +59,47 @@ def _avg_divisor(od, oh, ow, D, H, W, KD, KH, KW, SD, SH, SW, PD, PH, PW, DIVISO
 @triton.jit
 def pool_fwd_kernel(
     x_ptr, y_ptr, idx_ptr,
-    D, H, W, OD, OH, OW, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, DIVISOR,
+    N, C, D, H, W, OD, OH, OW, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, DIVISOR,
     stride_xn, stride_xc, stride_xd, stride_xh, stride_xw,
     stride_yn, stride_yc, stride_yd, stride_yh, stride_yw,
-    BLOCK: tl.constexpr, IS_MAX: tl.constexpr, COUNT_PAD: tl.constexpr, HAS_DIVISOR: tl.constexpr,
-    RETURN_INDICES: tl.constexpr, EMULATE: tl.constexpr,
+    BLOCK: tl.constexpr, ROWS: tl.constexpr, IS_MAX: tl.constexpr, COUNT_PAD: tl.constexpr,
+    HAS_DIVISOR: tl.constexpr, RETURN_INDICES: tl.constexpr, EMULATE: tl.constexpr,
 ):
-    """y[n, c, od, oh, ow] = max or mean of its window; grid (cdiv(OD OH OW, BLOCK), C, N)."""
+    """y[n, c, od, oh, ow] = max or mean of its window; grid (cdiv(OD OH OW, BLOCK), cdiv(N C, ROWS)):
+    program (b, g) computes a (ROWS, BLOCK) tile: planes r = g ROWS + i (n = r // C, c = r % C, int64)
+    at the BLOCK flat positions b BLOCK + j of each (the window arithmetic is shared by the rows)."""
     s = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    c = tl.program_id(1).to(tl.int64)
-    n = tl.program_id(2).to(tl.int64)
+    r = tl.program_id(1).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    n = r // C
+    c = r % C
     od, oh, ow = _split(s, OH, OW)
-    ok = (s < OD * OH * OW) & (od < OD)
-    x_base = x_ptr + n * stride_xn + c * stride_xc
+    ok = (n < N)[:, None] & ((s < OD * OH * OW) & (od < OD))[None, :]
+    x_base = x_ptr + (n * stride_xn + c * stride_xc)[:, None]
     d0 = od * SD - PD
     h0 = oh * SH - PH
     w0 = ow * SW - PW
-    best = tl.full((BLOCK,), float("-inf"), tl.float32)
-    best_i = tl.full((BLOCK,), -1, tl.int64)
-    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    best = tl.full((ROWS, BLOCK), float("-inf"), tl.float32)
+    best_i = tl.full((ROWS, BLOCK), -1, tl.int64)
+    acc = tl.zeros((ROWS, BLOCK), dtype=tl.float32)
     for kd in range(0, KD):
         i_d = d0 + kd * DD
-        ok_d = ok & (i_d >= 0) & (i_d < D)
+        ok_d = (i_d >= 0) & (i_d < D)
         for kh in range(0, KH):
             i_h = h0 + kh * DH
             ok_h = ok_d & (i_h >= 0) & (i_h < H)
             for kw in range(0, KW):
                 i_w = w0 + kw * DW
-                m = ok_h & (i_w >= 0) & (i_w < W)
-                v = tl.load(x_base + i_d.to(tl.int64) * stride_xd + i_h.to(tl.int64) * stride_xh
-                            + i_w.to(tl.int64) * stride_xw, mask=m, other=float("-inf") if IS_MAX else 0.0)
+                tap = ok_h & (i_w >= 0) & (i_w < W)
+                m = ok & tap[None, :]
+                off = i_d.to(tl.int64) * stride_xd + i_h.to(tl.int64) * stride_xh + i_w.to(tl.int64) * stride_xw
+                v = tl.load(x_base + off[None, :], mask=m, other=float("-inf") if IS_MAX else 0.0)
                 v = v.to(tl.float32)
                 if IS_MAX:
-                    take = (m & ((v > best) | (v != v) | (best_i < 0))).to(tl.int64)
-                    # blend, not select: the index follows the value (NaN wins, else the first maximum)
-                    best_i = best_i + take * ((i_d.to(tl.int64) * H + i_h) * W + i_w - best_i)
+                    if RETURN_INDICES:  # (the interpreter runs what a GPU build would drop unstored)
+                        take = (m & ((v > best) | (v != v) | (best_i < 0))).to(tl.int64)
+                        # blend, not select: the index follows the value (NaN wins, else the first maximum)
+                        flat = (i_d.to(tl.int64) * H + i_h) * W + i_w
+                        best_i = best_i + take * (flat[None, :] - best_i)
                     best = tl.maximum(best, v, propagate_nan=tl.PropagateNan.ALL)
                 else:
                     acc += v
@@ -99,9 +107,9 @@ def pool_fwd_kernel(
         out = best
     else:
         out = acc / _avg_divisor(od, oh, ow, D, H, W, KD, KH, KW, SD, SH, SW, PD, PH, PW, DIVISOR,
-                                 COUNT_PAD, HAS_DIVISOR)
-    y_off = (n * stride_yn + c * stride_yc + od.to(tl.int64) * stride_yd + oh.to(tl.int64) * stride_yh
-             + ow.to(tl.int64) * stride_yw)
+                                 COUNT_PAD, HAS_DIVISOR)[None, :]
+    y_off = ((n * stride_yn + c * stride_yc)[:, None]
+             + (od.to(tl.int64) * stride_yd + oh.to(tl.int64) * stride_yh + ow.to(tl.int64) * stride_yw)[None, :])
     tl.store(y_ptr + y_off, to_output(out, y_ptr, EMULATE), mask=ok)
     if RETURN_INDICES:
         tl.store(idx_ptr + y_off, best_i, mask=ok)

@@ -1,9 +1,12 @@
 """Pooling variants: one ``gather`` variant per op (launchers, spaces, validity).
 
-``gather``: programs over (blocks of BLOCK flat spatial positions, C, N). The forward computes
+``gather``: programs over (blocks of BLOCK flat spatial positions, C, N); the max / avg forward over
+(blocks of BLOCK output positions, blocks of ROWS planes n C + c), each a (ROWS, BLOCK) tile, so many
+small planes (a CNN's late layers, KernelBench's capped sizes) are few programs. The forward computes
 each output from its window; the backward is the gather form (each input element sums the
 gradients of the windows that hold it, in a fixed order: deterministic, no atomics, no scatter
-races). Knobs: ``BLOCK`` (positions per program) and ``num_warps``. Inputs are read through their
+races). Knobs: ``BLOCK`` (positions per program), ``ROWS`` (planes per program: the max / avg forward
+only; 1 elsewhere) and ``num_warps``. Inputs are read through their
 strides (NCHW, channels-last or any other); outputs are allocated in the input's memory format,
 as torch does.
 """
@@ -32,12 +35,14 @@ OPS = ("max_pool", "max_pool_backward", "avg_pool", "avg_pool_backward", "adapti
 WARPS = (1, 2, 4, 8)
 MAX_GRID_YZ = 65535  # CUDA's limit on grid axes 1 and 2 (C and N)
 INT32_LIMIT = 2**31 - 4096  # flat spatial positions (and their block overshoot) are int32
+TILE_LIMIT = 4096  # ROWS x BLOCK elements of a forward tile (~16 values live per element: registers)
 
 
 @dataclass(frozen=True, kw_only=True)
 class GatherKnobs(Knobs):
     BLOCK: int
     num_warps: int
+    ROWS: int = 1  # planes per program (the max / avg forward's tile rows)
 
 
 def _5d(t: torch.Tensor, dims: int) -> tuple[int, ...]:
@@ -80,9 +85,20 @@ class Gather(Variant):
         self.backward = op.endswith("_backward")
         self.kind = op.removesuffix("_backward")
 
+    @property
+    def tiled(self) -> bool:
+        """Whether the launch takes (ROWS, BLOCK) tiles: the max / avg forward (``pool_fwd_kernel``)."""
+        return not self.backward and self.kind != "adaptive_avg_pool"
+
     def space(self, problem: Problem, target: Target) -> Space:
         d = self.default_config(problem, target)
-        return Space({"BLOCK": Pow2(32, 1024, d["BLOCK"]), "num_warps": Enum(WARPS, d["num_warps"])})
+        s = {"BLOCK": Pow2(32, 1024, d["BLOCK"]), "num_warps": Enum(WARPS, d["num_warps"])}
+        if self.tiled:
+            s["ROWS"] = Pow2(1, 64, d["ROWS"])
+        return Space(s)
+
+    def planes(self, p: Problem) -> int:
+        return p.shape["N"] * p.shape["C"]
 
     def positions(self, p: Problem) -> int:
         """Flat spatial positions per plane the grid covers (outputs forward, inputs backward)."""
@@ -92,24 +108,43 @@ class Gather(Variant):
         why = problem_error(p)
         if why:
             return why
-        if p.shape["C"] > MAX_GRID_YZ or p.shape["N"] > MAX_GRID_YZ:
+        rows = c.get("ROWS", 1)
+        if not self.tiled and rows != 1:
+            return f"ROWS={rows}: only the max / avg forward takes rows of planes (expected 1)"
+        if self.tiled:
+            if triton.cdiv(self.planes(p), rows) > MAX_GRID_YZ:
+                return (f"N C = {self.planes(p)} planes in blocks of ROWS={rows} over the grid's axis limit "
+                        f"{MAX_GRID_YZ}")
+            if rows * c["BLOCK"] > TILE_LIMIT:
+                return f"ROWS x BLOCK = {rows} x {c['BLOCK']} over the tile limit {TILE_LIMIT}"
+            if rows > 1 and rows >= 2 * self.planes(p):
+                return f"ROWS={rows} for {self.planes(p)} planes (half the tile idle)"
+        elif p.shape["C"] > MAX_GRID_YZ or p.shape["N"] > MAX_GRID_YZ:
             return f"N={p.shape['N']} or C={p.shape['C']} over the grid's axis limit {MAX_GRID_YZ}"
         if max(math.prod(spatial(p)), math.prod(output_spatial(p))) + c["BLOCK"] > INT32_LIMIT:
             return "more than 2^31 spatial positions per plane (int32 positions)"
-        if c["BLOCK"] < 32 * c["num_warps"]:
-            return f"BLOCK={c['BLOCK']} leaves warps of {c['num_warps']} idle"
+        if c["BLOCK"] * rows < 32 * c["num_warps"]:
+            return f"BLOCK={c['BLOCK']} x ROWS={rows} leaves warps of {c['num_warps']} idle"
         return None
 
     def default_config(self, problem: Problem, target: Target) -> Config:
         cap = 128 if problem.op.endswith("_backward") else 256  # Triton 3.6 spills the backward at 256
         block = max(32, min(cap, triton.next_power_of_2(self.positions(problem))))
-        return {"BLOCK": block, "num_warps": max(1, min(4, block // 32 if cap == 128 else block // 64))}
+        cfg = {"BLOCK": block}
+        tile = block
+        if self.tiled:  # the fewest rows the grid needs; more where a plane leaves most of a block idle
+            need = triton.next_power_of_2(triton.cdiv(self.planes(problem), MAX_GRID_YZ))
+            fill = max(1, block // triton.next_power_of_2(max(1, self.positions(problem))))
+            cfg["ROWS"] = max(need, min(fill, triton.next_power_of_2(max(1, self.planes(problem))), 64))
+            tile = block * cfg["ROWS"]
+        cfg["num_warps"] = max(1, min(4, tile // 32 if cap == 128 else tile // 64))
+        return cfg
 
     def axis_blocks(self, config: Mapping[str, Any]) -> dict[str, int]:
         return {"W": config["BLOCK"]}
 
     def programs(self, p: Problem, c: Mapping[str, Any]) -> int:
-        return triton.cdiv(self.positions(p), c["BLOCK"]) * p.shape["C"] * p.shape["N"]
+        return triton.cdiv(self.positions(p), c["BLOCK"]) * triton.cdiv(self.planes(p), c.get("ROWS", 1))
 
     def volume(self, p: Problem) -> int:
         if self.kind == "adaptive_avg_pool":
@@ -124,9 +159,10 @@ class Gather(Variant):
         ins, outs = math.prod(spatial(p)) * planes, math.prod(output_spatial(p)) * planes
         idx = 8 * outs if self.kind == "max_pool" and (self.backward or p.attrs.get("return_indices")) else 0
         by = (outs * e + idx + ins * e) if self.backward else (ins * e + outs * e + idx)
-        per_thread = -(-c["BLOCK"] // (32 * c["num_warps"]))
+        tile = c["BLOCK"] * c.get("ROWS", 1)
+        per_thread = -(-tile // (32 * c["num_warps"]))
         return MemoryWork(bytes_moved=float(by), programs=self.programs(p, c), num_warps=c["num_warps"],
-                          block_bytes=float(c["BLOCK"] * e), steps=float(self.volume(p)),
+                          block_bytes=float(tile * e), steps=float(self.volume(p)),
                           regs_per_thread=32 + 16 * per_thread)  # fitted to gpucheck: ~16 live per position
 
     def contracts(self, problem: Problem, config: Mapping[str, Any]) -> list[Any]:
@@ -163,6 +199,8 @@ class Gather(Variant):
         D, H, W = spatial(p)
         OD, OH, OW = output_spatial(p)
         grid = (triton.cdiv(self.positions(p), c.BLOCK), p.shape["C"], p.shape["N"])
+        if self.tiled:
+            grid = (triton.cdiv(self.positions(p), c.BLOCK), triton.cdiv(self.planes(p), c.ROWS))
         meta = dict(BLOCK=c.BLOCK, EMULATE=emulated(p.dtype), num_warps=c.num_warps)
         shapes = spec.outputs(p)
         if out is not None:
@@ -181,8 +219,8 @@ class Gather(Variant):
                 idx = outs[1] if len(outs) > 1 else y
                 if len(outs) > 1 and idx.stride() != y.stride():
                     raise InvalidInputError("strides of the indices output", str(y.stride()), str(idx.stride()))
-                K.pool_fwd_kernel[grid](x, y, idx, D, H, W, OD, OH, OW, *self.scalars(p), *_5d(x, dims), *_5d(y, dims),
-                                        IS_MAX=self.kind == "max_pool", COUNT_PAD=bool(p.attrs.get("count_include_pad")),
+                K.pool_fwd_kernel[grid](x, y, idx, p.shape["N"], p.shape["C"], D, H, W, OD, OH, OW, *self.scalars(p),
+                                        *_5d(x, dims), *_5d(y, dims), ROWS=c.ROWS, IS_MAX=self.kind == "max_pool", COUNT_PAD=bool(p.attrs.get("count_include_pad")),
                                         HAS_DIVISOR=bool(p.attrs.get("divisor_override")),
                                         RETURN_INDICES=len(outs) > 1, **meta)
             return tuple(outs)

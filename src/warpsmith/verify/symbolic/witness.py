@@ -351,10 +351,23 @@ def coverage(prover: Any, tr: Trace, stores: list[Access], base: str, w: Witness
                   f"execute or does not store to it ({_short(cex)})", cex)
 
 
+def _sampled_order(prover: Any, strides: list[Any], shape: list[Any]) -> list[int] | None:
+    """The dimensions by increasing stride at one shape of the domain (every extent above 1 where the
+    domain has one): the order to try beside the fixed ones; only a candidate, proved like them."""
+    status, m = prover._solve([n > 1 for n in shape], timeout_ms=min(prover.timeout_ms, 1500))
+    if status != "sat":
+        return None
+    vals = [m.eval(s, model_completion=True) for s in strides]
+    if not all(z3.is_int_value(v) for v in vals):
+        return None
+    return sorted(range(len(strides)), key=lambda d: (vals[d].as_long(), -d))
+
+
 def layout_injective(prover: Any, t: Tensor) -> bool:
     """Whether distinct in-range indices have distinct offsets, for every size in the domain: some
-    order of the dimensions (innermost first) has non-negative strides each larger than the span of
-    the dimensions inside it (a dimension of extent 1 needs no room). Mixed-radix uniqueness then
+    order of the dimensions (innermost first; the reverse order, the order of the strides at one shape
+    of the domain, then others) has non-negative strides each larger than the span of the dimensions
+    inside it (a dimension of extent 1 needs no room). Mixed-radix uniqueness then
     gives injectivity: at the outermost dimension where two indices differ, that stride exceeds
     anything the inner dimensions can make up."""
     dims = list(range(len(t.shape)))
@@ -362,7 +375,11 @@ def layout_injective(prover: Any, t: Tensor) -> bool:
     shape = [_expr(n) for n in t.shape]
     nonneg = z3.And(*[s >= 0 for s in strides]) if strides else z3.BoolVal(True)
     orders = [dims[::-1]] + [list(p) for p in itertools.permutations(dims) if list(p) != dims[::-1]]
-    for order in orders[:24]:
+    orders = orders[:24]
+    sampled = _sampled_order(prover, strides, shape)  # e.g. channels-last: (c, w, h, d, n), past the first 24
+    if sampled is not None and sampled not in orders:
+        orders.insert(1, sampled)
+    for order in orders:
         conds, span = [nonneg], z3.IntVal(0)
         for d in order:
             conds.append(z3.Implies(shape[d] > 1, strides[d] > span))
