@@ -5,7 +5,7 @@ landscape (no compiler), and on problem files (the search's predicted times; no 
     python scripts/sequence_strategies.py --sequences 8 [--target h100] FILE...
 
 Synthetic: ``--sites`` sites, every flip costs 1 on a score of 10, but the last two flipped together
-save 7 (each alone is worse, as in tests/compiler/test_strategies.py). Per rollout depth, the budget
+save 7 (each alone is worse, as in tests/compiler/test_sequence_strategies.py). Per rollout depth, the budget
 at which mcts first has exactly the pair as its winner, over ``--seeds`` seeds; the hill climb's
 winner at the largest budget. Files: per strategy, the winner's predicted time and forced sites, the
 states evaluated and the dead ends (predicted on the target, never measured), and the search's wall

@@ -36,20 +36,6 @@ def _shares_a_module_fixture(item) -> bool:
     return False
 
 
-def workers_for(cores: int) -> int:
-    """``-n auto``: one and a half workers per core (2 cores: 3). A third of a check test's wall time
-    is its settle pauses and its child's waits (the protocol sleeps after each call), and the compiler
-    tests wait on sandboxed children and ``ptxas``: a worker more than the cores fills that idle time."""
-    return max(1, cores + cores // 2)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_xdist_auto_num_workers(config):
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):  # the user's own count: pytest-xdist reads it
-        return None
-    return workers_for(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-
-
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     for item in items:

@@ -99,14 +99,3 @@ def test_the_quick_tier_runs_the_whole_check_protocol_only_in_its_own_tests(pyte
     real = ("endurance", hardened.SETTLE_S)
     assert seen["seen_check.txt"] == real
     assert seen["seen_compiler.txt"] == (real if full else ("no_endurance", 0.005))
-
-
-def test_auto_gives_one_and_a_half_workers_per_core_unless_the_user_names_a_count(monkeypatch):
-    import conftest
-
-    assert [conftest.workers_for(c) for c in (1, 2, 4, 16)] == [1, 3, 6, 24]
-    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
-    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
-    assert conftest.pytest_xdist_auto_num_workers(None) == 3
-    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "5")  # pytest-xdist's own variable: left to it
-    assert conftest.pytest_xdist_auto_num_workers(None) is None

@@ -7,12 +7,13 @@ generated (emitted-program) kernels: the fused group's ops, the shapes it reads 
 dtype, the launch config the backend emitted and the cost model's time for it on the target
 (predicted), de-duplicated, with how often the compiled graphs ran them.
 
-**What the configs are.** The backend emits each generated kernel with the compiler's default
-launch config (:func:`warpsmith.cost.program.default_config`); the compiler's config search
-(:func:`warpsmith.cost.program.tune_kernel`, an exhaustive walk priced by the cost model) runs in
-``warpsmith solve``, not in the backend. Each kernel also carries what that search would choose and
-its predicted time (``search_config``, ``search_ms``), for information: the backend does not apply
-it, nothing is measured and nothing is written to the tuning DB for these kernels.
+**What the configs are.** The backend emits each generated kernel at the config the compiler's
+config search chooses for the run's target (:func:`warpsmith.cost.program.tune_kernel`, an
+exhaustive walk priced by the cost model, the default kept at predicted ties; as ``warpsmith solve``
+does), and verifies the graph at those configs before it runs. ``config`` is what was emitted;
+``search_config`` / ``search_ms`` the search's answer, the same unless the graph was compiled with
+the defaults. Nothing is measured (times are predicted) and nothing is written to the tuning DB for
+these kernels: they are tuned by the compiler's search, on the cost model, each time a graph compiles.
 
 Graphs that did not compile or did not verify run as the original ATen graph; their kernels never
 run and are not collected (``graphs`` lists every graph's summary, saying why). A graph with symbolic
@@ -101,7 +102,7 @@ def generated_kernels(model: torch.nn.Module, runs: Sequence[Any], target: str) 
                 found[key].calls += 1
         return tick
 
-    backend = Backend(on_program=on_program)
+    backend = Backend(on_program=on_program, target=target)
     compiled = torch.compile(model, backend=backend, dynamic=False)
     # one code object may be compiled once per module and size (a Hugging Face model's forwards share
     # transformers' deprecation wrapper): past dynamo's recompile limit (8) a frame would run eagerly

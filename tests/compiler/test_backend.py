@@ -352,3 +352,22 @@ def test_a_custom_op_named_like_an_aten_op_is_not_lowered_as_the_aten_op():
     assert packet_of(torch.ops.warpsmith.rms_norm.default) == ("warpsmith::rms_norm", "default")
     assert packet_of(torch.ops.aten.rms_norm.default) == ("rms_norm", "default")
     assert packet_of(torch.ops.prims.convert_element_type.default)[0] == "convert_element_type"
+
+
+def test_generated_kernels_take_the_config_searchs_choice_for_the_backends_target():
+    """As in ``solve``: each generated kernel of a graph with fixed sizes is emitted at
+    ``tune_kernel``'s config for the target, and the report lists the configs."""
+    from warpsmith.cost.program import tune_kernel
+    from warpsmith.targets import get_target
+
+    seen = []
+    b = B.Backend(target="h200", on_program=lambda report, graph, program: seen.append((report, graph, program)))
+    m, x = _model(), torch.randn(300, 24)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(m, backend=b)(x), m(x), rtol=1e-5, atol=1e-6)
+    [(report, graph, program)] = seen
+    assert report.status == "compiled" and program.kernels
+    users = graph.users()
+    want = [tune_kernel(graph, k.group, get_target("h200"), users).config for k in program.kernels]
+    assert [k.config for k in program.kernels] == want
+    assert report.kernel_configs == [c.meta() for c in want]

@@ -18,6 +18,13 @@ same places, other outputs equal. A graph that fails, cannot be compiled (an op 
 write, a symbolic size a kernel's text would carry) or has no float64 oracle runs as the original ATen graph, and the report says
 why. Nothing unverified runs silently.
 
+**Launch configs.** Each generated kernel of a graph with fixed sizes is emitted at the config the
+compiler's config search chooses for the target (:func:`warpsmith.cost.program.tune_kernel`, as
+``warpsmith solve`` does: the default kept at predicted ties); the target is the device's
+(:func:`warpsmith.targets.current_device`: on a CPU ``WARPSMITH_TARGET``, default h100) unless
+``Backend(target=...)`` names one. A graph with symbolic sizes keeps the defaults (its kernels'
+shapes are not fixed). Library calls keep their launchers' defaults here (``solve`` tunes them).
+
 Tensor constants the program built (``get_attr`` nodes) become the generator ``full`` when all their
 elements hold one value; the others (a Hugging Face Llama's empty tensors, ``torch.tensor([1., 2.])``)
 are passed to the compiled program as extra inputs, never inlined. Backward graphs are compiled and
@@ -63,6 +70,7 @@ class GraphReport:
     ir: str = ""
     notes: list[str] = field(default_factory=list)
     kernels: int = 0
+    kernel_configs: list[str] = field(default_factory=list)  # each generated kernel's launch config, in order
     library_calls: list[str] = field(default_factory=list)
     fallbacks: list[str] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)  # one line per verified output and draw
@@ -100,11 +108,14 @@ class Backend:
     ``on_program(report, graph, program)``, when given, is told of every graph that compiled (its
     report, the IR graph and the emitted :class:`~.emit.Program`, whose ``kernels`` are the generated
     ones with their configs) and may return a function of no arguments, then called each time the
-    compiled graph runs (``warpsmith tune-model --generated-kernels`` counts calls so)."""
+    compiled graph runs (``warpsmith tune-model --generated-kernels`` counts calls so). ``target``:
+    the hardware model the generated kernels' configs are chosen for (a name, default the device's)."""
 
     def __init__(self, partitioner: Callable[..., Any] = partition, verify: bool = True, draws: int = 2,
-                 on_program: Callable[..., Callable[[], None] | None] | None = None) -> None:
+                 on_program: Callable[..., Callable[[], None] | None] | None = None,
+                 target: str | None = None) -> None:
         self.partitioner, self.verify, self.draws, self.on_program = partitioner, verify, draws, on_program
+        self.target = target
         self.reports: list[GraphReport] = []
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
@@ -118,7 +129,7 @@ class Backend:
         def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
             emitted: list[Any] = []
             fn, report = compile_graph_module(gm, example_inputs, kind, self.partitioner, self.verify, self.draws,
-                                              emitted=emitted)
+                                              emitted=emitted, target=self.target)
             self.reports.append(report)
             if self.on_program is not None and report.status == "compiled" and emitted:
                 tick = self.on_program(report, *emitted[0])
@@ -150,12 +161,14 @@ def _warn_eager(report: GraphReport) -> None:
 
 def compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind: str = "inference",
                          partitioner: Callable[..., Any] = partition, verify: bool = True,
-                         draws: int = 2, emitted: list[Any] | None = None) -> tuple[Callable[..., Any], GraphReport]:
+                         draws: int = 2, emitted: list[Any] | None = None,
+                         target: str | None = None) -> tuple[Callable[..., Any], GraphReport]:
     """One ATen graph -> (the callable to run, its report). The callable is the original graph
     (boxed like it) unless a verified program was built; then an :class:`EagerFallbackWarning` says
     so (once per kind of reason). ``emitted``, when given, gets ``(IR graph, Program)`` appended once
-    a program is emitted (whether or not it then verifies: the report's status says)."""
-    fn, report = _compile_graph_module(gm, example_inputs, kind, partitioner, verify, draws, emitted)
+    a program is emitted (whether or not it then verifies: the report's status says). ``target``: the
+    hardware model of the generated kernels' config search (a name; default the device's)."""
+    fn, report = _compile_graph_module(gm, example_inputs, kind, partitioner, verify, draws, emitted, target)
     if report.status != "compiled":
         _warn_eager(report)
     return fn, report
@@ -163,7 +176,8 @@ def compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
 
 def _compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind: str,
                           partitioner: Callable[..., Any], verify: bool, draws: int,
-                          emitted: list[Any] | None = None) -> tuple[Callable[..., Any], GraphReport]:
+                          emitted: list[Any] | None = None,
+                          target: str | None = None) -> tuple[Callable[..., Any], GraphReport]:
     report = GraphReport(kind)
     eager = _boxed(gm)
     sym = None
@@ -197,11 +211,13 @@ def _compile_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence[Any
                     n.kind = "aten"
             report.ir = g.format()
             prog = emit_function(g, part, f"{kind} graph", [tuple(m[0]) if m is not None else None for m in metas]
-                                 + [tuple(t.shape) for _, t in constants])
+                                 + [tuple(t.shape) for _, t in constants],
+                                 configure=None if sym is not None else _config_search(target))
             text = prog.text if sym is None else sym.finalize(prog, [f"v_{n.name}" for n in g.inputs])
         report.coverage = prog.coverage
         report.source = text
         report.kernels = len(prog.kernels)
+        report.kernel_configs = [k.config.meta() if k.config is not None else "default" for k in prog.kernels]
         report.library_calls = [n.op for n in prog.library_calls]
         report.fallbacks = [str(n.target).replace("aten.", "") for n in prog.fallbacks]
         run = _load(text, kind)
@@ -368,6 +384,16 @@ def _draw(meta: Any, gen: torch.Generator) -> Any:
     if dtype == torch.bool:
         return (torch.rand(shape, generator=gen) < 0.5).to(device)
     return torch.zeros(shape, dtype=dtype, device=device)
+
+
+def _config_search(target: str | None) -> Callable[..., Any]:
+    """``configure`` for :func:`~.emit.emit_function`: each generated kernel's config by the compiler's
+    config search for ``target`` (a name; None: the device's target)."""
+    from ..cost.program import tune_kernel
+    from ..targets import current_device, get_target
+
+    tgt = get_target(target) if target is not None else current_device().target
+    return lambda graph, group, users: tune_kernel(graph, group, tgt, users)
 
 
 def _own_norm_reference(kind: str) -> Callable[..., tuple[torch.Tensor, ...]]:

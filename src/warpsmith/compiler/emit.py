@@ -313,11 +313,12 @@ def emit(g: Graph, part: Partition, problem_source: str, problem_name: str,
 
 
 def emit_function(g: Graph, part: Partition, name: str, shapes: list[tuple[int, ...] | None],
-                  origin: str = "the torch.compile backend") -> Program:
+                  origin: str = "the torch.compile backend", configure: Any = None) -> Program:
     """A module defining ``run(*inputs)``: the graph ``g`` (every placeholder an input, in order),
     returning the tuple of its outputs; what the torch.compile backend loads (and, one per shape,
-    a SOL-ExecBench solution: ``origin`` names the user in the docstring)."""
-    prog, code, body, _ = _program(g, part, reserved={"run"})
+    a SOL-ExecBench solution: ``origin`` names the user in the docstring). ``configure`` as for
+    :func:`_program` (None: every generated kernel at its default config)."""
+    prog, code, body, _ = _program(g, part, reserved={"run"}, configure=configure)
     prog.coverage = coverage(g, part)
     args = [f"v_{n.name}" for n in g.inputs]
     tensors = [a for a, s in zip(args, shapes) if s is not None]

@@ -1,6 +1,6 @@
 """Strategies of the search over rewrite decisions (:mod:`.sequence`): pure functions of an
 ``evaluate`` function, an initial state, a ``moves`` function, a budget and a random generator, so
-that they are tested without the compiler (tests/compiler/test_strategies.py).
+that they are tested without the compiler (tests/compiler/test_sequence_strategies.py).
 
 - A **state** is a dict of forced site decisions (``{site: take}``).
 - ``evaluate(state) -> (score, value)``: the state's score (lower is better: the compiler's is a
@@ -36,7 +36,7 @@ Two strategies (:data:`STRATEGIES`):
   is the lowest-scoring state evaluated anywhere (a rollout's included), the earliest on ties.
 
 Rollouts cost evaluations, the search's budget. On the synthetic landscape of
-tests/compiler/test_strategies.py with 8 sites (a pair that pays only together, last in the move
+tests/compiler/test_sequence_strategies.py with 8 sites (a pair that pays only together, last in the move
 order; 20 seeds), the budget at which :func:`mcts` first had the pair as its winner was 16 for every
 seed without rollouts, 13 to 30 (median 28) with one flip and 19 to 62 (median 41) with two
 (``python scripts/sequence_strategies.py``). ``rollout_depth`` is a parameter; the default, one

@@ -374,12 +374,16 @@ def layout_injective(prover: Any, t: Tensor) -> bool:
     strides = [_expr(s) for s in t.strides]
     shape = [_expr(n) for n in t.shape]
     nonneg = z3.And(*[s >= 0 for s in strides]) if strides else z3.BoolVal(True)
-    orders = [dims[::-1]] + [list(p) for p in itertools.permutations(dims) if list(p) != dims[::-1]]
-    orders = orders[:24]
-    sampled = _sampled_order(prover, strides, shape)  # e.g. channels-last: (c, w, h, d, n), past the first 24
-    if sampled is not None and sampled not in orders:
-        orders.insert(1, sampled)
-    for order in orders:
+    fixed = ([dims[::-1]] + [list(p) for p in itertools.permutations(dims) if list(p) != dims[::-1]])[:24]
+
+    def orders():  # the sampled order is computed (one more solver call) only when the reverse one fails
+        yield fixed[0]
+        sampled = _sampled_order(prover, strides, shape)  # e.g. channels-last: (c, w, h, d, n), past the first 24
+        if sampled is not None and sampled not in fixed:
+            yield sampled
+        yield from fixed[1:]
+
+    for order in orders():
         conds, span = [nonneg], z3.IntVal(0)
         for d in order:
             conds.append(z3.Implies(shape[d] > 1, strides[d] > span))
