@@ -40,9 +40,9 @@ class GeneratedKernel:
     reads: tuple[tuple[int, ...], ...]  # the shapes of the operands it reads
     writes: tuple[tuple[int, ...], ...]  # the shapes of its outputs
     dtype: str
-    config: dict[str, int]  # the launch config the backend emitted (the compiler's default)
+    config: dict[str, int]  # the launch config the backend emitted
     predicted_ms: float  # the cost model's time of ``config`` on the target
-    search_config: dict[str, int]  # what the compiler's config search would choose (not applied)
+    search_config: dict[str, int]  # the compiler's config search's choice (``config`` unless the graph kept defaults)
     search_ms: float
     calls: int = 0  # runs of the compiled graphs holding it, times its copies in each
     share: float = 0.0
@@ -70,7 +70,7 @@ def _kernels_of(graph: Any, program: Any, target: Any) -> list[GeneratedKernel]:
     out = []
     for k in program.kernels:
         g = k.group
-        choice = tune_kernel(graph, g, target, users)
+        choice = k.choice or tune_kernel(graph, g, target, users)  # the backend's own search, when it ran
         config = k.config or default_config(g)
         out.append(GeneratedKernel(
             g.kind, tuple(n.op for n in g.nodes), tuple(tuple(s.shape) for s in k.slots),

@@ -8,7 +8,7 @@
    library calls dispatch). Attention through PyTorch's fused SDPA kernel is not captured. With
    ``generated_kernels=True`` the model also runs through ``torch.compile`` with warpsmith's backend,
    and every compiled graph's generated kernels join the ranking (:mod:`warpsmith.modelkernels`:
-   their configs are the backend's, predicted, not tuned here).
+   their configs are the backend's config search's, predicted, not tuned again here).
 2. **Rank.** Problems are de-duplicated (op, shape, dtype, key attributes) with their number of calls,
    and ordered by their predicted share of the step: calls x the cost model's time of the heuristic
    default config for the target.
@@ -298,8 +298,8 @@ def tune_model(model: torch.nn.Module, example_inputs: Any, *, sizes: Sequence[S
             model uses those facts).
         generated_kernels: also run the model through ``torch.compile`` with warpsmith's backend at
             each size and rank its generated kernels with the problems (:mod:`warpsmith.modelkernels`):
-            each with the launch config the backend emitted and its predicted time; they are not tuned
-            and not written to the DB.
+            each with the launch config the backend emitted (its config search's choice, on the cost
+            model) and its predicted time; nothing is measured or written to the DB for them.
         progress: called with ``("captured", the report)`` once the problems are ranked, then
             ``("done", its ModelProblem)`` as each problem ends (tuned, resumed or failed).
         worker_fn: what each job runs (default :func:`tune_job`; a wrapper may add instrumentation).

@@ -61,7 +61,7 @@ def test_a_db_record_is_taken_before_tuning():
     _, _, prog = compile_problem(PROBLEMS / "linear_relu.py")
     [lib] = prog.search.library
     assert lib["source"] == "db" and lib["detail"] == "tuning DB record (verified)" and lib["evaluated"] == 0
-    assert lib["config"] == {k: cfg[k] for k in LT.LAUNCHER_KNOBS}
+    assert lib["config"] == {k: cfg[k] for k in LT.TUNABLE["matmul"].knobs}
     assert "(32, 32, 16, 4, 2, 2))" in prog.text
 
 

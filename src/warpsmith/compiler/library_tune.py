@@ -145,7 +145,6 @@ TUNABLE: dict[str, Tunable] = {
                          lambda p: {}, {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, "family"),
 }
 TUNED_OPS = tuple(TUNABLE)
-LAUNCHER_KNOBS = _GEMM.knobs  # the GEMM launchers' cfg order (kept for callers of the GEMM row)
 
 
 def launcher_args(config: dict[str, Any], op: str = "matmul") -> tuple[int, ...]:
@@ -297,7 +296,7 @@ def db_record(n: Any, target: Target, db_path: Any = None) -> tuple[dict[str, An
         for r in ranked:
             if r.variant != t.variant or not all(k in r.config for k in t.knobs):
                 continue
-            full = {**r.config, **{k: r.config[k] for k in t.knobs}, **t.fixed(prob)}
+            full = {**r.config, **t.fixed(prob)}
             why = v.rejection(prob, full, target)
             if why is None:
                 return dict(r.config), "; ".join(skipped)
@@ -319,13 +318,11 @@ def write_back(n: Any, choice: dict[str, Any], target: Target, seed: int = 0, db
     from ..cost.cost import predict_ms
     from ..db import TuningDB, TuningRecord
     from ..ops import get_op
-    from ..targets import fingerprint
+    from ..targets import current_device, fingerprint
     from ..verify import verify_candidate
 
     v = _variant(t, p)
     cfg = {**{k: choice["config"][k] for k in t.knobs}, **t.fixed(p)}
-    from ..targets import current_device
-
     device = "cuda" if current_device().measured else "cpu"  # kernels run where Triton runs, as the tuner's
     cert = verify_candidate(get_op(p.op), p, v, cfg, target, device=device, seed=seed)
     if not cert.passed:

@@ -196,11 +196,7 @@ def _own_norm(g: Graph, n: Node) -> str | None:
             any(p is not None and list(p.shape) != [x.shape[-1]] for p in (w, b)):
         return None
     lib = Node(n.name, "library", op, [x, w, b], x.shape, x.dtype, {"eps": float(eps)}, line=n.line)
-    g.nodes[g.nodes.index(n)] = lib
-    for u in users:
-        _redirect(g, u, lib)
-        g.outputs = [lib if o is u else o for o in g.outputs]
-        g.nodes.remove(u)
+    lower_norm.place_tuple(g, [lib], n, users, {0: lib})
     return f"{n.name}: warpsmith::{op} -> library {op}"
 
 

@@ -165,6 +165,7 @@ def band(mask: torch.Tensor, full: tuple[int, int, int, int]) -> tuple[int, int]
 def masked_attention(g: Graph, n: Node) -> str | None:
     from .expand import _Builder
     from .lower import _redirect
+    from .lower_norm import place_tuple
 
     if n.kind != "aten" or n.op not in FORMS:
         return None
@@ -220,14 +221,11 @@ def masked_attention(g: Graph, n: Node) -> str | None:
             what = "an additive mask -> bias read by the kernel"
     out = Node(n.name, "library", "attention", [q, k, v] + ([bias] if bias is not None else []),
                tuple(q.shape[:3]) + (v.shape[3],), q.dtype, attrs, line=n.line)
-    i = g.nodes.index(n)
-    g.nodes[i:i + 1] = b.new + [out]
     if whole:
+        i = g.nodes.index(n)
+        g.nodes[i:i + 1] = b.new + [out]
         _redirect(g, n, out)
         g.outputs = [out if o is n else o for o in g.outputs]
     else:
-        for u in users:
-            _redirect(g, u, out)
-            g.outputs = [out if o is u else o for o in g.outputs]
-            g.nodes.remove(u)
+        place_tuple(g, b.new + [out], n, users, {0: out})
     return f"{n.name}: {n.op} with {what} -> library attention (flash forward)"

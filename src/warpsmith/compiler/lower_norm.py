@@ -94,7 +94,7 @@ def _grouped(g: Graph, n: Node, x: Node, groups: int, w: Node | None, bias: Node
         return f"{n.name}: group_norm ({groups} groups) -> one row kernel's statistics and normalization"
     outs = {0: _view(b, y, x.shape), 1: _view(b, _cast(b, m, x.dtype), (nb, groups)),
             2: _view(b, _cast(b, r, x.dtype), (nb, groups))}
-    _place_tuple(g, b, n, users, outs)
+    place_tuple(g, b.new, n, users, outs)
     return f"{n.name}: native_group_norm -> row kernel (output, mean, rstd)"
 
 
@@ -102,13 +102,13 @@ def _cast(b: _Builder, v: Node, dtype: Any) -> Node:
     return v if v.dtype == dtype else b.pw("cast", [v], v.shape, dtype)
 
 
-def _place_tuple(g: Graph, b: _Builder, n: Node, users: list[Node], outs: dict[int, Node]) -> None:
-    """``n`` returns a tuple: the new nodes go where it was, and its getitem users become the
-    matching new nodes."""
+def place_tuple(g: Graph, new: list[Node], n: Node, users: list[Node], outs: dict[int, Node]) -> None:
+    """``n`` returns a tuple: the ``new`` nodes go where it was, and its getitem users become the
+    matching nodes of ``outs`` (item index -> node)."""
     from .lower import _redirect
 
     i = g.nodes.index(n)
-    g.nodes[i:i + 1] = b.new
+    g.nodes[i:i + 1] = new
     for u in users:
         new = outs[u.args[1]]
         _redirect(g, u, new)
@@ -198,5 +198,5 @@ def layer_norm(g: Graph, n: Node) -> str | None:
     b = _Builder(g, n)
     y, m, r = _normalize(b, x, dims, float(eps), w, bias, x.dtype)
     outs = {0: y, 1: _cast(b, m, x.dtype), 2: _cast(b, r, x.dtype)}
-    _place_tuple(g, b, n, users, outs)
+    place_tuple(g, b.new, n, users, outs)
     return f"{n.name}: native_layer_norm -> one row kernel (output, mean, rstd)"

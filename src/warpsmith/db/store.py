@@ -61,6 +61,7 @@ _FAILURES = (  # added by version 2
 _MIGRATIONS: dict[int, tuple[str, ...]] = {1: _FAILURES}
 _FAILURE_COLUMNS = ("op", "shape", "dtype", "attrs", "target", "reason", "attempts", "executor", "provenance",
                     "created", "shape_key", "attrs_key")
+_FAILURE_FIELDS = _FAILURE_COLUMNS[:10]  # FailureRecord's fields (the last two are derived keys)
 _KEY_WHERE = "op = ? AND shape_key = ? AND dtype = ? AND attrs_key = ? AND target = ?"
 _generation = 0  # writes committed by this process to any tuning DB (see generation())
 
@@ -154,9 +155,9 @@ class TuningDB:
                                             "AND name = 'failures'").fetchone()[0] == 0:
                 return []
             out = []
-            for row in conn.execute(f"SELECT id, {', '.join(_FAILURE_COLUMNS[:10])} FROM failures {where} ORDER BY id",
+            for row in conn.execute(f"SELECT id, {', '.join(_FAILURE_FIELDS)} FROM failures {where} ORDER BY id",
                                     tuple(v for _, v in conds)):
-                d = {c: row[c] for c in _FAILURE_COLUMNS[:10]}
+                d = {c: row[c] for c in _FAILURE_FIELDS}
                 try:
                     for c in ("shape", "attrs", "provenance"):
                         d[c] = json.loads(d[c])
