@@ -67,14 +67,14 @@ PROTOCOL_TESTS = ("tests/check/",)
 
 @pytest.fixture(autouse=True)
 def _quick_check_protocol(request, monkeypatch):
-    """The quick tier runs the check's protocol without its endurance phase and with short settle
-    pauses, except in the tests of the protocol itself (:data:`PROTOCOL_TESTS`). Elsewhere the check
-    judges warpsmith's own emitted programs (``solve``, the compiler's tests): what those tests ask is
-    whether the program's values are right, which every trial and repeat still judges; the endurance
-    phase (further calls, against a candidate that turns wrong after N calls) and the settle pause
-    (against late writes from a thread) guard against adversaries and are tested in tests/check.
-    ``--full`` (CI) runs the whole protocol everywhere."""
-    if request.config.getoption("--full") or request.node.nodeid.startswith(PROTOCOL_TESTS):
+    """Both tiers run the check's protocol without its endurance phase and with short settle pauses,
+    except in the tests of the protocol itself (:data:`PROTOCOL_TESTS`) and the tests marked
+    ``whole_check_protocol``. Elsewhere the check judges warpsmith's own emitted programs (``solve``,
+    the compiler's tests): what those tests ask is whether the program's values are right, which every
+    trial and repeat still judges; the endurance phase (further calls, against a candidate that turns
+    wrong after N calls) and the settle pause (against late writes from a thread) guard against
+    adversaries and are tested in tests/check, and a marked compiler test runs them on a solve."""
+    if request.node.nodeid.startswith(PROTOCOL_TESTS) or request.node.get_closest_marker("whole_check_protocol"):
         yield
         return
     from warpsmith.check import hardened

@@ -76,26 +76,29 @@ from warpsmith.check import hardened
 
 def test_protocol(request):
     seen = (hardened._Session.endurance.__name__, hardened.check.__kwdefaults__["settle_s"])
-    with open("seen_" + request.node.nodeid.split("/")[1] + ".txt", "w") as f:
+    with open("seen_" + request.node.path.stem.removeprefix("test_probe_") + ".txt", "w") as f:
         f.write(repr(seen))
 """
 
 
 @pytest.mark.parametrize("full", [False, True])
-def test_the_quick_tier_runs_the_whole_check_protocol_only_in_its_own_tests(pytester, full):
-    """Quick tier: no endurance phase and a short settle pause, except under tests/check/ (the
-    protocol's own tests); --full: the whole protocol everywhere."""
+def test_the_whole_check_protocol_runs_in_its_own_tests_and_where_marked(pytester, full):
+    """Both tiers: no endurance phase and a short settle pause, except under tests/check/ (the
+    protocol's own tests) and in tests marked whole_check_protocol."""
     from warpsmith.check import hardened
 
     pytester.makeconftest((ROOT / "tests" / "conftest.py").read_text())
+    pytester.makeini("[pytest]\nmarkers =\n    whole_check_protocol: the whole protocol\n")
     for folder in ("tests/check", "tests/compiler"):
         (pytester.path / folder).mkdir(parents=True)
     (pytester.path / "tests/check/test_probe_check.py").write_text(PROTOCOL_PROBE)
     (pytester.path / "tests/compiler/test_probe_compiler.py").write_text(PROTOCOL_PROBE)
-    # a process of its own: this test's own process has the quick tier's patch applied (or not)
+    (pytester.path / "tests/compiler/test_probe_marked.py").write_text(
+        "import pytest\npytestmark = pytest.mark.whole_check_protocol\n" + PROTOCOL_PROBE)
+    # a process of its own: this test's own process has the quick protocol's patch applied (or not)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n0", *(["--full"] if full else []))
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     seen = {p.name: eval(p.read_text()) for p in pytester.path.glob("seen_*.txt")}
     real = ("endurance", hardened.SETTLE_S)
-    assert seen["seen_check.txt"] == real
-    assert seen["seen_compiler.txt"] == (real if full else ("no_endurance", 0.005))
+    assert seen["seen_check.txt"] == real and seen["seen_marked.txt"] == real
+    assert seen["seen_compiler.txt"] == ("no_endurance", 0.005)

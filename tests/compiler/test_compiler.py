@@ -349,3 +349,14 @@ def test_set_rewrites_sizes_for_both_the_compile_and_the_check(tmp_path):
     assert json.loads(rep.read_text())["check"]["accepted"] is True
     r = CliRunner().invoke(cli, ["solve", str(HERE / "mlp_blocks.py"), "--set", "nope=3", "-o", str(out)])
     assert r.exit_code == 2 and "nope" in r.output
+
+
+@pytest.mark.whole_check_protocol  # the other compiler tests run the check without its endurance phase
+def test_solve_judges_its_program_with_the_checks_whole_protocol(tmp_path):
+    from warpsmith.check import hardened
+
+    res = solve(HERE / "swish_chain.py", tmp_path / "swish_chain_new.py")
+    assert res.status == "accepted", res.verdict
+    protocol = res.verdict["report"]["protocol"]
+    assert protocol["endurance"]["drawn"] >= 1 and protocol["endurance"]["made"] >= 1, protocol
+    assert hardened.check.__kwdefaults__["settle_s"] == hardened.SETTLE_S
