@@ -19,7 +19,7 @@ and log-softmax (variant ``single_pass``, the launcher's whole-row kernel, rows 
 rows up to ``MAX_WHOLE_ROW``; ``ROWS_PER_PROGRAM, num_warps``), ``attention`` (variant ``flash``, the
 forward kernel; ``BLOCK_M, BLOCK_N, num_warps, num_stages``), ``conv`` (variant ``implicit_gemm``, the
 implicit-GEMM forward ``_ws_conv`` launches, its problem the call's whole geometry; ``BLOCK_M, BLOCK_N,
-BLOCK_K, num_warps, num_stages``, ``LOOP`` nested, no split-K, ieee pinned), ``pool`` (max / avg pooling,
+BLOCK_K, num_warps, num_stages``, ``LOOP`` nested, no split-K, ieee and the launcher's 3 stages pinned), ``pool`` (max / avg pooling,
 variant ``gather``'s ``(ROWS, BLOCK)`` forward; ``BLOCK, ROWS``, 4 warps pinned). Longer rows run the
 launchers' looped kernels at fixed chunks and are not tuned; a depthwise conv keeps ``_ws_conv``'s
 direct kernel at its fixed ``BLOCK_P, BLOCK_C`` (the registry variant ``depthwise`` runs that kernel,
@@ -231,6 +231,10 @@ def _pow2(x: int) -> int:
 
 
 _CONV_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")
+# a conv's num_stages is carried but pinned to the launcher's own: its gathered loads are not pipelined
+# whatever it says (ops/conv/variant.py), while the tile model credits stages with pipelining; tuned
+# at 1 against a default at 3, no tile would ever win on that phantom term
+_CONV_STAGES = CONV_TILES["gpu"][4]
 _GEMM = Tunable("tiled", ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"),
                 lambda n: db_problem(n), lambda p: {"PRECISION": "ieee", "EVEN_K": False},
                 dict(LIBRARY_CONFIGS["matmul"]), "program")
@@ -248,7 +252,7 @@ TUNABLE: dict[str, Tunable] = {
     "attention": Tunable("flash", ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), _attention_problem,
                          lambda p: {}, {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, "family"),
     "conv": Tunable("implicit_gemm", _CONV_KNOBS, _conv_problem,
-                    lambda p: {"LOOP": "nested", "SPLIT_K": 1, "PRECISION": "ieee"},
+                    lambda p: {"LOOP": "nested", "SPLIT_K": 1, "PRECISION": "ieee", "num_stages": _CONV_STAGES},
                     dict(zip(_CONV_KNOBS, CONV_TILES["gpu"])), "program", _conv_steps,
                     lambda p: dict(zip(_CONV_KNOBS, CONV_TILES["interpreter"]))),
     "pool": Tunable("gather", ("BLOCK", "ROWS"), _pool_problem, lambda p: {"num_warps": 4},
