@@ -66,11 +66,11 @@ def test_a_pool_takes_a_tuned_config_verified_written_back_and_reused(tmp_path):
     _tuned_solve_written_back_and_reused(tmp_path, "max_pool_planes.py", "pool", "gather", "True, True, 0")
 
 
-def _plant(p, variant, cfg):
+def _plant(p, variant, cfg, time_ms=0.001):
     TuningDB().put(TuningRecord(op=p.op, variant=variant, shape=dict(p.shape), dtype=p.dtype_name,
                                 attrs=dict(p.key_attrs), target="h100", config=cfg,
                                 fingerprint=fingerprint(get_variant(p.op, variant).source_hash()),
-                                timing_kind="predicted", time_ms=0.001, baseline_ms=None, verified=True,
+                                timing_kind="predicted", time_ms=time_ms, baseline_ms=None, verified=True,
                                 certificate={"verdict": "accepted"}))
 
 
@@ -99,18 +99,33 @@ def test_pool_db_records_rejected_or_too_slow_under_the_interpreter_are_skipped_
     assert "True, True, 0)  # library pool" in prog.text
 
 
+def test_a_depthwise_conv_takes_a_db_record_emitted_and_checked(tmp_path):
+    """The direct depthwise kernel's row: its family model prices these small shapes alike at every
+    config (nothing tuned is predicted faster), so a verified DB record is what reaches it."""
+    _, _, prog = compile_problem(PROBLEMS / "depthwise_conv.py", library_budget=0)
+    n = _call(prog, "conv")
+    p = LT.db_problem(n)
+    assert LT.row(n) == "conv_depthwise" and p.op == "conv"
+    _plant(p, "depthwise", {"BLOCK_P": 16, "BLOCK_C": 4, "num_warps": 2, "ORDER": "pixels"}, 0.0005)  # 8 x 2 x 9 steps
+    _plant(p, "depthwise", {"BLOCK_P": 64, "BLOCK_C": 8, "num_warps": 1, "ORDER": "pixels"})  # 2 x 9: as its own
+    res = solve(PROBLEMS / "depthwise_conv.py", tmp_path / "new.py")
+    assert res.status == "accepted", res.verdict
+    [lib] = res.to_json()["search"]["library"]
+    assert lib["variant"] == "depthwise" and lib["source"] == "db" and lib["evaluated"] == 0
+    assert lib["config"] == {"BLOCK_P": 64, "BLOCK_C": 8, "num_warps": 1}
+    assert lib["default_config"] == LT.TUNABLE["conv_depthwise"].default
+    assert "not taken: 144 program-steps under the interpreter, over 18" in lib["detail"]
+    assert "'relu', (64, 8, 1))  # library conv: BLOCK_P=64" in (tmp_path / "new.py").read_text()
+
+
 def test_conv_and_pool_problems_carry_the_calls_geometry():
     _, _, prog = compile_problem(PROBLEMS / "conv_variants.py", library_budget=0)
     convs = [n for n in prog.library_calls if n.op == "conv"]
     assert len(convs) == 3
+    assert sorted(LT.row(n) for n in convs) == ["conv", "conv", "conv_depthwise"]
     for n in convs:
         p, t = LT.db_problem(n), n.attrs
         x, w = (torch.empty(a.shape) for a in n.args[:2])
-        if t["groups"] == x.shape[1] and w.shape[1] == 1 and not t["transposed"]:  # depthwise: fixed tiles
-            assert p is None
-            [lib] = [c for c in prog.search.library if c["node"] == n.name]
-            assert lib["source"] == "default" and "depthwise conv's direct kernel" in lib["detail"]
-            continue
         bias = torch.empty(n.args[2].shape) if getattr(n.args[2], "shape", None) is not None else None
         ref = conv_problem_of(x, w, bias, None, t["stride"], t["padding"], t["padding"], t["dilation"],
                               t["output_padding"], t["groups"], t["transposed"], t["activation"], 1.0)

@@ -104,14 +104,16 @@ def _ws_norm(x, w, b, eps, is_rms, cfg=None):
 # the implicit-GEMM conv launcher's default (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): on a GPU, and
 # under the interpreter (whose cost is per program and reduction step: big tiles); 4 warps, 3 stages: Triton's own
 CONV_TILES = {"gpu": (64, 64, 32, 4, 3), "interpreter": (64, 32, 16, 4, 3)}
+# ... and the depthwise kernel's (BLOCK_P, BLOCK_C, num_warps)
+DEPTHWISE_TILES = {"gpu": (64, 32, 4), "interpreter": (64, 16, 4)}
 
 CONV = '''
 def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, groups, activation, cfg=None):
     """aten.convolution (1-D/2-D/3-D, direct or transposed), one launch, the activation fused: the direct
     depthwise kernel for one input channel per group, else the implicit GEMM (an inference batch norm
-    arrives folded into w and bias: compiler.lower_conv). ``cfg``: the implicit GEMM's (BLOCK_M, BLOCK_N,
-    BLOCK_K, num_warps, num_stages), the config chosen for this call's shape (compiler.library_tune);
-    None: the launcher's default tiles. The depthwise kernel keeps its fixed tiles."""
+    arrives folded into w and bias: compiler.lower_conv). ``cfg``: the config chosen for this call's shape
+    (compiler.library_tune), the depthwise kernel's (BLOCK_P, BLOCK_C, num_warps) or the implicit GEMM's
+    (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); None: the launcher's default tiles."""
     nd = x.dim() - 2
     ks = list(w.shape[2:])
     if transposed:
@@ -130,14 +132,14 @@ def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, 
     od, oh, ow = y5.shape[2:]
     kd, kh, kw = w5.shape[2:]
     if not transposed and groups == c_ and w5.shape[1] == 1:  # depthwise: the direct kernel, no GEMM
-        bp, bc = (64, 16) if _EMULATE else (64, 32)
+        bp, bc, nw = cfg or ({DW_INTERPRETER} if _EMULATE else {DW_GPU})
         conv_depthwise_kernel[(triton.cdiv(n_ * od * oh * ow, bp) * triton.cdiv(co, bc),)](
             x5, w5, y, bias if bias is not None else y, y, n_, co // c_, co, d_, h_, w_, od, oh, ow, kd, kh, kw,
             *(fill + list(stride)), *([0] * (3 - nd) + list(padding)), *(fill + list(dilation)), 1.0,
             *x5.stride(), w5.stride(0), *w5.stride()[2:], *y5.stride(), *y5.stride(),
             bias.stride(0) if bias is not None else 0,
             BLOCK_P=bp, BLOCK_C=bc, ORDER="pixels", HAS_BIAS=bias is not None, HAS_RES=False, ACTIVATION=activation,
-            EMULATE=_EMULATE and x.dtype == torch.bfloat16)
+            EMULATE=_EMULATE and x.dtype == torch.bfloat16, num_warps=nw)
         return y
     cg, kg = c_ // groups, co // groups
     if transposed:
@@ -155,7 +157,8 @@ def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, 
         HAS_BIAS=bias is not None, HAS_RES=False, ACTIVATION=activation, IS_FP32=x.dtype == torch.float32,
         PRECISION="ieee", EMULATE=_EMULATE and x.dtype == torch.bfloat16, num_warps=nw, num_stages=ns)
     return y
-'''.replace("{INTERPRETER}", repr(CONV_TILES["interpreter"])).replace("{GPU}", repr(CONV_TILES["gpu"]))
+'''.replace("{INTERPRETER}", repr(CONV_TILES["interpreter"])).replace("{GPU}", repr(CONV_TILES["gpu"])) \
+    .replace("{DW_INTERPRETER}", repr(DEPTHWISE_TILES["interpreter"])).replace("{DW_GPU}", repr(DEPTHWISE_TILES["gpu"]))
 
 
 GEMM_EPILOGUE = '''

@@ -19,13 +19,13 @@ and log-softmax (variant ``single_pass``, the launcher's whole-row kernel, rows 
 rows up to ``MAX_WHOLE_ROW``; ``ROWS_PER_PROGRAM, num_warps``), ``attention`` (variant ``flash``, the
 forward kernel; ``BLOCK_M, BLOCK_N, num_warps, num_stages``), ``conv`` (variant ``implicit_gemm``, the
 implicit-GEMM forward ``_ws_conv`` launches, its problem the call's whole geometry; ``BLOCK_M, BLOCK_N,
-BLOCK_K, num_warps, num_stages``, ``LOOP`` nested, no split-K, ieee and the launcher's 3 stages pinned), ``pool`` (max / avg pooling,
-variant ``gather``'s ``(ROWS, BLOCK)`` forward; ``BLOCK, ROWS``, 4 warps pinned). Longer rows run the
-launchers' looped kernels at fixed chunks and are not tuned; a depthwise conv keeps ``_ws_conv``'s
-direct kernel at its fixed ``BLOCK_P, BLOCK_C`` (the registry variant ``depthwise`` runs that kernel,
-but this table has one row per library op and the ``conv`` row is the implicit GEMM's: a depthwise
-row, and a ``cfg`` for that branch of the launcher, are not done); top-k, cross entropy and the
-gathers keep their launchers' fixed tiles (``default``, their launchers take no config).
+BLOCK_K, num_warps, num_stages``, ``LOOP`` nested, no split-K, ieee and the launcher's 3 stages pinned),
+``conv_depthwise`` (a conv of one input channel per group, which ``_ws_conv`` runs with the direct
+kernel: variant ``depthwise``; ``BLOCK_P, BLOCK_C, num_warps``, ``ORDER`` pixels pinned; a call's row:
+:func:`row`), ``pool`` (max / avg pooling, variant ``gather``'s ``(ROWS, BLOCK)`` forward; ``BLOCK,
+ROWS``, 4 warps pinned). Longer rows run the launchers' looped kernels at fixed chunks and are not
+tuned; top-k, cross entropy and the gathers keep their launchers' fixed tiles (``default``, their
+launchers take no config).
 
 Under Triton's interpreter (no GPU: the check runs the emitted kernels on the CPU, at a cost per
 program and reduction step) a conv or pool config, tuned or from the DB, is taken only where it runs
@@ -33,9 +33,9 @@ at most the program-steps of the launcher's own interpreter tiles or :data:`INTE
 whichever is more (:func:`cpu_rejection`; a row's ``steps``); the other rows' interpreter tiles are
 their smallest, so any config of theirs runs fewer programs there.
 
-Prices (predicted, never measured): a GEMM or a conv by the program cost model
+Prices (predicted, never measured): a GEMM or an implicit-GEMM conv by the program cost model
 (:func:`warpsmith.cost.program.library_ms`, the tile model the program's prediction uses); a row op,
-attention or a pool by its family's model (the variant's ``work`` through :mod:`warpsmith.cost.memory_model`, the model
+attention, a depthwise conv or a pool by its family's model (the variant's ``work`` through :mod:`warpsmith.cost.memory_model`, the model
 the tuner ranks with), since the program model prices a library row op or attention as one stream
 whatever its config. Either way the config and the launcher default are priced by the same model.
 
@@ -54,7 +54,7 @@ from typing import Any, Callable
 
 from ..cost.program import LIBRARY_CONFIGS, library_ms
 from ..targets import Target
-from .library import CONV_TILES, MAX_WHOLE_ROW, _ws_pool_tiles
+from .library import CONV_TILES, DEPTHWISE_TILES, MAX_WHOLE_ROW, _ws_pool_tiles
 
 DEFAULT_BUDGET = 24  # predicted evaluations per library call tuned during solve (solve --budget)
 INTERPRETER_STEPS = 4  # program-steps a config may run under the interpreter (more where the launcher's own do)
@@ -142,16 +142,21 @@ def _attention_problem(n: Any) -> Any:
     return _spec_problem("attention", shape, _dtype(n), attrs)
 
 
-def _conv_problem(n: Any) -> Any:
-    """The ``conv`` problem of a library conv that ``_ws_conv`` runs with the implicit GEMM, from the call's
-    whole geometry (input and weight shapes, stride, padding, dilation, groups, transposed, output
-    padding, bias, the fused activation, dtype; a contiguous input, scale 1, no residual, ieee: what the
-    launcher runs), as ``ops.conv.op.problem_of`` builds it; None for a depthwise conv (the launcher's
-    direct kernel at fixed tiles: not the ``implicit_gemm`` variant this row tunes)."""
+def row(n: Any) -> str:
+    """The row of :data:`TUNABLE` library call ``n`` takes its config by: its op, but ``conv_depthwise``
+    for a conv ``_ws_conv`` runs with the direct depthwise kernel (``library.depthwise``)."""
     from .library import depthwise
 
+    return "conv_depthwise" if n.op == "conv" and depthwise(n) else n.op
+
+
+def _conv_problem(n: Any) -> Any:
+    """The ``conv`` problem of a library conv, from the call's whole geometry (input and weight shapes,
+    stride, padding, dilation, groups, transposed, output padding, bias, the fused activation, dtype; a
+    contiguous input, scale 1, no residual, ieee: what ``_ws_conv`` runs), as ``ops.conv.op.problem_of``
+    builds it; None without shapes."""
     x, w = n.args[0], n.args[1]
-    if getattr(x, "shape", None) is None or getattr(w, "shape", None) is None or depthwise(n):
+    if getattr(x, "shape", None) is None or getattr(w, "shape", None) is None:
         return None
     t = n.attrs
     nd, groups, transposed = len(x.shape) - 2, int(t["groups"]), bool(t["transposed"])
@@ -169,6 +174,16 @@ def _conv_problem(n: Any) -> Any:
                       f"pad_end_{a}": int(t["padding"][i]), f"dil_{a}": int(t["dilation"][i]),
                       f"opad_{a}": int(t["output_padding"][i]) if transposed else 0})
     return _spec_problem("conv", shape, _dtype(n), attrs)
+
+
+def _depthwise_steps(p: Any, config: dict[str, Any]) -> int:
+    """Programs times window steps of the depthwise launch at ``config`` (tiles of BLOCK_P output pixels
+    x BLOCK_C channels, each walking the window)."""
+    from ..ops.conv.spec import geometry
+
+    g = geometry(p)
+    m = p.shape["N"] * math.prod(g["O"])
+    return -(-m // config["BLOCK_P"]) * -(-p.shape["K"] // config["BLOCK_C"]) * math.prod(g["KS"])
 
 
 def _conv_steps(p: Any, config: dict[str, Any]) -> int:
@@ -235,6 +250,7 @@ _CONV_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")
 # whatever it says (ops/conv/variant.py), while the tile model credits stages with pipelining; tuned
 # at 1 against a default at 3, no tile would ever win on that phantom term
 _CONV_STAGES = CONV_TILES["gpu"][4]
+_DW_KNOBS = ("BLOCK_P", "BLOCK_C", "num_warps")
 _GEMM = Tunable("tiled", ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"),
                 lambda n: db_problem(n), lambda p: {"PRECISION": "ieee", "EVEN_K": False},
                 dict(LIBRARY_CONFIGS["matmul"]), "program")
@@ -251,10 +267,13 @@ TUNABLE: dict[str, Tunable] = {
     "layer_norm": _NORM,
     "attention": Tunable("flash", ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), _attention_problem,
                          lambda p: {}, {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, "family"),
-    "conv": Tunable("implicit_gemm", _CONV_KNOBS, _conv_problem,
+    "conv": Tunable("implicit_gemm", _CONV_KNOBS, lambda n: _conv_problem(n) if row(n) == "conv" else None,
                     lambda p: {"LOOP": "nested", "SPLIT_K": 1, "PRECISION": "ieee", "num_stages": _CONV_STAGES},
                     dict(zip(_CONV_KNOBS, CONV_TILES["gpu"])), "program", _conv_steps,
                     lambda p: dict(zip(_CONV_KNOBS, CONV_TILES["interpreter"]))),
+    "conv_depthwise": Tunable("depthwise", _DW_KNOBS, lambda n: _conv_problem(n) if row(n) == "conv_depthwise" else None,
+                              lambda p: {"ORDER": "pixels"}, dict(zip(_DW_KNOBS, DEPTHWISE_TILES["gpu"])), "family",
+                              _depthwise_steps, lambda p: dict(zip(_DW_KNOBS, DEPTHWISE_TILES["interpreter"]))),
     "pool": Tunable("gather", ("BLOCK", "ROWS"), _pool_problem, lambda p: {"num_warps": 4},
                     dict(zip(("BLOCK", "ROWS"), _ws_pool_tiles(1, 1, None, False))), "family", _pool_steps,
                     _pool_interpreter),
@@ -263,7 +282,8 @@ TUNED_OPS = tuple(TUNABLE)
 
 
 def launcher_args(config: dict[str, Any], op: str = "matmul") -> tuple[int, ...]:
-    """The tuple library op ``op``'s emitted launcher takes (``cfg``), in its row's ``knobs`` order."""
+    """The tuple the emitted launcher of row ``op`` of :data:`TUNABLE` takes (``cfg``), in the row's
+    ``knobs`` order (a call's row: :func:`row`)."""
     return tuple(int(config[k]) for k in TUNABLE[op].knobs)
 
 
@@ -312,13 +332,12 @@ def choose(n: Any, target: Target, budget: int = DEFAULT_BUDGET, seed: int = 0, 
         from ..core.errors import InvalidInputError
 
         raise InvalidInputError("library tuning budget", "a number of evaluations >= 0", budget)
-    t = TUNABLE.get(n.op)
+    t = TUNABLE.get(row(n))
     p = t.problem(n) if t is not None else None
     if t is None or p is None:
         default = dict(LIBRARY_CONFIGS.get(n.op) or {})
         ms = library_ms(n, target, default or None)
-        why = "its launcher takes no config" if t is None else \
-            "a row the launcher loops over, a depthwise conv's direct kernel, or a problem the op refuses"
+        why = "its launcher takes no config" if t is None else "a row the launcher loops over, or a problem the op refuses"
         return {"node": n.name, "op": n.op, "variant": None, "config": default, "source": "default",
                 "detail": f"launcher default ({why})", "predicted_ms": ms, "default_config": default,
                 "default_ms": ms, "tuned": False, "evaluated": 0}
@@ -328,12 +347,12 @@ def choose(n: Any, target: Target, budget: int = DEFAULT_BUDGET, seed: int = 0, 
            "detail": "launcher default", "predicted_ms": default_ms, "default_config": default,
            "default_ms": default_ms, "tuned": False, "evaluated": 0}
     rec, skipped = db_record(n, target, db_path) if use_db else (None, "")
+    note = f"; {skipped}" if skipped else ""
     if rec is not None:
         cfg = {k: rec[k] for k in t.knobs}
-        out.update(config=cfg, source="db", detail="tuning DB record (verified)",
+        out.update(config=cfg, source="db", detail=f"tuning DB record (verified{note})",
                    predicted_ms=price(n, t, p, cfg, target), tuned=cfg != default)
         return out
-    note = f"; {skipped}" if skipped else ""
     if budget == 0:
         out["detail"] = f"launcher default (no usable DB record; tuning off: budget 0{note})"
         return out
@@ -383,7 +402,7 @@ def db_problem(n: Any) -> Any:
     """The registry problem library call ``n`` is tuned and recorded under (a GEMM: the matmul key, no
     ``B`` axis for one batch entry, the node's activation; a row op: its row of :data:`TUNABLE`), or None."""
     if n.op != "matmul":
-        t = TUNABLE.get(n.op)
+        t = TUNABLE.get(row(n))
         return t.problem(n) if t is not None else None
     from ..cost.program import library_problem
     from ..ops.matmul import MATMUL
@@ -409,7 +428,7 @@ def db_record(n: Any, target: Target, db_path: Any = None) -> tuple[dict[str, An
     its row's variant, with every launcher knob and accepted by the variant's validity predicate, and
     a note of the records skipped (``""``: none); (None, note) where there is none (no DB, no record,
     an unreadable DB)."""
-    t = TUNABLE.get(n.op)
+    t = TUNABLE.get(row(n))
     if t is None:
         return None, ""
     try:
@@ -445,7 +464,7 @@ def write_back(n: Any, choice: dict[str, Any], target: Target, seed: int = 0, db
     accepted by the check: verify the config with the tuner's own verifier on the call's problem and,
     where it passes, record it in the tuning DB through the tuner's record path (verified, its
     certificate; timing ``predicted``). Returns what was done: ``{"written", "record_id" | "reason"}``."""
-    t = TUNABLE.get(n.op)
+    t = TUNABLE.get(row(n))
     p = db_problem(n)
     if t is None or p is None or choice.get("source") != "tuned":
         return {"written": False, "reason": "not a config tuned during solve"}

@@ -20,7 +20,7 @@ from .capture import capture, load_problem
 from .emit import Program, emit
 from .fuse import Partition, mark_unfused, partition, problems
 from .ir import Graph, build
-from .library_tune import DEFAULT_BUDGET, TUNED_OPS, choose, db_problem, launcher_args, write_back
+from .library_tune import DEFAULT_BUDGET, TUNED_OPS, choose, db_problem, launcher_args, row, write_back
 from .lower import lower
 from .precision import approximate, lower_storage
 from .progress import Progress, SolveTimeout, as_progress
@@ -157,7 +157,7 @@ def tune_library(g: Graph, found: Any, tgt: Any, budget: int, seed: int, tell: P
         if not on:
             c["detail"] = "launcher default (a program running chosen library configs was rejected by the check)"
         if c["tuned"]:
-            n.attrs["launch_config"] = launcher_args(c["config"], n.op)
+            n.attrs["launch_config"] = launcher_args(c["config"], row(n))
             n.attrs["launch_note"] = ", ".join(f"{k}={v}" for k, v in c["config"].items()) + f" ({c['source']})"
             found.best_ms -= c["default_ms"] - c["predicted_ms"]
         out.append(c)
