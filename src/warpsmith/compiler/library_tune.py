@@ -35,9 +35,10 @@ their smallest, so any config of theirs runs fewer programs there.
 
 Prices (predicted, never measured): a GEMM or an implicit-GEMM conv by the program cost model
 (:func:`warpsmith.cost.program.library_ms`, the tile model the program's prediction uses); a row op,
-attention, a depthwise conv or a pool by its family's model (the variant's ``work`` through :mod:`warpsmith.cost.memory_model`, the model
-the tuner ranks with), since the program model prices a library row op or attention as one stream
-whatever its config. Either way the config and the launcher default are priced by the same model.
+attention, a depthwise conv or a pool by its family's model (the variant's ``work`` through
+:mod:`warpsmith.cost.memory_model`, the model the tuner ranks with), since the program model prices a
+library row op, attention, a depthwise conv or a pool as one stream whatever its config. Either way
+the config and the launcher default are priced by the same model.
 
 A tuned config is verified only as part of the emitted program by ``warpsmith check``. After that
 program is accepted, :func:`write_back` runs the tuner's own verifier
@@ -271,7 +272,8 @@ TUNABLE: dict[str, Tunable] = {
                     lambda p: {"LOOP": "nested", "SPLIT_K": 1, "PRECISION": "ieee", "num_stages": _CONV_STAGES},
                     dict(zip(_CONV_KNOBS, CONV_TILES["gpu"])), "program", _conv_steps,
                     lambda p: dict(zip(_CONV_KNOBS, CONV_TILES["interpreter"]))),
-    "conv_depthwise": Tunable("depthwise", _DW_KNOBS, lambda n: _conv_problem(n) if row(n) == "conv_depthwise" else None,
+    "conv_depthwise": Tunable("depthwise", _DW_KNOBS,
+                              lambda n: _conv_problem(n) if row(n) == "conv_depthwise" else None,
                               lambda p: {"ORDER": "pixels"}, dict(zip(_DW_KNOBS, DEPTHWISE_TILES["gpu"])), "family",
                               _depthwise_steps, lambda p: dict(zip(_DW_KNOBS, DEPTHWISE_TILES["interpreter"]))),
     "pool": Tunable("gather", ("BLOCK", "ROWS"), _pool_problem, lambda p: {"num_warps": 4},
@@ -290,8 +292,9 @@ def launcher_args(config: dict[str, Any], op: str = "matmul") -> tuple[int, ...]
 def cpu_rejection(t: Tunable, p: Any, config: dict[str, Any]) -> str | None:
     """Why row ``t``'s ``config`` is not taken for problem ``p`` here: under Triton's interpreter (the
     emitted program's check then runs its kernels on the CPU, at a cost per program and step), more
-    program-steps (``t.steps``) than the launcher's own interpreter tiles run; None where it runs no more,
-    on a GPU, or for a row without a bound (its interpreter tiles are its smallest: any config runs fewer)."""
+    program-steps (``t.steps``) than the launcher's own interpreter tiles run or :data:`INTERPRETER_STEPS`,
+    whichever is more; None where it runs no more, on a GPU, or for a row without a bound (its
+    interpreter tiles are its smallest: any config runs fewer)."""
     from ..core._triton import INTERPRET
 
     if not INTERPRET or t.steps is None or t.interpreter is None:
@@ -337,7 +340,8 @@ def choose(n: Any, target: Target, budget: int = DEFAULT_BUDGET, seed: int = 0, 
     if t is None or p is None:
         default = dict(LIBRARY_CONFIGS.get(n.op) or {})
         ms = library_ms(n, target, default or None)
-        why = "its launcher takes no config" if t is None else "a row the launcher loops over, or a problem the op refuses"
+        why = ("its launcher takes no config" if t is None
+               else "a row the launcher loops over, or a problem the op refuses")
         return {"node": n.name, "op": n.op, "variant": None, "config": default, "source": "default",
                 "detail": f"launcher default ({why})", "predicted_ms": ms, "default_config": default,
                 "default_ms": ms, "tuned": False, "evaluated": 0}
