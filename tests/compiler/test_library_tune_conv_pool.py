@@ -39,7 +39,9 @@ def _tuned_solve_written_back_and_reused(tmp_path, problem, op, variant, call_en
     full = {**lib["config"], **t.fixed(p)}
     assert get_variant(p.op, variant).rejection(p, full, H100) is None
     assert LT.cpu_rejection(t, p, lib["config"]) is None
-    assert t.steps(p, lib["config"]) <= max(LT.INTERPRETER_STEPS, t.steps(p, t.interpreter(p)))
+    cap = max(LT.INTERPRETER_STEPS, t.steps(p, t.interpreter(p)))
+    assert t.steps(p, lib["config"]) <= cap
+    assert lib["detail"].endswith(f"; under the interpreter, only configs of at most {cap} program-steps)")
     # carried by the launcher call of the program the check accepted
     args = LT.launcher_args(lib["config"], op)
     assert f"{call_end}, {args!r})  # library {op}: " in (tmp_path / "new.py").read_text()

@@ -362,6 +362,7 @@ def choose(n: Any, target: Target, budget: int = DEFAULT_BUDGET, seed: int = 0, 
         return out
     cfg, evaluated = _tuned(t, p, target, budget, seed)
     out["evaluated"] = evaluated
+    note += _bound_note(t, p)
     if cfg is not None:
         ms = price(n, t, p, cfg, target)
         if ms < default_ms * (1 - 1e-9):
@@ -370,6 +371,17 @@ def choose(n: Any, target: Target, budget: int = DEFAULT_BUDGET, seed: int = 0, 
             return out
     out["detail"] = f"launcher default (no usable DB record; none of {evaluated} tuned configs predicted faster{note})"
     return out
+
+
+def _bound_note(t: Tunable, p: Any) -> str:
+    """``"; ..."`` saying that only configs within :func:`cpu_rejection`'s bound were candidates, where
+    one applies (under the interpreter, a row with ``steps``); else ``""``."""
+    from ..core._triton import INTERPRET
+
+    if not INTERPRET or t.steps is None or t.interpreter is None:
+        return ""
+    cap = max(INTERPRETER_STEPS, t.steps(p, t.interpreter(p)))
+    return f"; under the interpreter, only configs of at most {cap} program-steps"
 
 
 def _tuned(t: Tunable, p: Any, target: Target, budget: int, seed: int) -> tuple[dict[str, Any] | None, int]:
