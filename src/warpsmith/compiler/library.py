@@ -2,7 +2,7 @@
 
 For each ``library`` node this gives the ``@triton.jit`` kernels it needs (the library's own
 functions, copied by :func:`jit_source`) and a minimal launcher (source text below): fixed, safe
-tile sizes, except the launchers of the GEMMs, softmax, the norms, attention, the implicit-GEMM conv and
+tile sizes, except the launchers of the GEMMs, softmax, the norms, attention, conv (either kernel) and
 pooling, which take the config solve chose for the call's shape (``cfg``: a tuning-DB record or one
 tuned during solve, :mod:`.library_tune`, whose ``TUNABLE`` table says which knobs each takes;
 :func:`launch_config`). :data:`LAUNCHERS` is the one table of which launcher each op uses and which
