@@ -64,7 +64,7 @@ from .common import handle_errors, quiet_interpreter
               help="Stop after SECONDS: the check's processes are ended, --json gets a partial report saying the "
                    "stage and candidate where it stopped, and the exit status is 3.")
 @click.option("--budget", "budget", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Predicted evaluations per library call (GEMMs, softmax, rms_norm/layer_norm, attention) whose "
+              help="Predicted evaluations per library call (GEMMs, softmax, rms_norm/layer_norm, attention, conv, pooling) whose "
                    "config the tuning DB lacks: tuned during the solve with the tuner's search and cost model, emitted in its "
                    "launcher call, and written to the tuning DB once the program is accepted and the tuner's "
                    "verifier passes it (default 24; 0: the launchers' defaults). KernelBench files only.")

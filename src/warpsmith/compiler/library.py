@@ -2,11 +2,12 @@
 
 For each ``library`` node this gives the ``@triton.jit`` kernels it needs (the library's own
 functions, copied by :func:`jit_source`) and a minimal launcher (source text below): fixed, safe
-tile sizes, except the launchers of the GEMMs, softmax, the norms and attention, which take the config solve chose
-for the call's shape (``cfg``: a tuning-DB record or one tuned during solve, :mod:`.library_tune`, whose
-``TUNABLE`` table says which knobs each takes; :func:`launch_config`). :data:`LAUNCHERS` is the one table
-of which launcher each op uses and which kernels it launches. Copied kernels, their helpers, constants and imports get names
-unique in the emitted file (:mod:`.names`), so that library kernels from different modules compose.
+tile sizes, except the launchers of the GEMMs, softmax, the norms, attention, conv (either kernel) and
+pooling, which take the config solve chose for the call's shape (``cfg``: a tuning-DB record or one
+tuned during solve, :mod:`.library_tune`, whose ``TUNABLE`` table says which knobs each takes;
+:func:`launch_config`). :data:`LAUNCHERS` is the one table of which launcher each op uses and which
+kernels it launches. Copied kernels, their helpers, constants and imports get names unique in the
+emitted file (:mod:`.names`), so that library kernels from different modules compose.
 """
 from __future__ import annotations
 
@@ -100,11 +101,19 @@ def _ws_norm(x, w, b, eps, is_rms, cfg=None):
     return y.view(x.shape)
 '''.replace("{MAX}", str(MAX_WHOLE_ROW))
 
+# the implicit-GEMM conv launcher's default (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): on a GPU, and
+# under the interpreter (whose cost is per program and reduction step: big tiles); 4 warps, 3 stages: Triton's own
+CONV_TILES = {"gpu": (64, 64, 32, 4, 3), "interpreter": (64, 32, 16, 4, 3)}
+# ... and the depthwise kernel's (BLOCK_P, BLOCK_C, num_warps)
+DEPTHWISE_TILES = {"gpu": (64, 32, 4), "interpreter": (64, 16, 4)}
+
 CONV = '''
-def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, groups, activation):
+def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, groups, activation, cfg=None):
     """aten.convolution (1-D/2-D/3-D, direct or transposed), one launch, the activation fused: the direct
     depthwise kernel for one input channel per group, else the implicit GEMM (an inference batch norm
-    arrives folded into w and bias: compiler.lower_conv)."""
+    arrives folded into w and bias: compiler.lower_conv). ``cfg``: the config chosen for this call's shape
+    (compiler.library_tune), the depthwise kernel's (BLOCK_P, BLOCK_C, num_warps) or the implicit GEMM's
+    (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); None: the launcher's default tiles."""
     nd = x.dim() - 2
     ks = list(w.shape[2:])
     if transposed:
@@ -123,21 +132,21 @@ def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, 
     od, oh, ow = y5.shape[2:]
     kd, kh, kw = w5.shape[2:]
     if not transposed and groups == c_ and w5.shape[1] == 1:  # depthwise: the direct kernel, no GEMM
-        bp, bc = (64, 16) if _EMULATE else (64, 32)
+        bp, bc, nw = cfg or ({DW_INTERPRETER} if _EMULATE else {DW_GPU})
         conv_depthwise_kernel[(triton.cdiv(n_ * od * oh * ow, bp) * triton.cdiv(co, bc),)](
             x5, w5, y, bias if bias is not None else y, y, n_, co // c_, co, d_, h_, w_, od, oh, ow, kd, kh, kw,
             *(fill + list(stride)), *([0] * (3 - nd) + list(padding)), *(fill + list(dilation)), 1.0,
             *x5.stride(), w5.stride(0), *w5.stride()[2:], *y5.stride(), *y5.stride(),
             bias.stride(0) if bias is not None else 0,
             BLOCK_P=bp, BLOCK_C=bc, ORDER="pixels", HAS_BIAS=bias is not None, HAS_RES=False, ACTIVATION=activation,
-            EMULATE=_EMULATE and x.dtype == torch.bfloat16)
+            EMULATE=_EMULATE and x.dtype == torch.bfloat16, num_warps=nw)
         return y
     cg, kg = c_ // groups, co // groups
     if transposed:
         ws = (cg * w5.stride(0), w5.stride(1), w5.stride(0), *w5.stride()[2:])
     else:
         ws = (kg * w5.stride(0), w5.stride(0), w5.stride(1), *w5.stride()[2:])
-    bm, bn_, bk = (64, 32, 16) if _EMULATE else (64, 64, 32)  # the interpreter's cost is per program: big tiles
+    bm, bn_, bk, nw, ns = cfg or ({INTERPRETER} if _EMULATE else {GPU})  # the interpreter's cost is per program
     total = kd * kh * kw * triton.cdiv(cg, bk)
     grid = (triton.cdiv(n_ * od * oh * ow, bm) * triton.cdiv(kg, bn_), groups, 1)
     conv_fwd_kernel[grid](
@@ -146,9 +155,10 @@ def _ws_conv(x, w, bias, stride, padding, dilation, transposed, output_padding, 
         *x5.stride(), *ws, *y5.stride(), *y5.stride(), bias.stride(0) if bias is not None else 0,
         BLOCK_M=bm, BLOCK_N=bn_, BLOCK_K=bk, LOOP="nested", TRANSPOSED=transposed, SPLIT=False,
         HAS_BIAS=bias is not None, HAS_RES=False, ACTIVATION=activation, IS_FP32=x.dtype == torch.float32,
-        PRECISION="ieee", EMULATE=_EMULATE and x.dtype == torch.bfloat16)
+        PRECISION="ieee", EMULATE=_EMULATE and x.dtype == torch.bfloat16, num_warps=nw, num_stages=ns)
     return y
-'''
+'''.replace("{INTERPRETER}", repr(CONV_TILES["interpreter"])).replace("{GPU}", repr(CONV_TILES["gpu"])) \
+    .replace("{DW_INTERPRETER}", repr(DEPTHWISE_TILES["interpreter"])).replace("{DW_GPU}", repr(DEPTHWISE_TILES["gpu"]))
 
 
 GEMM_EPILOGUE = '''
@@ -198,7 +208,23 @@ def depthwise(n: Node) -> bool:
     return n.op == "conv" and not n.attrs["transposed"] and n.attrs["groups"] == x.shape[1] and w.shape[1] == 1
 
 
-POOL = '''
+def _ws_pool_tiles(positions, planes, cfg, emulate):  # noqa: ANN001, ANN201 - emitted as text too
+    """(BLOCK, ROWS) of a pool launch over ``positions`` output positions of ``planes`` (n c) planes:
+    ``cfg``, else under the interpreter (``emulate``) one tile of up to 2^16 elements a program (its cost
+    is per program), else 128 x 1; ROWS then raised to keep grid axis 1 at most 65535 programs. Emitted
+    as it is beside ``_ws_pool`` (its text) and read by compiler.library_tune: one definition."""
+    if cfg:
+        block, rows = cfg
+    elif emulate:
+        block = min(1024, 1 << (positions - 1).bit_length())
+        rows = min(1 << (planes - 1).bit_length(), max(1, 65536 // block))
+    else:
+        block, rows = 128, 1
+    return block, max(rows, 1 << (-(-planes // 65535) - 1).bit_length())
+
+
+POOL = inspect.getsource(_ws_pool_tiles) + '''
+
 def _ws_pool_out(L, k, s, p, d, ceil_mode):
     span = L + 2 * p - d * (k - 1) - 1
     o = (-(-span // s) if ceil_mode else span // s) + 1
@@ -224,14 +250,7 @@ def _ws_pool(x, nd, kernel, stride, padding, dilation, ceil_mode, is_max, count_
     ys = list(y.stride()[:2]) + [0] * lead + list(y.stride()[2:])
     if y.numel() == 0:
         return y
-    if cfg:
-        block, rows = cfg
-    elif _EMULATE:
-        block = min(1024, triton.next_power_of_2(o3[0] * o3[1] * o3[2]))
-        rows = min(triton.next_power_of_2(n * c), max(1, 65536 // block))
-    else:
-        block, rows = 128, 1
-    rows = max(rows, triton.next_power_of_2(triton.cdiv(n * c, 65535)))  # grid axis 1: at most 65535 programs
+    block, rows = _ws_pool_tiles(o3[0] * o3[1] * o3[2], n * c, cfg, _EMULATE)
     grid = (triton.cdiv(o3[0] * o3[1] * o3[2], block), triton.cdiv(n * c, rows))
     pool_fwd_kernel[grid](x, y, y, n, c, *l3, *o3, *k3, *s3, *p3, *d3, divisor or 0, *xs, *ys, BLOCK=block, ROWS=rows,
                           IS_MAX=is_max, COUNT_PAD=count_include_pad, HAS_DIVISOR=bool(divisor), RETURN_INDICES=False,
@@ -390,11 +409,11 @@ def call(n: Node, v) -> str:  # noqa: ANN001 - v renders an argument
     if n.op == "conv":
         t = n.attrs
         return (f"_ws_conv({v(a[0])}, {v(a[1])}, {v(a[2])}, {t['stride']}, {t['padding']}, {t['dilation']}, "
-                f"{t['transposed']}, {t['output_padding']}, {t['groups']}, {t['activation']!r})")
+                f"{t['transposed']}, {t['output_padding']}, {t['groups']}, {t['activation']!r}{launch_config(n)})")
     if n.op == "pool":
         t = n.attrs
         return (f"_ws_pool({v(a[0])}, {t['nd']}, {t['kernel']}, {t['stride']}, {t['padding']}, {t['dilation']}, "
-                f"{t['ceil_mode']}, {t['is_max']}, {t['count_include_pad']}, {t['divisor']})")
+                f"{t['ceil_mode']}, {t['is_max']}, {t['count_include_pad']}, {t['divisor']}{launch_config(n)})")
     if n.op == "attention":
         extra = (f", {v(a[3])}" if len(a) > 3 else ", None") + (f", {n.attrs['window']!r}" if n.attrs.get("window") else "")
         cfg = f", cfg={tuple(n.attrs['launch_config'])!r}" if n.attrs.get("launch_config") else ""

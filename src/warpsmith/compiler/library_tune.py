@@ -17,15 +17,28 @@ epilogue; variant ``tiled``; ``BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, nu
 and log-softmax (variant ``single_pass``, the launcher's whole-row kernel, rows up to
 ``library.MAX_WHOLE_ROW``; ``ROWS, num_warps``), ``rms_norm`` and ``layer_norm`` (variant ``row``,
 rows up to ``MAX_WHOLE_ROW``; ``ROWS_PER_PROGRAM, num_warps``), ``attention`` (variant ``flash``, the
-forward kernel; ``BLOCK_M, BLOCK_N, num_warps, num_stages``). Longer rows run the launchers' looped
-kernels at fixed chunks and are not tuned; conv, pooling, top-k, cross entropy and the gathers keep
-their launchers' fixed tiles (``default``, their launchers take no config).
+forward kernel; ``BLOCK_M, BLOCK_N, num_warps, num_stages``), ``conv`` (variant ``implicit_gemm``, the
+implicit-GEMM forward ``_ws_conv`` launches, its problem the call's whole geometry; ``BLOCK_M, BLOCK_N,
+BLOCK_K, num_warps, num_stages``, ``LOOP`` nested, no split-K, ieee and the launcher's 3 stages pinned),
+``conv_depthwise`` (a conv of one input channel per group, which ``_ws_conv`` runs with the direct
+kernel: variant ``depthwise``; ``BLOCK_P, BLOCK_C, num_warps``, ``ORDER`` pixels pinned; a call's row:
+:func:`row`), ``pool`` (max / avg pooling, variant ``gather``'s ``(ROWS, BLOCK)`` forward; ``BLOCK,
+ROWS``, 4 warps pinned). Longer rows run the launchers' looped kernels at fixed chunks and are not
+tuned; top-k, cross entropy and the gathers keep their launchers' fixed tiles (``default``, their
+launchers take no config).
 
-Prices (predicted, never measured): a GEMM by the program cost model
-(:func:`warpsmith.cost.program.library_ms`, the tile model the program's prediction uses); a row op or
-attention by its family's model (the variant's ``work`` through :mod:`warpsmith.cost.memory_model`, the model
-the tuner ranks with), since the program model prices a library row op or attention as one stream
-whatever its config. Either way the config and the launcher default are priced by the same model.
+Under Triton's interpreter (no GPU: the check runs the emitted kernels on the CPU, at a cost per
+program and reduction step) a conv or pool config, tuned or from the DB, is taken only where it runs
+at most the program-steps of the launcher's own interpreter tiles or :data:`INTERPRETER_STEPS`,
+whichever is more (:func:`cpu_rejection`; a row's ``steps``); the other rows' interpreter tiles are
+their smallest, so any config of theirs runs fewer programs there.
+
+Prices (predicted, never measured): a GEMM or an implicit-GEMM conv by the program cost model
+(:func:`warpsmith.cost.program.library_ms`, the tile model the program's prediction uses); a row op,
+attention, a depthwise conv or a pool by its family's model (the variant's ``work`` through
+:mod:`warpsmith.cost.memory_model`, the model the tuner ranks with), since the program model prices a
+library row op, attention, a depthwise conv or a pool as one stream whatever its config. Either way
+the config and the launcher default are priced by the same model.
 
 A tuned config is verified only as part of the emitted program by ``warpsmith check``. After that
 program is accepted, :func:`write_back` runs the tuner's own verifier
@@ -42,12 +55,14 @@ from typing import Any, Callable
 
 from ..cost.program import LIBRARY_CONFIGS, library_ms
 from ..targets import Target
-from .library import MAX_WHOLE_ROW
+from .library import CONV_TILES, DEPTHWISE_TILES, MAX_WHOLE_ROW, _ws_pool_tiles
 
 DEFAULT_BUDGET = 24  # predicted evaluations per library call tuned during solve (solve --budget)
+INTERPRETER_STEPS = 4  # program-steps a config may run under the interpreter (more where the launcher's own do)
 SOURCES = ("db", "tuned", "default")  # where a call's config came from (the report's ``source``)
 
-_TUNED: dict[tuple, tuple[dict[str, Any] | None, int]] = {}  # (problem key, variant, target, budget, seed) -> (config, evaluated)
+# (problem key, variant, target, budget, seed, interpreter) -> (config, evaluated)
+_TUNED: dict[tuple, tuple[dict[str, Any] | None, int]] = {}
 
 
 @dataclass(frozen=True)
@@ -55,7 +70,10 @@ class Tunable:
     """How one library op's launcher takes a config: the registry ``variant`` it runs, the ``knobs`` of
     its ``cfg`` tuple (in order), ``problem(n)`` the registry problem of call ``n`` (None: the launcher
     runs no tunable kernel for it), ``fixed(p)`` the variant knobs the launcher pins, ``default`` its
-    own config, ``priced`` ``"program"`` (cost.program.library_ms) or ``"family"`` (the variant's model)."""
+    own config, ``priced`` ``"program"`` (cost.program.library_ms) or ``"family"`` (the variant's model).
+    ``steps(p, config)``, where set: the program-steps of a launch at ``config`` under Triton's interpreter
+    (whose cost is per program and step), bounded there by those of the launcher's own interpreter tiles
+    ``interpreter(p)`` (:func:`cpu_rejection`); unset, a row whose interpreter tiles are its smallest."""
 
     variant: str
     knobs: tuple[str, ...]
@@ -63,6 +81,8 @@ class Tunable:
     fixed: Callable[[Any], dict[str, Any]]
     default: dict[str, Any]
     priced: str
+    steps: Callable[[Any, dict[str, Any]], int] | None = None
+    interpreter: Callable[[Any], dict[str, Any]] | None = None
 
 
 def _rows(n: Any) -> tuple[int, int] | None:
@@ -123,10 +143,115 @@ def _attention_problem(n: Any) -> Any:
     return _spec_problem("attention", shape, _dtype(n), attrs)
 
 
+def row(n: Any) -> str:
+    """The row of :data:`TUNABLE` library call ``n`` takes its config by: its op, but ``conv_depthwise``
+    for a conv ``_ws_conv`` runs with the direct depthwise kernel (``library.depthwise``)."""
+    from .library import depthwise
+
+    return "conv_depthwise" if n.op == "conv" and depthwise(n) else n.op
+
+
+def _conv_problem(n: Any) -> Any:
+    """The ``conv`` problem of a library conv, from the call's whole geometry (input and weight shapes,
+    stride, padding, dilation, groups, transposed, output padding, bias, the fused activation, dtype; a
+    contiguous input, scale 1, no residual, ieee: what ``_ws_conv`` runs), as ``ops.conv.op.problem_of``
+    builds it; None without shapes."""
+    x, w = n.args[0], n.args[1]
+    if getattr(x, "shape", None) is None or getattr(w, "shape", None) is None:
+        return None
+    t = n.attrs
+    nd, groups, transposed = len(x.shape) - 2, int(t["groups"]), bool(t["transposed"])
+    axes = "dhw"[3 - nd:]
+    shape = {"N": int(x.shape[0]), "C": int(x.shape[1]),
+             "K": int(w.shape[1]) * groups if transposed else int(w.shape[0])}
+    if groups > 1:
+        shape["G"] = groups
+    attrs: dict[str, Any] = {"transposed": transposed, "channels_last": False, "residual": False,
+                             "bias": len(n.args) > 2 and getattr(n.args[2], "shape", None) is not None,
+                             "activation": t["activation"], "allow_tf32": False, "scale": 1.0}
+    for i, a in enumerate(axes):
+        shape[a.upper()], shape["K" + a.upper()] = int(x.shape[2 + i]), int(w.shape[2 + i])
+        attrs.update({f"stride_{a}": int(t["stride"][i]), f"pad_{a}": int(t["padding"][i]),
+                      f"pad_end_{a}": int(t["padding"][i]), f"dil_{a}": int(t["dilation"][i]),
+                      f"opad_{a}": int(t["output_padding"][i]) if transposed else 0})
+    return _spec_problem("conv", shape, _dtype(n), attrs)
+
+
+def _depthwise_steps(p: Any, config: dict[str, Any]) -> int:
+    """Programs times window steps of the depthwise launch at ``config`` (tiles of BLOCK_P output pixels
+    x BLOCK_C channels, each walking the window)."""
+    from ..ops.conv.spec import geometry
+
+    g = geometry(p)
+    m = p.shape["N"] * math.prod(g["O"])
+    return -(-m // config["BLOCK_P"]) * -(-p.shape["K"] // config["BLOCK_C"]) * math.prod(g["KS"])
+
+
+def _conv_steps(p: Any, config: dict[str, Any]) -> int:
+    """Programs times reduction steps of the conv launch at ``config`` (the interpreter's cost, which is
+    per program and step): the grid over pixels x channels per group x groups, each walking the window
+    and C/G in blocks of BLOCK_K (the launcher's ``LOOP="nested"``)."""
+    from ..ops.conv.spec import geometry
+
+    g = geometry(p)
+    groups = p.shape.get("G", 1)
+    m = p.shape["N"] * math.prod(g["O"])
+    return (-(-m // config["BLOCK_M"]) * -(-(p.shape["K"] // groups) // config["BLOCK_N"]) * groups
+            * math.prod(g["KS"]) * -(-(p.shape["C"] // groups) // config["BLOCK_K"]))
+
+
+def _pool_problem(n: Any) -> Any:
+    """The ``max_pool`` / ``avg_pool`` problem of a library pool call (``_ws_pool``: values only, no
+    indices), from its input's shape and dtype and its window (kernel, stride, padding, dilation,
+    ceil mode, count_include_pad, divisor), as ``ops.pool.op.problem_of`` builds it (contiguous input)."""
+    x = n.args[0]
+    if getattr(x, "shape", None) is None:
+        return None
+    t = n.attrs
+    nd = int(t["nd"])
+    used = "dhw"[3 - nd:]
+    sp = (1,) * (3 - nd) + tuple(int(d) for d in x.shape[2:])
+    shape = {"N": int(x.shape[0]), "C": int(x.shape[1]), "D": sp[0], "H": sp[1], "W": sp[2]}
+    attrs: dict[str, Any] = {"dims": nd, "channels_last": False, "ceil_mode": bool(t["ceil_mode"])}
+    for i, a in enumerate(used):
+        attrs.update({f"kernel_{a}": int(t["kernel"][i]), f"stride_{a}": int(t["stride"][i]),
+                      f"padding_{a}": int(t["padding"][i])})
+        if t["is_max"]:
+            attrs[f"dilation_{a}"] = int(t["dilation"][i])
+    if t["is_max"]:
+        attrs["return_indices"] = False
+    else:
+        attrs.update(count_include_pad=bool(t["count_include_pad"]), divisor_override=int(t["divisor"] or 0))
+    return _spec_problem("max_pool" if t["is_max"] else "avg_pool", shape, _dtype(n), attrs)
+
+
+def _pool_steps(p: Any, config: dict[str, Any]) -> int:
+    """Programs of the pool launch at ``config`` (each walks the same window: programs are its
+    interpreter cost), as the launcher sizes the grid."""
+    from ..ops.pool.spec import output_spatial
+
+    positions, planes = math.prod(output_spatial(p)), p.shape["N"] * p.shape["C"]
+    block, rows = _ws_pool_tiles(positions, planes, (config["BLOCK"], config["ROWS"]), False)
+    return -(-positions // block) * -(-planes // rows)
+
+
+def _pool_interpreter(p: Any) -> dict[str, Any]:
+    from ..ops.pool.spec import output_spatial
+
+    block, rows = _ws_pool_tiles(math.prod(output_spatial(p)), p.shape["N"] * p.shape["C"], None, True)
+    return {"BLOCK": block, "ROWS": rows}
+
+
 def _pow2(x: int) -> int:
     return 1 << max(0, int(x) - 1).bit_length()
 
 
+_CONV_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")
+# a conv's num_stages is carried but pinned to the launcher's own: its gathered loads are not pipelined
+# whatever it says (ops/conv/variant.py), while the tile model credits stages with pipelining; tuned
+# at 1 against a default at 3, no tile would ever win on that phantom term
+_CONV_STAGES = CONV_TILES["gpu"][4]
+_DW_KNOBS = ("BLOCK_P", "BLOCK_C", "num_warps")
 _GEMM = Tunable("tiled", ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"),
                 lambda n: db_problem(n), lambda p: {"PRECISION": "ieee", "EVEN_K": False},
                 dict(LIBRARY_CONFIGS["matmul"]), "program")
@@ -143,13 +268,40 @@ TUNABLE: dict[str, Tunable] = {
     "layer_norm": _NORM,
     "attention": Tunable("flash", ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), _attention_problem,
                          lambda p: {}, {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, "family"),
+    "conv": Tunable("implicit_gemm", _CONV_KNOBS, lambda n: _conv_problem(n) if row(n) == "conv" else None,
+                    lambda p: {"LOOP": "nested", "SPLIT_K": 1, "PRECISION": "ieee", "num_stages": _CONV_STAGES},
+                    dict(zip(_CONV_KNOBS, CONV_TILES["gpu"])), "program", _conv_steps,
+                    lambda p: dict(zip(_CONV_KNOBS, CONV_TILES["interpreter"]))),
+    "conv_depthwise": Tunable("depthwise", _DW_KNOBS,
+                              lambda n: _conv_problem(n) if row(n) == "conv_depthwise" else None,
+                              lambda p: {"ORDER": "pixels"}, dict(zip(_DW_KNOBS, DEPTHWISE_TILES["gpu"])), "family",
+                              _depthwise_steps, lambda p: dict(zip(_DW_KNOBS, DEPTHWISE_TILES["interpreter"]))),
+    "pool": Tunable("gather", ("BLOCK", "ROWS"), _pool_problem, lambda p: {"num_warps": 4},
+                    dict(zip(("BLOCK", "ROWS"), _ws_pool_tiles(1, 1, None, False))), "family", _pool_steps,
+                    _pool_interpreter),
 }
 TUNED_OPS = tuple(TUNABLE)
 
 
 def launcher_args(config: dict[str, Any], op: str = "matmul") -> tuple[int, ...]:
-    """The tuple library op ``op``'s emitted launcher takes (``cfg``), in its row's ``knobs`` order."""
+    """The tuple the emitted launcher of row ``op`` of :data:`TUNABLE` takes (``cfg``), in the row's
+    ``knobs`` order (a call's row: :func:`row`)."""
     return tuple(int(config[k]) for k in TUNABLE[op].knobs)
+
+
+def cpu_rejection(t: Tunable, p: Any, config: dict[str, Any]) -> str | None:
+    """Why row ``t``'s ``config`` is not taken for problem ``p`` here: under Triton's interpreter (the
+    emitted program's check then runs its kernels on the CPU, at a cost per program and step), more
+    program-steps (``t.steps``) than the launcher's own interpreter tiles run or :data:`INTERPRETER_STEPS`,
+    whichever is more; None where it runs no more, on a GPU, or for a row without a bound (its
+    interpreter tiles are its smallest: any config runs fewer)."""
+    from ..core._triton import INTERPRET
+
+    if not INTERPRET or t.steps is None or t.interpreter is None:
+        return None
+    steps, cap = t.steps(p, config), max(INTERPRETER_STEPS, t.steps(p, t.interpreter(p)))
+    return None if steps <= cap else (f"{steps} program-steps under the interpreter, over {cap} (the launcher's "
+                                      f"own interpreter tiles', at least {INTERPRETER_STEPS})")
 
 
 def _variant(t: Tunable, p: Any) -> Any:
@@ -183,12 +335,13 @@ def choose(n: Any, target: Target, budget: int = DEFAULT_BUDGET, seed: int = 0, 
         from ..core.errors import InvalidInputError
 
         raise InvalidInputError("library tuning budget", "a number of evaluations >= 0", budget)
-    t = TUNABLE.get(n.op)
+    t = TUNABLE.get(row(n))
     p = t.problem(n) if t is not None else None
     if t is None or p is None:
         default = dict(LIBRARY_CONFIGS.get(n.op) or {})
         ms = library_ms(n, target, default or None)
-        why = "its launcher takes no config" if t is None else "a row the launcher loops over, or a problem the op refuses"
+        why = ("its launcher takes no config" if t is None
+               else "a row the launcher loops over, or a problem the op refuses")
         return {"node": n.name, "op": n.op, "variant": None, "config": default, "source": "default",
                 "detail": f"launcher default ({why})", "predicted_ms": ms, "default_config": default,
                 "default_ms": ms, "tuned": False, "evaluated": 0}
@@ -198,17 +351,18 @@ def choose(n: Any, target: Target, budget: int = DEFAULT_BUDGET, seed: int = 0, 
            "detail": "launcher default", "predicted_ms": default_ms, "default_config": default,
            "default_ms": default_ms, "tuned": False, "evaluated": 0}
     rec, skipped = db_record(n, target, db_path) if use_db else (None, "")
+    note = f"; {skipped}" if skipped else ""
     if rec is not None:
         cfg = {k: rec[k] for k in t.knobs}
-        out.update(config=cfg, source="db", detail="tuning DB record (verified)",
+        out.update(config=cfg, source="db", detail=f"tuning DB record (verified{note})",
                    predicted_ms=price(n, t, p, cfg, target), tuned=cfg != default)
         return out
-    note = f"; {skipped}" if skipped else ""
     if budget == 0:
         out["detail"] = f"launcher default (no usable DB record; tuning off: budget 0{note})"
         return out
     cfg, evaluated = _tuned(t, p, target, budget, seed)
     out["evaluated"] = evaluated
+    note += _bound_note(t, p)
     if cfg is not None:
         ms = price(n, t, p, cfg, target)
         if ms < default_ms * (1 - 1e-9):
@@ -219,12 +373,25 @@ def choose(n: Any, target: Target, budget: int = DEFAULT_BUDGET, seed: int = 0, 
     return out
 
 
+def _bound_note(t: Tunable, p: Any) -> str:
+    """``"; ..."`` saying that only configs within :func:`cpu_rejection`'s bound were candidates, where
+    one applies (under the interpreter, a row with ``steps``); else ``""``."""
+    from ..core._triton import INTERPRET
+
+    if not INTERPRET or t.steps is None or t.interpreter is None:
+        return ""
+    cap = max(INTERPRETER_STEPS, t.steps(p, t.interpreter(p)))
+    return f"; under the interpreter, only configs of at most {cap} program-steps"
+
+
 def _tuned(t: Tunable, p: Any, target: Target, budget: int, seed: int) -> tuple[dict[str, Any] | None, int]:
     """The tuner's best config of row ``t``'s variant for problem ``p`` (predicted), restricted to the
-    launcher's knobs; cached per problem, target, budget and seed (a solve compiles each candidate
-    program again)."""
+    launcher's knobs, of those :func:`cpu_rejection` lets run here; cached per problem, target, budget,
+    seed and interpreter (a solve compiles each candidate program again)."""
+    from ..core._triton import INTERPRET
+
     key = (p.op, tuple(sorted(p.shape.items())), p.dtype_name, tuple(sorted(p.attrs.items())), t.variant,
-           target.name, budget, seed)
+           target.name, budget, seed, INTERPRET)
     if key in _TUNED:
         return _TUNED[key]
     from ..measure import Evaluator
@@ -241,7 +408,8 @@ def _tuned(t: Tunable, p: Any, target: Target, budget: int, seed: int) -> tuple[
     initial = _prescreen(space, ev, budget, random.Random(seed))
     scores = search(space, ev, "evolutionary", budget=budget, seed=seed, initial=initial)
     board = sorted((s for s in scores if math.isfinite(s.ms)), key=lambda s: s.ms)
-    best = {k: int(board[0].config[k]) for k in t.knobs} if board else None
+    fits = [c for c in ({k: int(s.config[k]) for k in t.knobs} for s in board) if cpu_rejection(t, p, c) is None]
+    best = fits[0] if fits else None
     _TUNED[key] = (best, len(scores))
     return _TUNED[key]
 
@@ -250,7 +418,7 @@ def db_problem(n: Any) -> Any:
     """The registry problem library call ``n`` is tuned and recorded under (a GEMM: the matmul key, no
     ``B`` axis for one batch entry, the node's activation; a row op: its row of :data:`TUNABLE`), or None."""
     if n.op != "matmul":
-        t = TUNABLE.get(n.op)
+        t = TUNABLE.get(row(n))
         return t.problem(n) if t is not None else None
     from ..cost.program import library_problem
     from ..ops.matmul import MATMUL
@@ -276,7 +444,7 @@ def db_record(n: Any, target: Target, db_path: Any = None) -> tuple[dict[str, An
     its row's variant, with every launcher knob and accepted by the variant's validity predicate, and
     a note of the records skipped (``""``: none); (None, note) where there is none (no DB, no record,
     an unreadable DB)."""
-    t = TUNABLE.get(n.op)
+    t = TUNABLE.get(row(n))
     if t is None:
         return None, ""
     try:
@@ -298,9 +466,10 @@ def db_record(n: Any, target: Target, db_path: Any = None) -> tuple[dict[str, An
                 continue
             full = {**r.config, **t.fixed(prob)}
             why = v.rejection(prob, full, target)
-            if why is None:
+            slow = cpu_rejection(t, prob, dict(r.config)) if why is None else None
+            if why is None and slow is None:
                 return dict(r.config), "; ".join(skipped)
-            skipped.append(f"DB record {r.id} rejected: {why}")
+            skipped.append(f"DB record {r.id} rejected: {why}" if why else f"DB record {r.id} not taken: {slow}")
         return None, "; ".join(skipped)
     except Exception:  # noqa: BLE001 - an unreadable DB or an odd shape never breaks a solve: no record
         return None, ""
@@ -311,7 +480,7 @@ def write_back(n: Any, choice: dict[str, Any], target: Target, seed: int = 0, db
     accepted by the check: verify the config with the tuner's own verifier on the call's problem and,
     where it passes, record it in the tuning DB through the tuner's record path (verified, its
     certificate; timing ``predicted``). Returns what was done: ``{"written", "record_id" | "reason"}``."""
-    t = TUNABLE.get(n.op)
+    t = TUNABLE.get(row(n))
     p = db_problem(n)
     if t is None or p is None or choice.get("source") != "tuned":
         return {"written": False, "reason": "not a config tuned during solve"}

@@ -20,7 +20,7 @@ from .capture import capture, load_problem
 from .emit import Program, emit
 from .fuse import Partition, mark_unfused, partition, problems
 from .ir import Graph, build
-from .library_tune import DEFAULT_BUDGET, TUNED_OPS, choose, db_problem, launcher_args, write_back
+from .library_tune import DEFAULT_BUDGET, TUNED_OPS, choose, db_problem, launcher_args, row, write_back
 from .lower import lower
 from .precision import approximate, lower_storage
 from .progress import Progress, SolveTimeout, as_progress
@@ -111,7 +111,7 @@ def compile_problem(path: str | Path, seed: int = 0,
     compiles the program as written (no rewrite, nothing folded out of the call). With the search and
     rewrites on, values between kernels may be stored in 16 bits (:mod:`.precision`), declared in
     ``Program.declared`` for the check. With the search, each library call whose launcher takes a
-    config (GEMMs, softmax, norms, attention: :data:`.library_tune.TUNABLE`) takes a tuning-DB record's
+    config (GEMMs, softmax, norms, attention, conv, pooling: :data:`.library_tune.TUNABLE`) takes a tuning-DB record's
     config or one tuned here in ``library_budget`` predicted evaluations (:mod:`.library_tune`; 0: no
     tuning), emitted in its launcher call; ``library_configs=False`` keeps every launcher's default (no
     DB, no tuning). ``sequences``: states the search over rewrite decisions and partitions evaluates
@@ -157,7 +157,7 @@ def tune_library(g: Graph, found: Any, tgt: Any, budget: int, seed: int, tell: P
         if not on:
             c["detail"] = "launcher default (a program running chosen library configs was rejected by the check)"
         if c["tuned"]:
-            n.attrs["launch_config"] = launcher_args(c["config"], n.op)
+            n.attrs["launch_config"] = launcher_args(c["config"], row(n))
             n.attrs["launch_note"] = ", ".join(f"{k}={v}" for k, v in c["config"].items()) + f" ({c['source']})"
             found.best_ms -= c["default_ms"] - c["predicted_ms"]
         out.append(c)

@@ -501,8 +501,7 @@ def library_ms(n: Any, target: Target, config: Mapping[str, Any] | None = None) 
     memory model over its rows with its math (attention's two matmuls at the dtype's peak)."""
     p = library_problem(n)
     if p is not None and not (n.op == "conv" and n.attrs.get("groups", 1) > 1 and p.shape["N"] == 1):
-        c = dict(config or LIBRARY_CONFIGS[n.op])
-        c.setdefault("GROUP_M", 8)
+        c = {**LIBRARY_CONFIGS[n.op], **(config or {})}  # a knob a config leaves out: the launcher's (conv: GROUP_M 1)
         t = gemm_model.predict_ms("tiled", p, c, target, _gemm_smem(p, c))
         if math.isfinite(t):
             return t
