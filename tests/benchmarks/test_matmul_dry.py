@@ -183,6 +183,7 @@ def test_static_problems_are_the_real_suite():
     assert [p["dtype"] for p in bench.static_problems(["skinny_odd"], ["float16"])] == ["float16"] * 8
 
 
+@pytest.mark.slow  # the static step's path runs end to end in test_dry_run_static_step_end_to_end; CI's gpucheck compiles matmul for sm_90
 def test_static_step_compiles_real_llm_shapes(tmp_path):
     """The real static step (compile-only process, sm_90) on Llama-3-8B qkv and o projections of the
     suite, M = 1 included (its tiled default spilled under Triton 3.9 before it took 8 warps)."""

@@ -320,6 +320,7 @@ def test_trace_finds_what_the_real_call_dispatched(dry):
         assert [p.describe() for p in traced] == expected, row["name"]
 
 
+@pytest.mark.slow  # the plan's problems, built at the real sizes; test_dry_run_static_step_end_to_end builds two of them
 @pytest.mark.skipif(len(_present_ops()) < len(bench.OPS), reason="warpsmith.ops lacks some ops")
 def test_static_problems_of_the_real_plan():
     """Every case of the real suite: its op forward and backward at the case's sizes (fused linear CE

@@ -28,7 +28,8 @@ def worlds():
     return get
 
 
-@pytest.mark.parametrize("world", [2, 3, 4])
+# 4 ranks (a spawn of its own, about 12 CPU-s) in the full tier: the same kernels run on 2 and 3 ranks here
+@pytest.mark.parametrize("world", [2, 3, pytest.param(4, marks=pytest.mark.slow)])
 def test_collectives_match_gloo(worlds, world):
     assert [r[0] for r in worlds(world)] == [len(cw.DTYPES) * 10] * world
 
