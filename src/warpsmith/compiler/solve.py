@@ -117,7 +117,9 @@ def compile_problem(path: str | Path, seed: int = 0,
     tuning), emitted in its launcher call; ``library_configs=False`` keeps every launcher's default (no
     DB, no tuning). ``sequences``: states the search over rewrite decisions and partitions evaluates
     (:mod:`.sequence`; 1: greedy rewrites, then partitions), walked by ``strategy`` (:mod:`.strategies`:
-    ``hill`` or ``mcts``). ``progress`` is told each stage (capture, search, emit)."""
+    ``hill`` or ``mcts``). ``progress`` is told each stage (capture, search, emit); under a time limit
+(its ``deadline``, :func:`~.progress.time_limit`) the search may use :data:`SEARCH_SHARE` of the time
+left when it starts, then stops with its best so far (``stopped_early`` in its record)."""
     tell = progress or Progress()
     tell.stage("capture")
     problem = load_problem(path, seed=seed, overrides=overrides)
