@@ -41,7 +41,8 @@ def test_kernels_equal_up_to_names_have_one_canonical_form():
 def test_the_launch_shape_keeps_what_the_contract_binds():
     spec = {"kernel": "_ws_fused_3", "launcher": "_ws_fused_3_launch", "kind": "pointwise", "domain": [10, 64, 32],
             "red": [], "looped": False, "fixed": [1], "reverse": False,
-            "slots": [{"node": "x", "operand": [10, 32, 32], "shape": [10, 32, 32], "mode": "elem", "dims": [0, None, 2]}],
+            "slots": [{"node": "x", "operand": [10, 32, 32], "shape": [10, 32, 32], "mode": "elem",
+                       "dims": [0, None, 2]}],
             "outputs": [{"node": "cat", "shape": [10, 64, 32], "form": "flat"}]}
     free = launch_shape(spec, sized=False)
     assert free["domain"] == [None, 64, None]  # a fixed dim is bound by the contract

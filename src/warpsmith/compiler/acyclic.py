@@ -31,7 +31,8 @@ class Deps:
                 users.setdefault(a, []).append(name)
         self.users = users
         # program order is a topological order (every operand before its user): :func:`through` prunes by it
-        self.topo = all(self.order.get(a, len(self.order)) < self.order[name] for name, ops in self.ops.items() for a in ops)
+        self.topo = all(self.order.get(a, len(self.order)) < self.order[name]
+                        for name, ops in self.ops.items() for a in ops)
 
     def of(self, n: Node) -> tuple[str, ...]:
         return self.ops[n.name] if self.node.get(n.name) is n else _names(n)

@@ -249,14 +249,15 @@ def _try_merge(graph: Graph, groups: list[Group], where: dict[str, int], i: int,
 
 def _merge_siblings(graph: Graph, groups: list[Group], where: dict[str, int], deps: Deps) -> None:
     """Horizontal fusion: groups of one domain reading a common operand run as one kernel."""
-    known: dict[int, tuple[Group, set[str]]] = {}  # id(group) -> (the group, what it reads): groups change only by merges
+    known: dict[int, tuple[Group, set[str]]] = {}  # id(group) -> (the group, what it reads); groups change by merges
 
     def reads(g: Group) -> set[str]:
         hit = known.get(id(g))
         if hit is not None and hit[0] is g:
             return hit[1]
         names = {n.name for n in g.nodes}
-        out = {a for n in g.nodes for a in deps.of(n) if a not in names and not (a in deps.node and is_generator(deps.node[a]))}
+        out = {a for n in g.nodes for a in deps.of(n)
+               if a not in names and not (a in deps.node and is_generator(deps.node[a]))}
         known[id(g)] = (g, out)
         return out
 

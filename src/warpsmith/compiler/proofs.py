@@ -90,7 +90,8 @@ class ProgramProofs:
     def lines(self) -> list[str]:
         out = [self.summary()]
         for k in self.kernels:
-            reused = f", proof of {k.reused_from} (the same kernel up to names and free sizes) reused" if k.reused_from else ""
+            reused = (f", proof of {k.reused_from} (the same kernel up to names and free sizes) reused"
+                      if k.reused_from else "")
             out.append(f"{k.kernel} ({k.kind} over {k.domain}, {_consts(k.constexprs)}): {k.status}{reused}")
             for o in k.obligations:
                 extra = f"; counterexample {o.counterexample}" if o.status == "failed" else ""
