@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .acyclic import Deps, acyclic, through
 from .codegen_expr import supported
 from .ir import CARRIED, Graph, Node, is_generator
 
@@ -92,14 +93,17 @@ def _reverse_flags(g: Group) -> set[bool]:
     return {n.attrs["reverse"] for n in g.nodes if n.kind == "scan"}
 
 
-def valid(g: Group) -> bool:
-    """Whether one kernel of ``g``'s kind can run all of its nodes (the rules of the module docstring)."""
+def valid(g: Group, only: list[Node] | None = None) -> bool:
+    """Whether one kernel of ``g``'s kind can run all of its nodes (the rules of the module docstring).
+    ``only``: the nodes to check, when ``g`` less them is known valid with the same kind, domain and
+    reduced dims (a node's rule reads only those, its own operands and the group's members among them,
+    so the other nodes' verdicts stand; ``only`` must hold every member reading an added node)."""
     inside = {n.name: n for n in g.nodes}  # a copy is read as the group's clone of it
     full = g.domain
     shapes = g.row_shapes()
     if g.kind == "rows" and (not g.red or len(_reverse_flags(g)) > 1):
         return False
-    for n in g.nodes:
+    for n in (g.nodes if only is None else only):
         if is_generator(n) and g.kind == "pointwise" and n.shape == full and 0 not in full:
             continue  # materialized on its own (see with_generators)
         if not fusable(n):
@@ -136,11 +140,15 @@ def _with(g: Group, n: Node) -> Group:
     return Group(g.kind, g.domain, g.nodes + [n], g.red)
 
 
-def _can_take(g: Group, n: Node) -> Group | None:
-    """The group ``g`` would become with ``n`` in it, or None."""
+def _can_take(g: Group, n: Node, deps: Deps) -> Group | None:
+    """The group ``g`` (valid) would become with ``n`` in it, or None. When ``n`` leaves the group's
+    kind, domain and reduced dims as they are, only ``n`` and the members reading it are checked
+    again (:func:`valid`'s ``only``): growing a group node by node costs no walk over all of it per node."""
     if n.kind in ("reduction", "scan") and (n.args[0] not in g.nodes or n.args[0].shape != g.domain):
         return None
     bigger = _with(g, n)
+    if (bigger.kind, bigger.domain, bigger.red, bigger.copies) == (g.kind, g.domain, g.red, g.copies):
+        return bigger if valid(bigger, [n] + [m for m in g.nodes if n.name in deps.of(m)]) else None
     return bigger if valid(bigger) else None
 
 
@@ -150,45 +158,17 @@ def _alone(n: Node) -> Group:
     return Group("pointwise", n.shape, [n])
 
 
-def _acyclic(graph: Graph, groups: list[Group]) -> bool:
-    """Whether the groups, each contracted to one step, leave the program acyclic (a copy makes its
-    group depend on the copy's operands, not on the group owning the node)."""
-    step = {}
-    for i, g in enumerate(groups):
-        for n in g.nodes:
-            if n.name not in g.copies:
-                step[n.name] = f"g{i}"
-    edges: dict[str, set[str]] = {}
-    for n in graph.nodes:
-        if n.name in step:
-            continue
-        for a in n.operands():
-            t = step.get(a.name, a.name)
-            if t != n.name:
-                edges.setdefault(t, set()).add(n.name)
-    for i, g in enumerate(groups):
-        inside = {m.name for m in g.nodes}
-        for m in g.nodes:
-            for a in m.operands():
-                if a.name not in inside:
-                    edges.setdefault(step.get(a.name, a.name), set()).add(f"g{i}")
-    state: dict[str, int] = {}
-
-    def visit(v: str) -> bool:
-        state[v] = 1
-        for w in edges.get(v, ()):
-            if state.get(w) == 1 or (w not in state and not visit(w)):
-                return False
-        state[v] = 2
-        return True
-
-    return all(visit(v) for v in list(edges) if v not in state)
+def _acyclic(graph: Graph, groups: list[Group], deps: Deps | None = None) -> bool:
+    """Whether the groups, each contracted to one step, leave the program acyclic (:func:`.acyclic.acyclic`;
+    ``deps``: the graph's, when the caller checks many groupings of one unchanged graph)."""
+    return acyclic(deps if deps is not None else Deps(graph), groups)
 
 
 def partition(graph: Graph) -> Partition:
     """Greedy fusion of the graph's pointwise, reduction and scan nodes (see the module docstring)."""
     groups: list[Group] = []
     where: dict[str, int] = {}
+    deps = Deps(graph)  # the graph is not changed here: its dependencies are taken once
     for n in graph.nodes:
         if not fusable(n):
             continue
@@ -197,24 +177,24 @@ def partition(graph: Graph) -> Partition:
             if a.name not in where:
                 continue
             i = where[a.name]
-            bigger = _can_take(groups[i], n)
+            bigger = _can_take(groups[i], n, deps)
             if bigger is None:
                 continue
             trial = groups[:i] + [bigger] + groups[i + 1:]
-            if _acyclic(graph, trial):
+            if not through(deps, trial, [i]):  # the groups so far are acyclic: only group i changed
                 groups[i] = bigger
                 where[n.name] = i
                 placed = True
                 break
         if placed:
-            _merge_producers(graph, groups, where, n)
+            _merge_producers(graph, groups, where, n, deps)
         else:
             alone = _alone(n)
             if not valid(alone):
                 continue  # stays unfused: an ATen fallback
             groups.append(alone)
             where[n.name] = len(groups) - 1
-    _merge_siblings(graph, groups, where)
+    _merge_siblings(graph, groups, where, deps)
     return with_generators(graph, Partition([g for g in groups if g.nodes]))
 
 
@@ -249,18 +229,17 @@ def _merge(a: Group, b: Group) -> Group | None:
     return g if valid(g) else None
 
 
-def _try_merge(graph: Graph, groups: list[Group], where: dict[str, int], i: int, j: int) -> bool:
+def _try_merge(graph: Graph, groups: list[Group], where: dict[str, int], i: int, j: int, deps: Deps) -> bool:
     """Merge group j into group i when one kernel can run both and the program stays acyclic."""
     if i == j or not groups[i].nodes or not groups[j].nodes:
         return False
     both = _merge(groups[i], groups[j])
     if both is None:
         return False
-    order = {m.name: k for k, m in enumerate(graph.nodes)}
-    both.nodes.sort(key=lambda m: order[m.name])  # program order inside the merged group
+    both.nodes.sort(key=lambda m: deps.order[m.name])  # program order inside the merged group
     trial = list(groups)
     trial[i], trial[j] = both, Group(groups[j].kind, groups[j].domain, [], groups[j].red)
-    if not _acyclic(graph, [g for g in trial if g.nodes]):
+    if through(deps, trial, [i]):  # the groups before are acyclic: only group i changed (j is emptied)
         return False
     groups[i], groups[j] = both, trial[j]
     for m in both.nodes:
@@ -268,24 +247,32 @@ def _try_merge(graph: Graph, groups: list[Group], where: dict[str, int], i: int,
     return True
 
 
-def _merge_siblings(graph: Graph, groups: list[Group], where: dict[str, int]) -> None:
+def _merge_siblings(graph: Graph, groups: list[Group], where: dict[str, int], deps: Deps) -> None:
     """Horizontal fusion: groups of one domain reading a common operand run as one kernel."""
+    known: dict[int, tuple[Group, set[str]]] = {}  # id(group) -> (the group, what it reads); groups change by merges
+
     def reads(g: Group) -> set[str]:
+        hit = known.get(id(g))
+        if hit is not None and hit[0] is g:
+            return hit[1]
         names = {n.name for n in g.nodes}
-        return {a.name for n in g.nodes for a in n.operands() if a.name not in names and not is_generator(a)}
+        out = {a for n in g.nodes for a in deps.of(n)
+               if a not in names and not (a in deps.node and is_generator(deps.node[a]))}
+        known[id(g)] = (g, out)
+        return out
 
     for i in range(len(groups)):
         for j in range(i + 1, len(groups)):
             if groups[i].nodes and groups[j].nodes and reads(groups[i]) & reads(groups[j]):
-                _try_merge(graph, groups, where, i, j)
+                _try_merge(graph, groups, where, i, j, deps)
 
 
-def _merge_producers(graph: Graph, groups: list[Group], where: dict[str, int], n: Node) -> None:
+def _merge_producers(graph: Graph, groups: list[Group], where: dict[str, int], n: Node, deps: Deps) -> None:
     """After ``n`` joined a group, pull the other groups that feed it into that group too."""
     for a in n.operands():
         j = where.get(a.name)
         if j is not None:
-            _try_merge(graph, groups, where, where[n.name], j)
+            _try_merge(graph, groups, where, where[n.name], j, deps)
 
 
 def unfused(graph: Graph) -> Partition:
@@ -295,7 +282,7 @@ def unfused(graph: Graph) -> Partition:
     return with_generators(graph, Partition([g for g in groups if valid(g)]))
 
 
-def problems(graph: Graph, part: Partition) -> list[str]:
+def problems(graph: Graph, part: Partition, deps: Deps | None = None) -> list[str]:
     """What makes ``part`` unusable for ``graph`` (empty when codegen can run it): a node owned by two
     groups or not fusable, a group one kernel cannot run, a copy of an unknown node or a node held only
     as copies that something outside them reads, or a cycle between groups."""
@@ -315,12 +302,13 @@ def problems(graph: Graph, part: Partition) -> list[str]:
         if not valid(g):
             out.append(f"group {i} ({g.kind} over {list(g.domain)}) cannot run as one kernel")
     results = {n.name for n in graph.results()}
-    users = graph.users()
-    for c in part.copied():
+    copied = part.copied()
+    users = graph.users() if copied else {}
+    for c in copied:
         holders = [g for g in part.groups if c in g.copies]
         if c in results or any(not any(u.name in {m.name for m in g.nodes} for g in holders) for u in users[c]):
             out.append(f"{c} is held only as copies but read outside them")
-    if not _acyclic(graph, part.groups):
+    if not _acyclic(graph, part.groups, deps):
         out.append("the groups form a cycle")
     return out
 

@@ -52,20 +52,23 @@ class Node:
             self.aten_kwargs = dict(self.kwargs)
 
     def operands(self) -> list["Node"]:
-        return [a for a in _flatten(self.args) + _flatten(list(self.kwargs.values())) if isinstance(a, Node)]
+        """The nodes among the arguments (nested lists and tuples walked), in order, repeats kept."""
+        out: list[Node] = []
+        _nodes_in(self.args, out)
+        if self.kwargs:
+            _nodes_in(self.kwargs.values(), out)
+        return out
 
     def __repr__(self) -> str:
         return f"%{self.name}"
 
 
-def _flatten(xs: list[Value]) -> list[Value]:
-    out: list[Value] = []
+def _nodes_in(xs: Any, out: list[Node]) -> None:
     for x in xs:
-        if isinstance(x, (list, tuple)):
-            out += _flatten(list(x))
-        else:
+        if isinstance(x, Node):
             out.append(x)
-    return out
+        elif isinstance(x, (list, tuple)):
+            _nodes_in(x, out)
 
 
 @dataclass
@@ -91,9 +94,8 @@ class Graph:
     def users(self) -> dict[str, list[Node]]:
         out: dict[str, list[Node]] = {n.name: [] for n in self.nodes}
         for n in self.nodes:
-            for a in n.operands():
-                if n not in out[a.name]:
-                    out[a.name].append(n)
+            for a in dict.fromkeys(a.name for a in n.operands()):  # each user once per operand
+                out[a].append(n)
         return out
 
     def remove_dead(self) -> None:

@@ -45,6 +45,7 @@ class Progress:
         self.calls = 0  # the check's requests to the candidate's process, this candidate
         self.calls_all = 0
         self._open = False  # a live line was written without its newline
+        self.deadline: float | None = None  # time.monotonic() at which time_limit stops the solve (None: no limit)
 
     # ---- events -----------------------------------------------------------------------------------
     def stage(self, name: str, detail: str = "") -> None:
@@ -97,6 +98,15 @@ class Progress:
         elif self.echo is not None:
             self.echo(text)
 
+    def stop_after(self, share: float) -> Callable[[], bool] | None:
+        """A test that turns true once ``share`` of the time left now (to :attr:`deadline`) has passed:
+        a stage's time share, after which an anytime stage (the search) returns its best so far and
+        leaves the rest to the stages after it. None when there is no deadline."""
+        if self.deadline is None:
+            return None
+        end = time.monotonic() + share * max(0.0, self.deadline - time.monotonic())
+        return lambda: time.monotonic() >= end
+
     def close(self) -> None:
         if self._open and self.stream is not None:
             self.stream.write("\n")
@@ -135,6 +145,7 @@ def time_limit(seconds: float | None, progress: Progress, grace_s: float = 20.0,
             on_hard_stop(progress.where())
 
     old = signal.signal(signal.SIGALRM, fire)
+    before, progress.deadline = progress.deadline, time.monotonic() + seconds
     signal.setitimer(signal.ITIMER_REAL, seconds)
     dog = threading.Thread(target=watchdog, daemon=True)
     dog.start()
@@ -143,4 +154,5 @@ def time_limit(seconds: float | None, progress: Progress, grace_s: float = 20.0,
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        progress.deadline = before
         done.set()

@@ -5,8 +5,12 @@ emitted launch is an instance of the contract), then every obligation of ``warps
 symbolic contract, traced from the file's own kernel text. A ``failed`` obligation rejects the
 program (``solve`` writes nothing); ``bounded`` and ``unknown`` are reported as they are, never as
 proved. Budgets are z3 resource units (verify/symbolic/budget.py): the same kernel gets the same
-statuses on any load. A kernel whose text (its name aside), launch description and constexprs
-were proved before in this process reuses that proof (the report names the kernel it came from).
+statuses on any load. A kernel whose text and launch description, up to names (its own, its
+docstring, its local variables and the program's node names: :mod:`.canonical`), and constexprs
+were proved before in this process reuses that proof (the report names the kernel it came from);
+its own launch check still runs. A proof of every obligation is also reused by such a kernel at
+other sizes where the symbolic contract leaves them free (a repeated layer at another width); a
+bounded or unknown verdict, which depends on the shapes tried, only at the same sizes.
 """
 from __future__ import annotations
 
@@ -14,7 +18,6 @@ import copy
 import hashlib
 import inspect
 import json
-import re
 import sys
 import tempfile
 import time
@@ -25,6 +28,7 @@ from typing import Any
 from ..verify.symbolic import prove
 from ..verify.symbolic.prove import Obligation
 from . import contracts as C
+from .canonical import canonical_kernel, launch_shape
 
 DEFAULT_TIMEOUT_MS = 2000  # solver budget per obligation (deterministic units, see budget.py)
 _CACHE: dict[str, tuple[str, list[Obligation]]] = {}  # key -> (kernel first proved, its obligations)
@@ -86,7 +90,8 @@ class ProgramProofs:
     def lines(self) -> list[str]:
         out = [self.summary()]
         for k in self.kernels:
-            reused = f", proof of identical {k.reused_from} reused" if k.reused_from else ""
+            reused = (f", proof of {k.reused_from} (the same kernel up to names and free sizes) reused"
+                      if k.reused_from else "")
             out.append(f"{k.kernel} ({k.kind} over {k.domain}, {_consts(k.constexprs)}): {k.status}{reused}")
             for o in k.obligations:
                 extra = f"; counterexample {o.counterexample}" if o.status == "failed" else ""
@@ -142,26 +147,33 @@ def _prove_kernel(module: Any, spec: dict[str, Any], timeout_ms: int) -> KernelP
         return kp
     kp.constexprs = dict(c.constexprs[0])
     kp.obligations.append(C.launch_check(c, syms, spec, launch))
-    key = _key(module, kernel, spec, kp.constexprs, timeout_ms)
-    hit = _CACHE.get(key)
+    key, general = (_key(module, kernel, spec, kp.constexprs, timeout_ms, sized) for sized in (True, False))
+    hit = _CACHE.get(key) or _CACHE.get(general)
     if hit is not None:
         kp.reused_from, obs = hit[0], copy.deepcopy(hit[1])
     else:
         obs = [o for r in prove(c, timeout_ms=timeout_ms) for o in r.obligations]
         _CACHE[key] = (spec["kernel"], copy.deepcopy(obs))
+        if obs and all(o.status == "proved" for o in obs):  # proved for every shape: no captured size in it
+            _CACHE[general] = _CACHE[key]
     kp.obligations += obs
     kp.seconds = time.perf_counter() - t0
     return kp
 
 
-def _key(module: Any, kernel: Any, spec: dict[str, Any], consts: dict[str, Any], timeout_ms: int) -> str:
-    """The kernel's text with its name normalized, its launch description (names aside), the
-    constexprs, the budget and the text of every other jit function of the file (the helpers)."""
-    name = spec["kernel"]
-    src = re.sub(rf"\b{re.escape(name)}\b", "_ws_kernel", inspect.getsource(kernel.fn))
+def _key(module: Any, kernel: Any, spec: dict[str, Any], consts: dict[str, Any], timeout_ms: int,
+         sized: bool = True) -> str:
+    """The kernel's text up to names (:func:`.canonical.canonical_kernel`: its name, docstring and local
+    variables), its launch description with the program's node names dropped, the constexprs, the
+    budget and the text of every other jit function of the file (the helpers). ``sized=False`` also
+    drops the captured sizes the symbolic contract leaves free (every domain dim but the fixed ones,
+    :func:`.contracts.contract`): two kernels with that key have one symbolic contract, so a proof
+    of *every* obligation for one holds for the other (a bounded or unknown verdict, which depends
+    on the concrete shapes tried, is shared only under the sized key)."""
+    src = canonical_kernel(inspect.getsource(kernel.fn), spec["kernel"])
     helpers = sorted((n, inspect.getsource(v.fn)) for n, v in vars(module).items()
                      if hasattr(v, "fn") and hasattr(v, "arg_names") and not n.startswith("_ws_fused_"))
-    desc = {k: v for k, v in spec.items() if k not in ("kernel", "launcher")}
+    desc = launch_shape(spec, sized)
     blob = json.dumps([src, desc, consts, timeout_ms, helpers], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 

@@ -26,11 +26,12 @@ from __future__ import annotations
 import copy
 import heapq
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..cost import program as _program
 from ..cost.program import program_ms
 from ..ops import get_op
+from .acyclic import Deps, through
 from .fuse import INDEXED, Group, Partition, _acyclic, _merge, partition, problems, unfused, valid
 from .ir import Graph, Node
 
@@ -68,6 +69,7 @@ class SearchResult:
     untuned_ms: float | None = None  # the chosen program, every generated kernel at its default config
     greedy_untuned_ms: float | None = None  # greedy fusion, no rewrite, default configs (the compiler before the search)
     sequence: Any = None  # compiler.sequence.SequenceSearch: the search over rewrite decisions and partitions (None: none ran)
+    stopped: bool = False  # the time share ran out before the budget: the best partition found so far
 
     def pick(self, rank: int) -> Partition:
         """The ``rank``-th best explored partition (it becomes ``best``); IndexError past the last."""
@@ -88,12 +90,19 @@ class SearchResult:
                 "kernels": self.kernels, "library": self.library,
                 "explored": [e.__dict__ for e in self.explored], "rewrites": self.rewrites, "hoisted": self.hoisted,
                 "choice": self.choice, "chosen_label": self.ranked[self.choice][0].label if self.ranked else "greedy",
-                "sequence": self.sequence.to_json() if self.sequence is not None else None}
+                "sequence": self.sequence.to_json() if self.sequence is not None else None,
+                "stopped_early": self.early}
+
+    @property
+    def early(self) -> bool:
+        """Whether the search's time share ran out before its budgets (it used its best so far)."""
+        return self.stopped or bool(self.sequence is not None and self.sequence.stopped)
 
     def lines(self) -> list[str]:
         out = [f"search (predicted on {self.target}, not measured): {len(self.explored)} partitions explored; "
                f"greedy {self.greedy_ms * 1e3:.2f} us, chosen {self.best_ms * 1e3:.2f} us "
-               f"({self.greedy_ms / self.best_ms if self.best_ms else 1:.2f}x)"]
+               f"({self.greedy_ms / self.best_ms if self.best_ms else 1:.2f}x)"
+               + ("; stopped early (its share of the time limit ran out): the best found so far" if self.early else "")]
         if self.untuned_ms is not None and self.greedy_untuned_ms is not None:
             out.append(f"  the chosen program with untuned kernels (default configs) {self.untuned_ms * 1e3:.2f} us "
                        f"({self.untuned_ms / self.best_ms if self.best_ms else 1:.2f}x); greedy fusion with default "
@@ -146,7 +155,7 @@ def _signature(part: Partition) -> tuple:
                         for g in part.groups if g.nodes))
 
 
-def _neighbours(graph: Graph, part: Partition) -> list[tuple[str, Partition]]:
+def _neighbours(graph: Graph, part: Partition, deps: Deps) -> list[tuple[str, Partition]]:
     gs = [g for g in part.groups if g.nodes]
     out = []
     for i in range(len(gs)):
@@ -154,13 +163,12 @@ def _neighbours(graph: Graph, part: Partition) -> list[tuple[str, Partition]]:
             both = _merge(gs[i], gs[j])
             if both is None:
                 continue
-            order = {m.name: k for k, m in enumerate(graph.nodes)}
-            both.nodes.sort(key=lambda m: order[m.name])
+            both.nodes.sort(key=lambda m: deps.order[m.name])
             trial = gs[:i] + [both] + gs[i + 1:j] + gs[j + 1:]
-            if _acyclic(graph, trial):
+            if not through(deps, trial, [i]):  # ``part`` is acyclic (problems() passed it): only group i changed
                 out.append((f"merge g{i}+g{j}", Partition(trial)))
     for i, g in enumerate(gs):
-        rec = _recomputed(graph, gs, i)
+        rec = _recomputed(graph, gs, i, deps)
         if rec is not None:
             out.append((f"recompute g{i}", rec))
     for i, g in enumerate(gs):
@@ -171,12 +179,12 @@ def _neighbours(graph: Graph, part: Partition) -> list[tuple[str, Partition]]:
             if any(h is None for h in halves):
                 continue
             trial = gs[:i] + halves + gs[i + 1:]
-            if _acyclic(graph, trial):
+            if not through(deps, trial, [i, i + 1]):  # a refinement of ``part``: a new cycle passes through a half
                 out.append((f"split g{i}@{cut}", Partition(trial)))
     return out
 
 
-def _recomputed(graph: Graph, gs: list[Group], i: int) -> Partition | None:
+def _recomputed(graph: Graph, gs: list[Group], i: int, deps: Deps) -> Partition | None:
     """The partition with group ``i`` (a small pointwise group) dropped and its nodes recomputed as
     copies in every group that reads them, or None when that cannot be done (a result of the
     program, a reader outside every group, a consumer that cannot hold the copies, a cycle)."""
@@ -200,7 +208,7 @@ def _recomputed(graph: Graph, gs: list[Group], i: int) -> Partition | None:
             readers.add(owner[u.name])
     if not readers or len(readers) == 1 and _merge(p, gs[min(readers)]) is not None:
         return None  # one reader that can take the group as it is: that is the merge move (same kernel text)
-    order = {m.name: k for k, m in enumerate(graph.nodes)}
+    order = deps.order
     trial = list(gs)
     for j in sorted(readers):
         h = gs[j]
@@ -223,7 +231,7 @@ def _recomputed(graph: Graph, gs: list[Group], i: int) -> Partition | None:
         else:
             return None
     trial = trial[:i] + trial[i + 1:]
-    return Partition(trial) if _acyclic(graph, trial) else None
+    return Partition(trial) if _acyclic(graph, trial, deps) else None
 
 
 def _broadcasts(small: tuple[int, ...], big: tuple[int, ...]) -> bool:
@@ -246,10 +254,13 @@ def _shrunk(g: Group, nodes: list[Node]) -> Group | None:
     return h if valid(h) else None
 
 
-def search(graph: Graph, target: Any, budget: int = 200) -> SearchResult:
-    """Best-first local search over partitions of ``graph`` (already lowered), ``budget`` evaluations."""
+def search(graph: Graph, target: Any, budget: int = 200, stop: Callable[[], bool] | None = None) -> SearchResult:
+    """Best-first local search over partitions of ``graph`` (already lowered), ``budget`` evaluations;
+    anytime: once ``stop()`` is true, no partition is expanded further and the best so far wins
+    (``SearchResult.stopped``)."""
     greedy = partition(graph)
     greedy_ms = program_ms(graph, greedy, target)
+    deps = Deps(graph)  # the graph is not changed during the search: its dependencies are taken once
     seen: dict[tuple, Explored] = {}
     parts: dict[tuple, Partition] = {}
     heap: list[tuple[float, int, str, Partition]] = []
@@ -265,15 +276,18 @@ def search(graph: Graph, target: Any, budget: int = 200) -> SearchResult:
         heapq.heappush(heap, (t, tick, label, p))
         tick += 1
     best_ms, best = greedy_ms, greedy
-    expanded = 0
+    expanded, stopped = 0, False
     while heap and len(seen) < budget and expanded < budget:
+        if stop is not None and stop():
+            stopped = True
+            break
         t, _, label, p = heapq.heappop(heap)
         expanded += 1
         if t < best_ms - 1e-12:
             best_ms, best = t, p
-        for move, q in _neighbours(graph, p):
+        for move, q in _neighbours(graph, p, deps):
             key = _signature(q)
-            if key in seen or problems(graph, q):
+            if key in seen or problems(graph, q, deps):
                 continue
             tq = program_ms(graph, q, target)
             name = f"{label}, {move}" if len(label) < 80 else f"...{label[-60:]}, {move}"
@@ -291,4 +305,5 @@ def search(graph: Graph, target: Any, budget: int = 200) -> SearchResult:
     if not ranked or best_key not in seen:  # greedy itself unusable: as before, the caller's check says so
         ranked.insert(0, (Explored("greedy", best_ms, len([g for g in best.groups if g.nodes])),
                           Partition([g for g in best.groups if g.nodes])))
-    return SearchResult(ranked[0][1], best_ms, greedy_ms, target.name, list(seen.values()), ranked=ranked)
+    return SearchResult(ranked[0][1], best_ms, greedy_ms, target.name, list(seen.values()), ranked=ranked,
+                        stopped=stopped)

@@ -45,7 +45,7 @@ from .ir import Graph
 from .rewrite import rewrite
 from .search import SearchResult, search as run_search
 from .split import split_reductions
-from .strategies import DEFAULT_STRATEGY, STRATEGIES, run as run_strategy
+from .strategies import DEFAULT_STRATEGY, STRATEGIES, Stop, run as run_strategy
 from .views import fuse_views
 
 SEQUENCE_BUDGET = 8  # states evaluated by default (solve --sequences)
@@ -98,13 +98,14 @@ class SequenceSearch:
     strategy: str = DEFAULT_STRATEGY  # strategies.STRATEGIES
     iterations: int = 0  # mcts: tree iterations (hill: 0)
     memo_hits: int = 0  # mcts: states reached again by another path, not evaluated again
+    stopped: bool = False  # the search's time share ran out: the best state and partition found so far won
 
     def to_json(self) -> dict[str, Any]:
         best = self.states[self.winner]["predicted_ms"] if self.states else None
         return {"strategy": self.strategy, "strategy_description": STRATEGIES[self.strategy][1],
                 "budget": self.budget, "seed": self.seed, "evaluated": len(self.states),
                 "dead_ends": sum("error" in st for st in self.states), "iterations": self.iterations,
-                "memo_hits": self.memo_hits, "move_order": MOVE_ORDER,
+                "memo_hits": self.memo_hits, "move_order": MOVE_ORDER, "stopped": self.stopped,
                 "winner": self.winner, "winner_forced": self.states[self.winner]["forced"] if self.states else {},
                 "predicted_ms": best, "greedy_rewrites_ms": self.greedy_rewrites_ms,
                 "gain_over_greedy_rewrites": self.greedy_rewrites_ms / best if best else None,
@@ -128,11 +129,13 @@ def _moves(state: State, rng: random.Random) -> list[tuple[str, bool]]:
 
 
 def search_sequences(g: Graph, target: Any, budget: int = SEQUENCE_BUDGET, seed: int = 0,
-                     partitions: int = 200, strategy: str = DEFAULT_STRATEGY) -> tuple[State, SequenceSearch]:
+                     partitions: int = 200, strategy: str = DEFAULT_STRATEGY,
+                     stop: Stop | None = None) -> tuple[State, SequenceSearch]:
     """Search rewrite decisions and partitions of ``g`` (lowered, not rewritten; left unchanged)
     together, at most ``budget`` states, with ``strategy`` (:data:`.strategies.STRATEGIES`: ``hill``
     or ``mcts``; see the module docstring). Returns the best state (its own graph, rewritten) and the
-    search's record."""
+    search's record. Anytime: once ``stop()`` is true, no new state is evaluated and each partition
+    search in progress returns its best so far (the record says ``stopped``)."""
     if strategy not in STRATEGIES:
         from ..core.errors import InvalidInputError
 
@@ -143,15 +146,16 @@ def search_sequences(g: Graph, target: Any, budget: int = SEQUENCE_BUDGET, seed:
         h = copy.deepcopy(base)
         with forcing(forced):
             records, hoisted = apply_rewrites(h, target)
-        state = State(dict(forced), h, records, hoisted, run_search(h, target, partitions))
+        state = State(dict(forced), h, records, hoisted, run_search(h, target, partitions, stop=stop))
         return state.result.best_ms, state
 
     out = run_strategy(strategy, evaluate, {}, lambda forced, state, rng: _moves(state, rng), budget,
-                       random.Random(seed))
+                       random.Random(seed), stop=stop)
     states = [t.value.summary() if t.error is None else
               {"forced": _named(t.forced), "error": t.error, "predicted_ms": None} for t in out.trials]
     for st, t in zip(states, out.trials):
         st["via"] = t.via
     rec = SequenceSearch(budget, seed, states, out.winner, out.trials[0].score, strategy=strategy,
-                         iterations=out.iterations, memo_hits=out.memo_hits)
+                         iterations=out.iterations, memo_hits=out.memo_hits,
+                         stopped=out.stopped or any(t.value.result.stopped for t in out.trials if t.value is not None))
     return out.best.value, rec

@@ -28,6 +28,7 @@ from .search import search as run_search
 from .sequence import SEQUENCE_BUDGET, search_sequences
 from .strategies import DEFAULT_STRATEGY
 
+SEARCH_SHARE = 0.35  # of the time left under a time limit, what the search may use (anytime: then its best so far)
 
 
 @dataclass
@@ -116,7 +117,9 @@ def compile_problem(path: str | Path, seed: int = 0,
     tuning), emitted in its launcher call; ``library_configs=False`` keeps every launcher's default (no
     DB, no tuning). ``sequences``: states the search over rewrite decisions and partitions evaluates
     (:mod:`.sequence`; 1: greedy rewrites, then partitions), walked by ``strategy`` (:mod:`.strategies`:
-    ``hill`` or ``mcts``). ``progress`` is told each stage (capture, search, emit)."""
+    ``hill`` or ``mcts``). ``progress`` is told each stage (capture, search, emit); under a time limit
+(its ``deadline``, :func:`~.progress.time_limit`) the search may use :data:`SEARCH_SHARE` of the time
+left when it starts, then stops with its best so far (``stopped_early`` in its record)."""
     tell = progress or Progress()
     tell.stage("capture")
     problem = load_problem(path, seed=seed, overrides=overrides)
@@ -125,7 +128,7 @@ def compile_problem(path: str | Path, seed: int = 0,
     tell.stage("search", "greedy partition" if partitioner is not None else f"partition rank {choice}"
                + ("" if rewrites_on else ", no rewrite"))
     notes, part, found = plan(g, partitioner, target, choice, rewrites_on, sequences=sequences, seed=seed,
-                              strategy=strategy)
+                              strategy=strategy, stop=tell.stop_after(SEARCH_SHARE))
     declared = store_low(g, part, found, cap.program, problem.inputs, target, notes) if rewrites_on else None
     library = tune_library(g, found, get_target(target), library_budget, seed, tell, library_configs) \
         if found is not None else []
@@ -215,7 +218,7 @@ _REWRITE_NOTE = {"reassociate": "matmul chain reassociated to A @ (B @ C)",
 def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
          target: str = "h100", choice: int = 0, rewrites_on: bool = True,
          clamp: bool = False, sequences: int = SEQUENCE_BUDGET, seed: int = 0,
-         strategy: str = DEFAULT_STRATEGY) -> tuple[list[str], Partition, Any]:
+         strategy: str = DEFAULT_STRATEGY, stop: Callable[[], bool] | None = None) -> tuple[list[str], Partition, Any]:
     """Lower ``g`` (in place) and choose its partition: the search's when ``partitioner`` is None
     (with rewrites, :mod:`.rewrite`, and the values folded out of the call, :mod:`.hoist`, searched
     together with the partitions by :func:`.sequence.search_sequences`, ``sequences`` states, moves
@@ -231,12 +234,12 @@ def plan(g: Graph, partitioner: Callable[[Graph], Partition] | None = None,
         greedy_ms = program_ms(g, greedy, tgt)  # the baseline: this graph, greedy fusion, no rewrite
         greedy_untuned = program_ms(g, greedy, tgt, tuned=False)  # ... and every kernel at its default config
         if rewrites_on:
-            best, record = search_sequences(g, tgt, sequences, seed, strategy=strategy)
+            best, record = search_sequences(g, tgt, sequences, seed, strategy=strategy, stop=stop)
             g.__dict__.update(vars(best.graph))  # the winning state's rewritten graph, in place of g's
             rewrites, hoisted, found = best.records, best.hoisted, best.result
             found.sequence = record
         else:
-            rewrites, hoisted, found = [], None, run_search(g, tgt)
+            rewrites, hoisted, found = [], None, run_search(g, tgt, stop=stop)
         for r in rewrites:
             if not r["taken"]:
                 continue

@@ -53,6 +53,7 @@ Forced = dict[str, bool]
 Move = tuple[str, bool]
 Evaluate = Callable[[Forced], tuple[float, Any]]
 Moves = Callable[[Forced, Any, random.Random], list[Move]]
+Stop = Callable[[], bool]  # true once the search's time share has run out (compiler.progress.Progress.stop_after)
 
 UCT_C = 1 / math.sqrt(2)  # UCT's exploration constant for rewards in [0, 1] (Kocsis and Szepesvari)
 ROLLOUT_DEPTH = 1  # random further flips after an expansion (module docstring: why not more)
@@ -80,6 +81,7 @@ class Outcome:
     winner: int = 0
     iterations: int = 0
     memo_hits: int = 0
+    stopped: bool = False  # its time share ran out before its budget (anytime: the best state so far won)
 
     @property
     def best(self) -> Trial:
@@ -102,15 +104,20 @@ def _check(budget: int, rng: Any) -> None:
 class _Evaluator:
     """``evaluate`` memoised by state, within ``budget``; every new state appended to ``trials``."""
 
-    def __init__(self, evaluate: Evaluate, budget: int) -> None:
-        self.evaluate, self.budget = evaluate, budget
+    def __init__(self, evaluate: Evaluate, budget: int, stop: Stop | None = None) -> None:
+        self.evaluate, self.budget, self.stop = evaluate, budget, stop
         self.trials: list[Trial] = []
         self.memo: dict[frozenset, Trial] = {}
         self.hits = 0
+        self.stopped = False  # ``stop`` said so before the budget was spent
 
     @property
     def spent(self) -> bool:
-        return len(self.trials) >= self.budget
+        if len(self.trials) >= self.budget:
+            return True
+        if self.stop is not None and self.trials and self.stop():  # the initial state is always evaluated
+            self.stopped = True
+        return self.stopped
 
     def initial(self, forced: Forced) -> Trial:
         score, value = self.evaluate(dict(forced))  # the initial state's error is raised
@@ -144,10 +151,12 @@ def _winner(trials: list[Trial]) -> int:
     return best
 
 
-def hill_climb(evaluate: Evaluate, initial: Forced, moves: Moves, budget: int, rng: random.Random) -> Outcome:
-    """First-improvement hill climbing over single-site flips (module docstring)."""
+def hill_climb(evaluate: Evaluate, initial: Forced, moves: Moves, budget: int, rng: random.Random,
+               stop: Stop | None = None) -> Outcome:
+    """First-improvement hill climbing over single-site flips (module docstring); no new state once
+    ``stop()`` is true."""
     _check(budget, rng)
-    ev = _Evaluator(evaluate, budget)
+    ev = _Evaluator(evaluate, budget, stop)
     best = ev.initial(initial)
     winner = 0
     improved = True
@@ -165,7 +174,7 @@ def hill_climb(evaluate: Evaluate, initial: Forced, moves: Moves, budget: int, r
             if t is not None and t.score is not None and t.score < best.score * IMPROVES:
                 best, winner, improved = t, len(ev.trials) - 1, True
                 break
-    return Outcome("hill", budget, ev.trials, winner)
+    return Outcome("hill", budget, ev.trials, winner, stopped=ev.stopped)
 
 
 class _Node:
@@ -211,7 +220,7 @@ def _pick(untried: list[Move], amaf: dict[Move, tuple[float, int]]) -> int:
 
 
 def mcts(evaluate: Evaluate, initial: Forced, moves: Moves, budget: int, rng: random.Random,
-         rollout_depth: int = ROLLOUT_DEPTH) -> Outcome:
+         rollout_depth: int = ROLLOUT_DEPTH, stop: Stop | None = None) -> Outcome:
     """Monte Carlo tree search (UCT) over single-site flips, rollouts of up to ``rollout_depth``
     random flips (module docstring)."""
     _check(budget, rng)
@@ -219,7 +228,7 @@ def mcts(evaluate: Evaluate, initial: Forced, moves: Moves, budget: int, rng: ra
         from ..core.errors import InvalidInputError
 
         raise InvalidInputError("mcts rollout_depth", "an integer >= 0", rollout_depth)
-    ev = _Evaluator(evaluate, budget)
+    ev = _Evaluator(evaluate, budget, stop)
     root_trial = ev.initial(initial)
     s0 = root_trial.score
 
@@ -282,7 +291,7 @@ def mcts(evaluate: Evaluate, initial: Forced, moves: Moves, budget: int, rng: ra
         for m in top.forced.items():  # all moves as first: a flip's worth, whatever the order it came in
             s_, c_ = amaf.get(m, (0.0, 0))
             amaf[m] = (s_ + best, c_ + 1)
-    return Outcome("mcts", budget, ev.trials, _winner(ev.trials), iterations, ev.hits)
+    return Outcome("mcts", budget, ev.trials, _winner(ev.trials), iterations, ev.hits, ev.stopped)
 
 
 STRATEGIES: dict[str, tuple[Callable[..., Outcome], str]] = {
@@ -295,11 +304,12 @@ DEFAULT_STRATEGY = "hill"
 
 
 def run(strategy: str, evaluate: Evaluate, initial: Forced, moves: Moves, budget: int,
-        rng: random.Random) -> Outcome:
+        rng: random.Random, stop: Stop | None = None) -> Outcome:
     """The named strategy (:data:`STRATEGIES`) on the arguments; an unknown name raises
-    :class:`~warpsmith.core.errors.InvalidInputError`."""
+    :class:`~warpsmith.core.errors.InvalidInputError`. ``stop``: evaluated before each new state past
+    the initial one; once true, the strategy ends with the best state so far (``Outcome.stopped``)."""
     if strategy not in STRATEGIES:
         from ..core.errors import InvalidInputError
 
         raise InvalidInputError("sequence search strategy", " or ".join(STRATEGIES), strategy)
-    return STRATEGIES[strategy][0](evaluate, initial, moves, budget, rng)
+    return STRATEGIES[strategy][0](evaluate, initial, moves, budget, rng, stop=stop)

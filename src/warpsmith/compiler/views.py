@@ -130,9 +130,14 @@ def fuse_views(g: Graph, target: Any) -> list[dict[str, Any]]:
     predicted cheaper (greedy fusion); one record per view considered."""
     records: list[dict[str, Any]] = []
     current = None  # the program's predicted time as it stands
+    users = None  # the graph's users, taken again only after the graph changed (a sink kept or undone)
     for v in list(g.nodes):
-        if v not in g.nodes or not _barrier(g, v, g.users()):
+        if v.kind != "view" or v not in g.nodes:  # _barrier: views only
             continue
+        users = g.users() if users is None else users
+        if not _barrier(g, v, users):
+            continue
+        users = None
         snap = g.snapshot()
         before = current = program_ms(g, partition(g), target) if current is None else current
         name, op, shape = v.name, v.op, list(v.shape)
