@@ -187,14 +187,14 @@ def partition(graph: Graph) -> Partition:
                 placed = True
                 break
         if placed:
-            _merge_producers(graph, groups, where, n, deps)
+            _merge_producers(groups, where, n, deps)
         else:
             alone = _alone(n)
             if not valid(alone):
                 continue  # stays unfused: an ATen fallback
             groups.append(alone)
             where[n.name] = len(groups) - 1
-    _merge_siblings(graph, groups, where, deps)
+    _merge_siblings(groups, where, deps)
     return with_generators(graph, Partition([g for g in groups if g.nodes]))
 
 
@@ -229,7 +229,7 @@ def _merge(a: Group, b: Group) -> Group | None:
     return g if valid(g) else None
 
 
-def _try_merge(graph: Graph, groups: list[Group], where: dict[str, int], i: int, j: int, deps: Deps) -> bool:
+def _try_merge(groups: list[Group], where: dict[str, int], i: int, j: int, deps: Deps) -> bool:
     """Merge group j into group i when one kernel can run both and the program stays acyclic."""
     if i == j or not groups[i].nodes or not groups[j].nodes:
         return False
@@ -247,7 +247,7 @@ def _try_merge(graph: Graph, groups: list[Group], where: dict[str, int], i: int,
     return True
 
 
-def _merge_siblings(graph: Graph, groups: list[Group], where: dict[str, int], deps: Deps) -> None:
+def _merge_siblings(groups: list[Group], where: dict[str, int], deps: Deps) -> None:
     """Horizontal fusion: groups of one domain reading a common operand run as one kernel."""
     known: dict[int, tuple[Group, set[str]]] = {}  # id(group) -> (the group, what it reads); groups change by merges
 
@@ -264,15 +264,15 @@ def _merge_siblings(graph: Graph, groups: list[Group], where: dict[str, int], de
     for i in range(len(groups)):
         for j in range(i + 1, len(groups)):
             if groups[i].nodes and groups[j].nodes and reads(groups[i]) & reads(groups[j]):
-                _try_merge(graph, groups, where, i, j, deps)
+                _try_merge(groups, where, i, j, deps)
 
 
-def _merge_producers(graph: Graph, groups: list[Group], where: dict[str, int], n: Node, deps: Deps) -> None:
+def _merge_producers(groups: list[Group], where: dict[str, int], n: Node, deps: Deps) -> None:
     """After ``n`` joined a group, pull the other groups that feed it into that group too."""
     for a in n.operands():
         j = where.get(a.name)
         if j is not None:
-            _try_merge(graph, groups, where, where[n.name], j, deps)
+            _try_merge(groups, where, where[n.name], j, deps)
 
 
 def unfused(graph: Graph) -> Partition:

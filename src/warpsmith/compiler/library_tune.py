@@ -151,30 +151,32 @@ def row(n: Any) -> str:
     return "conv_depthwise" if n.op == "conv" and depthwise(n) else n.op
 
 
+def _meta(n: Any, t: Any) -> Any:
+    """A contiguous tensor on the meta device with IR value ``t``'s shape and call ``n``'s dtype."""
+    import torch
+
+    return torch.empty(tuple(int(d) for d in t.shape), dtype=_dtype(n), device="meta")
+
+
 def _conv_problem(n: Any) -> Any:
-    """The ``conv`` problem of a library conv, from the call's whole geometry (input and weight shapes,
-    stride, padding, dilation, groups, transposed, output padding, bias, the fused activation, dtype; a
-    contiguous input, scale 1, no residual, ieee: what ``_ws_conv`` runs), as ``ops.conv.op.problem_of``
-    builds it; None without shapes."""
+    """The ``conv`` problem of a library conv: ``ops.conv.op.problem_of`` on the call's whole geometry
+    (contiguous input, no residual, scale 1, ieee: what ``_ws_conv`` runs); None without shapes or for
+    a geometry the op refuses."""
     x, w = n.args[0], n.args[1]
     if getattr(x, "shape", None) is None or getattr(w, "shape", None) is None:
         return None
+    from ..ops.conv.op import problem_of
+
     t = n.attrs
-    nd, groups, transposed = len(x.shape) - 2, int(t["groups"]), bool(t["transposed"])
-    axes = "dhw"[3 - nd:]
-    shape = {"N": int(x.shape[0]), "C": int(x.shape[1]),
-             "K": int(w.shape[1]) * groups if transposed else int(w.shape[0])}
-    if groups > 1:
-        shape["G"] = groups
-    attrs: dict[str, Any] = {"transposed": transposed, "channels_last": False, "residual": False,
-                             "bias": len(n.args) > 2 and getattr(n.args[2], "shape", None) is not None,
-                             "activation": t["activation"], "allow_tf32": False, "scale": 1.0}
-    for i, a in enumerate(axes):
-        shape[a.upper()], shape["K" + a.upper()] = int(x.shape[2 + i]), int(w.shape[2 + i])
-        attrs.update({f"stride_{a}": int(t["stride"][i]), f"pad_{a}": int(t["padding"][i]),
-                      f"pad_end_{a}": int(t["padding"][i]), f"dil_{a}": int(t["dilation"][i]),
-                      f"opad_{a}": int(t["output_padding"][i]) if transposed else 0})
-    return _spec_problem("conv", shape, _dtype(n), attrs)
+    bias = n.args[2] if len(n.args) > 2 and getattr(n.args[2], "shape", None) is not None else None
+    opad = t["output_padding"] if t["transposed"] else [0] * (len(x.shape) - 2)
+    try:
+        p = problem_of(_meta(n, x), _meta(n, w), None if bias is None else _meta(n, bias), None, t["stride"],
+                       t["padding"], t["padding"], t["dilation"], opad, int(t["groups"]), bool(t["transposed"]),
+                       t["activation"], 1.0)
+    except Exception:  # noqa: BLE001 - a geometry the op refuses: the launcher's default, untuned
+        return None
+    return _spec_problem("conv", dict(p.shape), p.dtype, {**p.attrs, "allow_tf32": False})
 
 
 def _depthwise_steps(p: Any, config: dict[str, Any]) -> int:
@@ -202,27 +204,23 @@ def _conv_steps(p: Any, config: dict[str, Any]) -> int:
 
 def _pool_problem(n: Any) -> Any:
     """The ``max_pool`` / ``avg_pool`` problem of a library pool call (``_ws_pool``: values only, no
-    indices), from its input's shape and dtype and its window (kernel, stride, padding, dilation,
-    ceil mode, count_include_pad, divisor), as ``ops.pool.op.problem_of`` builds it (contiguous input)."""
+    indices): ``ops.pool.op.problem_of`` on its input (contiguous) and window; None without a shape
+    or for a window the op refuses."""
     x = n.args[0]
     if getattr(x, "shape", None) is None:
         return None
+    from ..ops.pool.op import problem_of
+
     t = n.attrs
-    nd = int(t["nd"])
-    used = "dhw"[3 - nd:]
-    sp = (1,) * (3 - nd) + tuple(int(d) for d in x.shape[2:])
-    shape = {"N": int(x.shape[0]), "C": int(x.shape[1]), "D": sp[0], "H": sp[1], "W": sp[2]}
-    attrs: dict[str, Any] = {"dims": nd, "channels_last": False, "ceil_mode": bool(t["ceil_mode"])}
-    for i, a in enumerate(used):
-        attrs.update({f"kernel_{a}": int(t["kernel"][i]), f"stride_{a}": int(t["stride"][i]),
-                      f"padding_{a}": int(t["padding"][i])})
-        if t["is_max"]:
-            attrs[f"dilation_{a}"] = int(t["dilation"][i])
+    window = {"kernel": t["kernel"], "stride": t["stride"], "padding": t["padding"], "ceil_mode": bool(t["ceil_mode"])}
     if t["is_max"]:
-        attrs["return_indices"] = False
+        window.update(dilation=t["dilation"], return_indices=False)
     else:
-        attrs.update(count_include_pad=bool(t["count_include_pad"]), divisor_override=int(t["divisor"] or 0))
-    return _spec_problem("max_pool" if t["is_max"] else "avg_pool", shape, _dtype(n), attrs)
+        window.update(count_include_pad=bool(t["count_include_pad"]), divisor_override=int(t["divisor"] or 0))
+    try:
+        return problem_of("max_pool" if t["is_max"] else "avg_pool", _meta(n, x), **window)
+    except Exception:  # noqa: BLE001 - a window the op refuses: the launcher's default, untuned
+        return None
 
 
 def _pool_steps(p: Any, config: dict[str, Any]) -> int:

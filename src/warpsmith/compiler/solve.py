@@ -112,14 +112,14 @@ def compile_problem(path: str | Path, seed: int = 0,
     compiles the program as written (no rewrite, nothing folded out of the call). With the search and
     rewrites on, values between kernels may be stored in 16 bits (:mod:`.precision`), declared in
     ``Program.declared`` for the check. With the search, each library call whose launcher takes a
-    config (GEMMs, softmax, norms, attention, conv, pooling: :data:`.library_tune.TUNABLE`) takes a tuning-DB record's
-    config or one tuned here in ``library_budget`` predicted evaluations (:mod:`.library_tune`; 0: no
+    config (GEMMs, softmax, norms, attention, conv, pooling: :data:`.library_tune.TUNABLE`) takes a
+    tuning-DB record's config or one tuned here in ``library_budget`` predicted evaluations (:mod:`.library_tune`; 0: no
     tuning), emitted in its launcher call; ``library_configs=False`` keeps every launcher's default (no
     DB, no tuning). ``sequences``: states the search over rewrite decisions and partitions evaluates
     (:mod:`.sequence`; 1: greedy rewrites, then partitions), walked by ``strategy`` (:mod:`.strategies`:
     ``hill`` or ``mcts``). ``progress`` is told each stage (capture, search, emit); under a time limit
-(its ``deadline``, :func:`~.progress.time_limit`) the search may use :data:`SEARCH_SHARE` of the time
-left when it starts, then stops with its best so far (``stopped_early`` in its record)."""
+    (its ``deadline``, :func:`~.progress.time_limit`) the search may use :data:`SEARCH_SHARE` of the time
+    left when it starts, then stops with its best so far (``stopped_early`` in its record)."""
     tell = progress or Progress()
     tell.stage("capture")
     problem = load_problem(path, seed=seed, overrides=overrides)
