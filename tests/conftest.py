@@ -24,6 +24,16 @@ def pytest_addoption(parser):
                      help="Run the commands of the docs for real (tests/test_docs.py, marker `docs`; slow).")
 
 
+def pytest_xdist_auto_num_workers(config):
+    """Workers for ``-n auto`` (the default of ``addopts``): one and a half per core the process may use.
+
+    A fifth of the quick tier's time was idle with one worker per core (tests waiting for a child's
+    timeout, a sandbox's start, a subprocess), measured on 2 cores: 18 min 6 s with 2 workers, 16 min
+    31 s with 3 (docs/contributing.md, "Time"). ``-n N`` still chooses N."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores + max(1, cores // 2)
+
+
 def _shares_a_module_fixture(item) -> bool:
     """The item uses a fixture of its own module computed once per module (or session): one worker
     should run all such items, or each worker computes it again (e.g. the compiler's solved problems)."""

@@ -217,3 +217,27 @@ def test_the_parser_finds_relative_function_level_and_skips_type_checking_import
                                           ("warpsmith", 14), ("warpsmith.tune", 10)])
 def test_layer_map(module, layer):
     assert layer_of(module) == layer
+
+
+def test_the_checks_child_loads_neither_the_harness_nor_the_prover():
+    """The candidate's process (``python -m warpsmith.check.child``) imports the ``warpsmith.check``
+    and ``warpsmith.verify`` packages for a few submodules; their ``__init__`` load the rest on first
+    use, so every check's child starts without the harness, the prover and z3 (0.2 CPU-s a start)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys, warpsmith.check.child as c; from warpsmith.check import compare, formats, guards; "
+            "print(sorted(m for m in ('z3', 'warpsmith.check.hardened', 'warpsmith.verify.certificate', "
+            "'warpsmith.verify.verifier', 'warpsmith.verify.symbolic') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(SRC.parent)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[]", r.stdout
+    import warpsmith.check as check_pkg
+    import warpsmith.verify as verify_pkg
+
+    assert callable(check_pkg.check) and check_pkg.CheckReport.__name__ == "CheckReport"  # loaded on first use
+    assert verify_pkg.verify_candidate.__module__ == "warpsmith.verify.verifier"
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        check_pkg.nope

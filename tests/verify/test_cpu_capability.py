@@ -81,9 +81,11 @@ SPECIAL_VALUE_TESTS = [
 ]
 
 
-def _capabilities() -> list[str]:
+def _capabilities() -> list:
+    """``default``, and the machine's own capability in the full tier only: the rest of the suite
+    already runs these tests under it (14 CPU-s)."""
     own = torch.backends.cpu.get_cpu_capability().lower()
-    return ["default"] + ([own] if own != "default" else [])
+    return ["default"] + ([pytest.param(own, marks=pytest.mark.slow)] if own != "default" else [])
 
 
 @pytest.mark.parametrize("capability", _capabilities())

@@ -5,11 +5,24 @@
 - ``compare`` holds bitwise equality, aliasing, layout and the error contract.
 - ``hardened`` runs the protocol, and ``speed`` times it on a GPU.
 - ``report`` holds the verdict.
-"""
-from .formats import Candidate, CandidateError, CheckProblem, Workload, load_candidate, load_problem, parse_overrides
-from .hardened import check
-from .report import CHECKS, CODES, CheckReport, CheckResult
 
-__all__ = ["Candidate", "CandidateError", "CheckProblem", "Workload", "load_candidate", "load_problem",
-           "parse_overrides",
-           "check", "CHECKS", "CODES", "CheckReport", "CheckResult"]
+The names below are imported on first use (PEP 562): the candidate's process (``child``) imports
+this package too, and must not pay for the harness, the prover and z3.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {"Candidate": "formats", "CandidateError": "formats", "CheckProblem": "formats", "Workload": "formats",
+          "load_candidate": "formats", "load_problem": "formats", "parse_overrides": "formats",
+          "check": "hardened", "CHECKS": "report", "CODES": "report", "CheckReport": "report", "CheckResult": "report"}
+__all__ = list(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value
