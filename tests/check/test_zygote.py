@@ -4,7 +4,6 @@ and the exec path takes over where it is off or broken."""
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -162,7 +161,8 @@ def test_the_harness_dying_ends_the_zygote_and_every_candidate(tmp_path):
         doc = json.loads(harness.stdout.readline() or b"{}")
         assert doc.get("starts") == ["zygote", "zygote"], doc
         procs = _descendants(harness.pid)
-        assert any(p == doc["zygote"] for p, _ in procs) and len(procs) >= 6, procs  # zygote, 2x (launcher, init, child), grandchild
+        # the zygote, two launchers, their inits and children, the grandchild
+        assert any(p == doc["zygote"] for p, _ in procs) and len(procs) >= 8, procs
     finally:
         harness.kill()
         harness.wait()
