@@ -29,6 +29,14 @@ its environment); its ``TMPDIR``, ``HOME``, ``XDG_CACHE_HOME``, ``TRITON_CACHE_D
 ``TORCHINDUCTOR_CACHE_DIR`` point into the exchange folder, the only place besides its working
 directory it can write (``PYTHONUSERBASE`` keeps the user's site-packages where they were).
 
+**The zygote** (:mod:`.zygote`): by default the launcher is not exec'd but forked by a per-harness
+server that has imported torch once, and init forks the child from it instead of exec'ing
+``python -m warpsmith.check.child`` (~1.5 CPU-s saved per check); the sandbox is built the same way.
+The harness then holds a :class:`.zygote.Launcher` (a pidfd) instead of a ``Popen``.
+``WARPSMITH_CHECK_ZYGOTE=0`` (or :data:`ZYGOTE` ``False``) turns it off; a zygote that cannot start or
+fails, and a spawn from a thread other than the main one, use the exec path. ``isolation["start"]``
+says which was used (``"zygote"`` or ``"exec (why)"``); the verdict does not depend on it.
+
 A request that gets no reply within its deadline is a ``timeout`` (SIGKILL, not SIGTERM, so a
 candidate that ignores SIGTERM is still stopped). A reply channel that closes is ``exited`` (the
 child ended with a status >= 0, e.g. ``sys.exit``/``os._exit`` at import, in ``__init__`` or in a
@@ -48,14 +56,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import sandbox
+from . import sandbox, zygote
 
 ISOLATE = True  # False: run the child without the sandbox (reported as not isolated); for tests
+ZYGOTE = True  # False: always the exec path (as WARPSMITH_CHECK_ZYGOTE=0 does); for tests
 HELLO_TIMEOUT_S = 60.0  # the launcher's first line (what the sandbox achieved)
 KILL_TIMEOUT_S = 20.0  # the launcher's own end after a kill (the namespace emptied)
 CHILD_COMMAND = (sys.executable, "-m", "warpsmith.check.child")
 _SANDBOX = os.path.abspath(sandbox.__file__)
-LIVE: set[subprocess.Popen] = set()  # launchers whose candidate may still run (see end_all)
+LIVE: set[Any] = set()  # launchers (Popen or zygote.Launcher) whose candidate may still run (see end_all)
 
 
 class ChildGone(Exception):
@@ -68,7 +77,7 @@ class ChildGone(Exception):
 
 @dataclass
 class Child:
-    launcher: subprocess.Popen
+    launcher: Any  # subprocess.Popen (exec path) or zygote.Launcher (the same interface, through a pidfd)
     ctrl_w: int
     reply_r: int
     isolation: dict[str, Any] = field(default_factory=lambda: {"isolated": False, "how": "",
@@ -190,15 +199,14 @@ class Child:
             try:
                 self.launcher.wait(timeout=KILL_TIMEOUT_S)
             except subprocess.TimeoutExpired:  # pragma: no cover - a launcher that cannot end
-                try:
-                    os.killpg(self.launcher.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                _kill_hard(self.launcher)
                 self.launcher.wait(timeout=5)
                 self.isolation = dict(self.isolation, isolated=False, missing=[
                     *self.isolation.get("missing", []), "the launcher did not confirm the end of the candidate's "
                                                         "processes"])
         LIVE.discard(self.launcher)
+        if isinstance(self.launcher, zygote.Launcher):
+            self.launcher.release()
         for fd in (self.ctrl_w, self.reply_r):
             try:
                 os.close(fd)
@@ -235,12 +243,21 @@ def end_all(timeout_s: float = 10.0) -> int:
         try:
             launcher.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(launcher.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _kill_hard(launcher)
         LIVE.discard(launcher)
     return len(left)
+
+
+def _kill_hard(launcher: Any) -> None:
+    """SIGKILL a launcher that did not end: its process group (exec path: the harness's own child, not
+    reaped yet), or the launcher through its pidfd (zygote path: never a bare pid)."""
+    try:
+        if isinstance(launcher, zygote.Launcher):
+            launcher.kill()
+        else:
+            os.killpg(launcher.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def child_env(exchange: str) -> dict[str, str]:
@@ -279,17 +296,31 @@ def spawn(exchange: str, env_extra: dict[str, str] | None = None, *, writable: t
             "isolate": ISOLATE if isolate is None else bool(isolate),
             "writable": [exchange] + [os.path.realpath(p) for p in writable],
             "protect": sorted(set(protect) | {os.path.join(exchange, "child.log")}),
-            "command": list(command or CHILD_COMMAND), "mount_setattr": sandbox.USE_MOUNT_SETATTR}
-    launcher = subprocess.Popen([sys.executable, "-I", _SANDBOX], pass_fds=(ctrl_r, reply_w), env=env,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, cwd=exchange)
+            "command": list(command or CHILD_COMMAND), "mount_setattr": sandbox.USE_MOUNT_SETATTR,
+            "zygote_child": command is None or tuple(command) == CHILD_COMMAND}
+    why_not = "turned off (isolation.ZYGOTE)" if not ZYGOTE else zygote.enabled()
+    launcher: Any = None
+    if why_not is None:
+        try:
+            launcher = zygote.spawn_launcher(spec, env, ctrl_r, reply_w)
+            start = "zygote"
+        except OSError as e:
+            why_not = str(e)
+    if launcher is None:
+        start = f"exec ({why_not})"
+        launcher = subprocess.Popen([sys.executable, "-I", _SANDBOX], pass_fds=(ctrl_r, reply_w), env=env,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True,
+                                    cwd=exchange)
     LIVE.add(launcher)
     os.close(ctrl_r)
     os.close(reply_w)
-    try:  # on stdin, not in the command line the sandbox's processes can read (it names the harness's pid)
-        launcher.stdin.write(json.dumps(spec).encode())
-        launcher.stdin.close()
-    except OSError:
-        pass
+    if isinstance(launcher, subprocess.Popen):
+        try:  # on stdin, not in the command line the sandbox's processes can read (it names the harness's pid)
+            launcher.stdin.write(json.dumps(spec).encode())
+            launcher.stdin.close()
+        except OSError:
+            pass
     child = Child(launcher, ctrl_w, reply_r)
     child._hello(HELLO_TIMEOUT_S)
+    child.isolation["start"] = start
     return child

@@ -431,7 +431,16 @@ def sweep(limit_s: float = 10.0) -> bool:
     return False
 
 
-def _init(spec: dict, namespaces: list[str], log_fd: int, info_w: int, alive_r: int, sent: list[bool]) -> int:
+def exec_child(spec: dict, log_fd: int) -> int:
+    """Start the child's command (a new interpreter) in a session of its own; returns its pid."""
+    fds = (spec["ctrl"], spec["reply"])
+    return subprocess.Popen([*spec["command"], str(spec["ctrl"]), str(spec["reply"]), spec["exchange"]],
+                            pass_fds=fds, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT,
+                            cwd=spec["exchange"], start_new_session=True, preexec_fn=_die_with_parent).pid
+
+
+def _init(spec: dict, namespaces: list[str], log_fd: int, info_w: int, alive_r: int, sent: list[bool],
+          start_child=exec_child) -> int:
     """pid 1 of the namespace (or, without one, a plain intermediate process): build, report, run, reap."""
     os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -473,9 +482,7 @@ def _init(spec: dict, namespaces: list[str], log_fd: int, info_w: int, alive_r: 
     os.write(info_w, (json.dumps(doc) + "\n").encode())
     sent.append(True)
     fds = (spec["ctrl"], spec["reply"])
-    child = subprocess.Popen([*spec["command"], str(spec["ctrl"]), str(spec["reply"]), spec["exchange"]],
-                             pass_fds=fds, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT,
-                             cwd=spec["exchange"], start_new_session=True, preexec_fn=_die_with_parent)
+    child_pid = start_child(spec, log_fd)
     for fd in fds:
         os.close(fd)
     os.close(log_fd)
@@ -484,12 +491,15 @@ def _init(spec: dict, namespaces: list[str], log_fd: int, info_w: int, alive_r: 
             pid, status = os.wait()
         except ChildProcessError:
             return 0
-        if pid == child.pid:
+        if pid == child_pid:
             os.write(info_w, f"{os.waitstatus_to_exitcode(status)}\n".encode())
             return 0
 
 
-def launcher(spec: dict) -> int:
+def launcher(spec: dict, start_child=exec_child) -> int:
+    """The launcher's work (module docstring). ``start_child(spec, log_fd) -> pid`` starts the child in
+    init, once the sandbox is built (default :func:`exec_child`; the zygote, :mod:`.zygote`, forks it
+    instead, with torch already imported)."""
     global USE_MOUNT_SETATTR
     USE_MOUNT_SETATTR = bool(spec.get("mount_setattr", True))
     _die_with_parent()
@@ -518,7 +528,7 @@ def launcher(spec: dict) -> int:
         try:
             os.close(info_r)
             os.close(alive_w)
-            code = _init(spec, namespaces, log_fd, info_w, alive_r, sent)
+            code = _init(spec, namespaces, log_fd, info_w, alive_r, sent, start_child)
         except BaseException as e:  # noqa: BLE001 - reported through the pipe (and the log), the harness decides
             try:
                 traceback.print_exc()
