@@ -326,3 +326,32 @@ def test_writes_to_the_reference_the_report_and_elsewhere_fail(tmp_path, sandbox
     assert result.exit_code == 0 and doc["verdict"] == "accepted", result.output
     assert checks["reference_intact"]["status"] == "passed"  # never changed: not "restored"
     assert reference.read_bytes() == before and not marker.exists()
+
+
+def test_a_reply_stands_when_the_child_exits_right_after_it_and_a_killed_launcher_is_a_crash(tmp_path):
+    """The launcher ends only after the child, and then writes the child's exit status: a reply followed by the
+    child's normal end (the child after a load it refused, which the zygote's fork ends at once) is a reply, and
+    the next request finds the child gone; a launcher that ends with no status was killed during the call."""
+    child = _spawn_probe(tmp_path, "import os, sys\nos.write(int(sys.argv[2]), b'{\"ok\": false, \"kind\": \"x\"}\\n')\n")
+    try:
+        deadline = time.monotonic() + 30
+        while child.launcher.poll() is None and time.monotonic() < deadline:  # the child and its launcher ended
+            time.sleep(0.05)
+        assert child.recv(10, "loading the candidate") == {"ok": False, "kind": "x"}
+        with pytest.raises(isolation.ChildGone, match="exited with status 0") as gone:
+            child.request({"op": "call"}, 10, "a call")
+        assert gone.value.code == "exited"
+    finally:
+        child.kill()
+    (tmp_path / "again").mkdir()
+    child = _spawn_probe(tmp_path / "again", "import os, sys, time\nos.write(int(sys.argv[2]), b'{\"ok\": true}\\n')\n"
+                                             "time.sleep(60)\n")
+    try:
+        time.sleep(0.5)
+        child.launcher.kill()  # SIGKILL: no status line
+        child.launcher.wait(timeout=30)
+        with pytest.raises(isolation.ChildGone, match="launcher\\) was killed") as gone:
+            child.recv(10, "a call")
+        assert gone.value.code == "crashed"
+    finally:
+        child.kill()

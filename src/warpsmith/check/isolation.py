@@ -108,14 +108,18 @@ class Child:
                 raise self._gone(f"during {what}")
             self.buf += chunk
         line, self.buf = self.buf.split(b"\n", 1)
-        try:  # the launcher only ends after the child: ended now, it was killed
+        try:  # the launcher ends after the child only, and then reports the child's exit status last
             self.launcher.wait(timeout=0.02)
         except subprocess.TimeoutExpired:
             pass
         else:
-            self.kill()
-            raise ChildGone("crashed", f"the candidate's parent process (the harness's launcher) was killed during "
-                                       f"{what}")
+            # Ended with no status: it was killed (a candidate that kills its parent). With a status, the child
+            # ended right after this reply (a candidate that exits, or the child after a load it refused):
+            # the reply stands, and the next request finds the child gone.
+            if self._status() is None:
+                self.kill()
+                raise ChildGone("crashed", f"the candidate's parent process (the harness's launcher) was killed "
+                                           f"during {what}")
         try:
             doc = json.loads(line)
         except ValueError:
