@@ -28,8 +28,8 @@ def pytest_xdist_auto_num_workers(config):
     """Workers for ``-n auto`` (the default of ``addopts``): one and a half per core the process may use.
 
     A fifth of the quick tier's time was idle with one worker per core (tests waiting for a child's
-    timeout, a sandbox's start, a subprocess), measured on 2 cores: 18 min 6 s with 2 workers, 16 min
-    31 s with 3 (docs/contributing.md, "Time"). ``-n N`` still chooses N."""
+    timeout, a sandbox's start, a subprocess), measured on 2 cores (docs/contributing.md, "Time");
+    with three workers, 9%. ``-n N`` still chooses N."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return cores + max(1, cores // 2)
 
