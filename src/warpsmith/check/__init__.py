@@ -11,18 +11,11 @@ this package too, and must not pay for the harness, the prover and z3.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..core.lazy import attributes
 
-_WHERE = {"Candidate": "formats", "CandidateError": "formats", "CheckProblem": "formats", "Workload": "formats",
-          "load_candidate": "formats", "load_problem": "formats", "parse_overrides": "formats",
-          "check": "hardened", "CHECKS": "report", "CODES": "report", "CheckReport": "report", "CheckResult": "report"}
+_WHERE = {"Candidate": ".formats", "CandidateError": ".formats", "CheckProblem": ".formats", "Workload": ".formats",
+          "load_candidate": ".formats", "load_problem": ".formats", "parse_overrides": ".formats",
+          "check": ".hardened", "CHECKS": ".report", "CODES": ".report", "CheckReport": ".report",
+          "CheckResult": ".report"}
 __all__ = list(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = attributes(__name__, _WHERE)

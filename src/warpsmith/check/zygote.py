@@ -262,8 +262,6 @@ def _fork_child(sandbox, env: dict[str, str], base_path: list[str]):
             sys.path[:] = _child_path(env, exchange, base_path)
             importlib.invalidate_caches()
             sys.argv = ["-m", str(ctrl), str(reply), exchange]
-            for name in [m for m in sys.modules if m == "_warpsmith_sandbox"]:
-                del sys.modules[name]
             runpy.run_module(CHILD_MODULE, run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as e:

@@ -9,8 +9,8 @@ import ast
 import textwrap
 from typing import Any
 
-_SCOPES = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Global, ast.Nonlocal,
-           ast.ClassDef, ast.AsyncFunctionDef)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+           ast.GeneratorExp, ast.ClassDef, ast.Global, ast.Nonlocal)
 
 
 def canonical_kernel(source: str, name: str) -> str:
@@ -29,13 +29,12 @@ def canonical_kernel(source: str, name: str) -> str:
             and isinstance(fn.body[0].value.value, str):
         fn.body = fn.body[1:] or [ast.Pass()]
     inner = [n for stmt in fn.body for n in ast.walk(stmt)]
-    if not any(isinstance(n, _SCOPES + (ast.FunctionDef,)) for n in inner):
+    if not any(isinstance(n, _SCOPES) for n in inner):
         params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
         bound = {n.id for n in inner if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)} - params
         fresh: dict[str, str] = {}
-        names = sorted(  # ast.walk is breadth-first: the order of first appearance is the text's
-            (n for n in inner if isinstance(n, ast.Name) and n.id in bound),
-                       key=lambda n: (n.lineno, n.col_offset))
+        names = sorted((n for n in inner if isinstance(n, ast.Name) and n.id in bound),  # ast.walk is breadth-
+                       key=lambda n: (n.lineno, n.col_offset))  # first: the order of first appearance is the text's
         for n in names:
             n.id = fresh.setdefault(n.id, f"_v{len(fresh)}")
     return ast.unparse(fn)

@@ -293,13 +293,22 @@ def cpu_rejection(t: Tunable, p: Any, config: dict[str, Any]) -> str | None:
     program-steps (``t.steps``) than the launcher's own interpreter tiles run or :data:`INTERPRETER_STEPS`,
     whichever is more; None where it runs no more, on a GPU, or for a row without a bound (its
     interpreter tiles are its smallest: any config runs fewer)."""
+    cap = _interpreter_cap(t, p)
+    if cap is None:
+        return None
+    steps = t.steps(p, config)
+    return None if steps <= cap else (f"{steps} program-steps under the interpreter, over {cap} (the launcher's "
+                                      f"own interpreter tiles', at least {INTERPRETER_STEPS})")
+
+
+def _interpreter_cap(t: Tunable, p: Any) -> int | None:
+    """The program-steps a config of row ``t`` may run for problem ``p`` here (:func:`cpu_rejection`):
+    None on a GPU or for a row without a bound."""
     from ..core._triton import INTERPRET
 
     if not INTERPRET or t.steps is None or t.interpreter is None:
         return None
-    steps, cap = t.steps(p, config), max(INTERPRETER_STEPS, t.steps(p, t.interpreter(p)))
-    return None if steps <= cap else (f"{steps} program-steps under the interpreter, over {cap} (the launcher's "
-                                      f"own interpreter tiles', at least {INTERPRETER_STEPS})")
+    return max(INTERPRETER_STEPS, t.steps(p, t.interpreter(p)))
 
 
 def _variant(t: Tunable, p: Any) -> Any:
@@ -374,12 +383,8 @@ def choose(n: Any, target: Target, budget: int = DEFAULT_BUDGET, seed: int = 0, 
 def _bound_note(t: Tunable, p: Any) -> str:
     """``"; ..."`` saying that only configs within :func:`cpu_rejection`'s bound were candidates, where
     one applies (under the interpreter, a row with ``steps``); else ``""``."""
-    from ..core._triton import INTERPRET
-
-    if not INTERPRET or t.steps is None or t.interpreter is None:
-        return ""
-    cap = max(INTERPRETER_STEPS, t.steps(p, t.interpreter(p)))
-    return f"; under the interpreter, only configs of at most {cap} program-steps"
+    cap = _interpreter_cap(t, p)
+    return "" if cap is None else f"; under the interpreter, only configs of at most {cap} program-steps"
 
 
 def _tuned(t: Tunable, p: Any, target: Target, budget: int, seed: int) -> tuple[dict[str, Any] | None, int]:

@@ -7,5 +7,6 @@
 - :mod:`.opspec`: :class:`OpSpec` (what an op computes) and :class:`Problem` (one instance of it);
 - :mod:`.variant`: :class:`Variant` (how an op is computed: kernel, launcher, space, validity, guards);
 - :mod:`.registry`: :class:`Registry`, built by :mod:`warpsmith.ops` from the families' declarations;
-- :mod:`._triton`: imports Triton natively or under its CPU interpreter (before any kernel module).
+- :mod:`._triton`: imports Triton natively or under its CPU interpreter (before any kernel module);
+- :mod:`.lazy`: the ``__getattr__`` of a package whose names are imported on first use.
 """

@@ -19,22 +19,14 @@
 ``warpsmith gpucheck`` (:mod:`warpsmith.gpucheck`) checks every library kernel against a target
 with these facts.
 """
-from typing import Any
-
+from ...core.lazy import attributes
 from .cache import CompilerFacts, compile_only_env
 from .facts import ConfigFacts, KernelFacts
 from .sass import SassCounts, kernel_sass, nvdisasm_path
 from .static import kernel_facts, launch_facts, launched, loop_loads
 
-_DRIVER = ("Launch", "gpu_target", "recording")  # from core._compile_only, imported on first use
-
-
-def __getattr__(name: str) -> Any:
-    if name in _DRIVER:  # not at import: under the interpreter nothing else imports the driver module
-        from ...core import _compile_only
-
-        return getattr(_compile_only, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# from core._compile_only, imported on first use: under the interpreter nothing else imports the driver module
+__getattr__ = attributes(__name__, {name: "...core._compile_only" for name in ("Launch", "gpu_target", "recording")})
 
 __all__ = ["Launch", "gpu_target", "recording", "CompilerFacts", "compile_only_env", "ConfigFacts", "KernelFacts",
            "kernel_facts", "launch_facts", "launched", "loop_loads", "SassCounts", "kernel_sass", "nvdisasm_path"]
