@@ -451,7 +451,9 @@ def test_cli_exit_2_on_unusable_input(tmp_path):
         ([RMSNORM, broken_json], "valid JSON"),
         ([bad_workload, RMSNORM / "solutions" / "dps_torch.json"], "safetensors"),
         ([RMSNORM, RMSNORM / "solutions" / "dps_torch.json", "--set", "batch_size=0"], "a positive integer"),
+        # the other format's candidate is refused by its form, before the reference runs
         ([ZOO / "softmax.py", RMSNORM / "solutions" / "dps_torch.json"], "KernelBench .py file defining ModelNew"),
+        ([RMSNORM, ZOO / "softmax_triton.py"], "a solution.json, or a folder holding one"),
         ([ZOO / "softmax.py", ZOO / "softmax_triton.py", "--trials", "0"], "--trials"),
     ]
     for args, fragment in cases:

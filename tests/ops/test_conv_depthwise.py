@@ -3,11 +3,9 @@ correctness against torch's conv{1,2,3}d and the spec's fp64 oracle under its er
 (stride, padding, dilation, channel multiplier, both memory formats, every dtype, epilogues), its
 validity domain, dispatch and search choosing it, its launch contract proved in a fresh interpreter,
 and planted bugs rejected by the verifier and the prover for their named reasons."""
-import json
 import os
-import subprocess
-import sys
 
+import fresh_interpreter
 import pytest
 import torch
 import torch.nn.functional as F
@@ -250,10 +248,7 @@ from warpsmith.verify.symbolic.prove import Prover
 def _fresh(code: str):
     """What ``code`` (after the prelude) prints as its last line, parsed as JSON, run in a new interpreter
     (z3's answers near a budget's edge depend on the terms the process built before)."""
-    r = subprocess.run([sys.executable, "-c", _PRELUDE + code], capture_output=True, text=True, timeout=1200,
-                       env={**os.environ, "TRITON_INTERPRET": "1"})
-    assert r.returncode == 0, r.stderr[-4000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return fresh_interpreter.last_json(_PRELUDE + code)
 
 
 @pytest.mark.slow  # about a minute of z3; the quick tier proves the other conv contracts (test_conv_proofs.py)

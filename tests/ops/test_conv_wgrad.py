@@ -2,11 +2,8 @@
 partials summed in order, against the fp64 oracle under the error contract on several geometries; the
 verifier; planted bugs rejected; the heuristic's split on GPU-sized layers; dispatch of a tuned record by
 the conv's autograd; the split form's launch contract proved."""
-import json
-import os
-import subprocess
-import sys
 
+import fresh_interpreter
 import pytest
 import torch
 
@@ -167,10 +164,7 @@ from warpsmith.ops.conv import wgrad_contract as WC
 out = [(o.name, o.subject, o.status) for c in WC.CONTRACTS for r in prove(c) for o in r.obligations]
 print(json.dumps(out))
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=1500,
-                       env={**os.environ, "TRITON_INTERPRET": "1"})
-    assert r.returncode == 0, r.stderr[-3000:]
-    obs = json.loads(r.stdout.strip().splitlines()[-1])
+    obs = fresh_interpreter.last_json(code)
     memory = [o for o in obs if o[0] in ("in_bounds", "int32_no_overflow")]
     assert memory and all(st == "proved" for *_, st in memory), memory
     assert not [o for o in obs if o[2].startswith("failed")], obs

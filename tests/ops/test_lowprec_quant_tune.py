@@ -3,9 +3,8 @@
 configs, and planted bugs are rejected by the verifier's exact criterion (quant/judge.py) or the prover."""
 import json
 import os
-import subprocess
-import sys
 
+import fresh_interpreter
 import pytest
 import torch
 
@@ -220,10 +219,7 @@ def test_missing_e4m3_saturation_in_stochastic_rounding_is_rejected(monkeypatch)
 
 # ---- proofs, in a fresh interpreter (z3's answers near a budget's edge depend on the process's history) --
 def _fresh(code: str):
-    r = subprocess.run([sys.executable, "-c", "import json\nfrom warpsmith.verify.symbolic import prove\n" + code],
-                       capture_output=True, text=True, timeout=900, env={**os.environ, "TRITON_INTERPRET": "1"})
-    assert r.returncode == 0, r.stderr[-4000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return fresh_interpreter.last_json("import json\nfrom warpsmith.verify.symbolic import prove\n" + code)
 
 
 def test_launch_contracts_prove_in_bounds_and_int32_for_every_shape():

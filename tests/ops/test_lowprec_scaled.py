@@ -2,11 +2,8 @@
 granularity against the fp64 product of the dequantized operands under the error contract, odd shapes,
 epilogues, the public op's validation of the scale convention, the verifier (planted bugs rejected for
 their reasons) and the launch contracts."""
-import json
-import os
-import subprocess
-import sys
 
+import fresh_interpreter
 import pytest
 import torch
 
@@ -172,10 +169,7 @@ for c in (tiled([{**_meta("row", False), **_EPI}]), splitk([_meta("row", True)])
     out += [(r.contract, o.name, o.subject, o.status) for r in prove(c) for o in r.obligations]
 print(json.dumps(out))
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,
-                       env={**os.environ, "TRITON_INTERPRET": "1"})
-    assert r.returncode == 0, r.stderr[-4000:]
-    statuses = json.loads(r.stdout.strip().splitlines()[-1])
+    statuses = fresh_interpreter.last_json(code)
     int32 = [(k, s, st) for k, n, s, st in statuses if n == "int32_no_overflow"]
     assert int32 and all(st == "proved" for *_, st in int32), int32
     assert not [x for x in statuses if x[3].startswith("failed")], statuses

@@ -20,7 +20,7 @@ from warpsmith.measure.executor import LocalExecutor, RayExecutor  # noqa: E402
 from warpsmith.modeltune import tune_model  # noqa: E402
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")  # one cluster for the module's tests: its start is most of their time
 def local_ray():
     ray.cloudpickle.register_pickle_by_value(modeltune_helpers)  # the workers cannot import the tests folder
     ray.init(_node_ip_address="127.0.0.1", num_cpus=2, include_dashboard=False, log_to_driver=False)

@@ -310,11 +310,34 @@ def load_problem(path: str | Path, overrides: Mapping[str, Number] | None = None
     return load_fi(path, dict(overrides or {}), seed=seed, device=device, cap=cap)
 
 
-def load_candidate(path: str | Path, problem: CheckProblem, *, device: str | torch.device = "cpu") -> Candidate:
-    """Load CANDIDATE for ``problem``. Raises :class:`CandidateError` if the candidate's code raises."""
-    path, device = Path(path), torch.device(device)
+def candidate_form(path: str | Path, fmt: str) -> Path:
+    """CANDIDATE's file for a problem of format ``fmt`` (:func:`problem_format`), or InvalidInputError
+    when it has the other format's form: a question of names, answered before anything runs."""
+    path = Path(path)
     if not path.exists():
         raise InvalidInputError("CANDIDATE", "an existing file or folder", str(path))
+    if fmt == "kernelbench":
+        if path.is_dir() or path.suffix != ".py":
+            raise InvalidInputError("CANDIDATE", "a KernelBench .py file defining ModelNew (REFERENCE is a .py file)",
+                                    str(path))
+        return path
+    if path.is_file():
+        if path.suffix == ".py":
+            raise InvalidInputError("CANDIDATE", "a solution.json, or a folder holding one (REFERENCE is a "
+                                    "FlashInfer-Bench / SOL-ExecBench problem)", str(path))
+        return path
+    if (path / "solution.json").exists():
+        return path / "solution.json"
+    found = sorted(path.glob("solution*.json"))
+    if len(found) == 1:
+        return found[0]
+    raise InvalidInputError("CANDIDATE", "a solution.json, or a folder with exactly one solution*.json",
+                            f"{path} ({len(found)} found)")
+
+
+def load_candidate(path: str | Path, problem: CheckProblem, *, device: str | torch.device = "cpu") -> Candidate:
+    """Load CANDIDATE for ``problem``. Raises :class:`CandidateError` if the candidate's code raises."""
+    path, device = candidate_form(path, problem.format), torch.device(device)
     if problem.format == "kernelbench":
         from .kernelbench import load_candidate as load
     else:

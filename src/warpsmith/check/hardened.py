@@ -74,7 +74,7 @@ import torch
 
 from ..core.errors import InvalidInputError
 from .compare import bitwise_equal, dense, describe, judge, probe_oracle, same_layout, snapshot, unwritten
-from .formats import CheckProblem, Workload, fork_rng, load_problem, parse_overrides
+from .formats import CheckProblem, Workload, candidate_form, fork_rng, load_problem, parse_overrides, problem_format
 from .guards import PatchGuard
 from .isolation import ChildGone, spawn
 from .report import CheckReport, Ledger
@@ -744,8 +744,7 @@ def check(reference: str | Path, candidate: str | Path, *, trials: int | None = 
     ref_path = Path(reference)
     if not ref_path.exists():
         raise InvalidInputError("REFERENCE", "an existing file or folder", str(ref_path))
-    if not Path(candidate).exists():
-        raise InvalidInputError("CANDIDATE", "an existing file or folder", str(candidate))
+    candidate_form(candidate, problem_format(ref_path))  # the other format's form is refused before any work
     originals = {p: p.read_bytes() for p in _files(ref_path)}  # before anything runs
     hashes = {p: hashlib.sha256(b).hexdigest() for p, b in originals.items()}
     host_guard = PatchGuard()  # the reference is trusted, but a library call leaves no global state changed

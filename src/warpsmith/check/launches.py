@@ -177,10 +177,10 @@ def _sources(candidate: Path) -> dict[str, str]:
     solution.json's sources) -> text."""
     if candidate.suffix == ".py" and candidate.is_file():
         return {str(candidate): candidate.read_text(errors="replace")}
-    from .solution import _solution_path
+    from .formats import candidate_form
 
     try:
-        doc = json.loads(_solution_path(candidate).read_text())
+        doc = json.loads(candidate_form(candidate, "flashinfer").read_text())
     except Exception:  # noqa: BLE001 - the child loaded it; here it is only read
         return {}
     out = {}

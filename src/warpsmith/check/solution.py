@@ -27,27 +27,15 @@ import torch
 
 from ..core.errors import InvalidInputError
 from .flashinfer import read_json
-from .formats import (Candidate, CandidateError, CheckProblem, exec_module, forget_module, on_sys_path,
-                      unique_module_name)
+from .formats import (Candidate, CandidateError, CheckProblem, candidate_form, exec_module, forget_module,
+                      on_sys_path, unique_module_name)
 
 LANGUAGES = ("python", "triton", "pytorch", "torch")
 
 
-def _solution_path(path: Path) -> Path:
-    if path.is_file():
-        return path
-    if (path / "solution.json").exists():
-        return path / "solution.json"
-    found = sorted(path.glob("solution*.json"))
-    if len(found) == 1:
-        return found[0]
-    raise InvalidInputError("CANDIDATE", "a solution.json, or a folder with exactly one solution*.json",
-                            f"{path} ({len(found)} found)")
-
-
 def load_candidate(path: Path, problem: CheckProblem, *, device: torch.device) -> Candidate:
     """Load a ``solution.json`` for ``problem`` (see the module docstring)."""
-    sol_path = _solution_path(path)
+    sol_path = candidate_form(path, "flashinfer")
     s = read_json(sol_path, "solution.json")
     if not isinstance(s, dict):
         raise InvalidInputError("solution.json", "an object", type(s).__name__)

@@ -1,5 +1,7 @@
-"""A CPU world for tests and the benchmark's dry run: ``world`` processes (torch.multiprocessing
-spawn), a gloo process group, and symmetric buffers in shared memory (:func:`.api.attach`).
+"""A CPU world for tests and the benchmark's dry run: ``world`` processes, a gloo process group, and
+symmetric buffers in shared memory (:func:`.api.attach`). The ranks are forked by multiprocessing's
+fork server (:mod:`warpsmith.core.forkserver`: torch imported once, a rank starts in milliseconds);
+each takes the caller's environment of the moment and builds its own process group.
 
 :func:`run_world` runs ``fn(rank, world, *args)`` on every rank and returns the ranks' return
 values (rank order). A child that raises sends its error back; a world that does not finish in
@@ -23,9 +25,13 @@ from typing import Any, Callable
 
 import torch.multiprocessing as mp
 
+from ..core import forkserver
+
 
 def _child(rank: int, world: int, folder: str, fn: Callable[..., Any], args: tuple, capacity: int,
-           comm_timeout_s: float) -> None:
+           comm_timeout_s: float, environ: dict[str, str]) -> None:
+    os.environ.clear()  # the caller's environment now, not the fork server's when it started
+    os.environ.update(environ)
     import torch.distributed as dist
 
     from .api import attach, detach
@@ -52,7 +58,9 @@ def run_world(fn: Callable[..., Any], world: int, *args: Any, capacity: int = 1 
     importable by name. Returns the results; raises RuntimeError with every failing rank's error
     (a rank that exits without a result counts as failed, unless ``fn.may_die`` lists it)."""
     folder = tempfile.mkdtemp(prefix="warpsmith-world-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    ctx = mp.spawn(_child, args=(world, folder, fn, args, capacity, comm_timeout_s), nprocs=world, join=False)
+    forkserver.context()  # its preload, for a fork server not started yet
+    ctx = mp.start_processes(_child, args=(world, folder, fn, args, capacity, comm_timeout_s, dict(os.environ)),
+                             nprocs=world, join=False, start_method="forkserver")
     deadline = time.monotonic() + timeout_s
     try:
         while not all(not p.is_alive() for p in ctx.processes):

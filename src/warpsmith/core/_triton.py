@@ -103,7 +103,13 @@ INTERPRET, COMPILE_ONLY_ARCH = _decide()
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-if not INTERPRET:
+if INTERPRET:
+    from triton.runtime import interpreter as _interpreter  # noqa: E402
+
+    from . import _interpreter_patch  # noqa: E402
+
+    _interpreter_patch.install(_interpreter)
+else:
     from . import _compile_only  # noqa: E402
 
     if COMPILE_ONLY_ARCH:

@@ -18,12 +18,12 @@ with the reason; an exception raised by ``fn`` itself is a failure at once (it w
 from __future__ import annotations
 
 import concurrent.futures as cf
-import multiprocessing
 import os
 import socket
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+from ..core import forkserver
 from ..core.errors import InvalidInputError, WarpsmithError
 
 EXECUTORS = ("local", "ray")
@@ -71,13 +71,14 @@ class LocalExecutor:
     def run(self, fn: Callable[[dict[str, Any]], Any], jobs: Sequence[dict[str, Any]]) -> Iterator[Outcome]:
         """Yield an :class:`Outcome` per job as each finishes (not in job order)."""
         pending = {i: Outcome(i, dict(j), attempts=0) for i, j in enumerate(jobs)}
-        ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no state forked from the caller
+        ctx = forkserver.context()  # no state forked from the caller; torch imported once by the fork server
+        environ = dict(os.environ)
         while pending:
             with cf.ProcessPoolExecutor(min(self.workers, len(pending)), mp_context=ctx) as pool:
                 futures = {}
                 for i, out in pending.items():
                     out.attempts += 1
-                    futures[pool.submit(fn, out.job)] = i
+                    futures[pool.submit(forkserver.call_in_environ, environ, fn, out.job)] = i
                 for fut in cf.as_completed(futures):
                     out = pending[futures[fut]]
                     try:
