@@ -25,7 +25,10 @@ def obligations(contract, names=("race_free", "coverage")):
     return {o.name: o for r in prove(contract) for o in r.obligations if o.name in names}
 
 
-@pytest.mark.parametrize("make", [W.grouped, W.strided], ids=["grouped_order", "grid_stride"])
+@pytest.mark.parametrize("make", [
+    # the grouped order's witness is proved on the library's own GEMM in the quick tier
+    # (test_prove.py, matmul_tiled_kernel); here its "bounded without it" half costs 20 CPU-s
+    pytest.param(W.grouped, marks=pytest.mark.slow), W.strided], ids=["grouped_order", "grid_stride"])
 def test_a_witness_proves_what_is_bounded_without_it(make):
     without = obligations(make(witness=False))
     assert all(o.status.startswith("bounded(") for o in without.values()), without
@@ -60,9 +63,9 @@ def test_a_race_found_by_enumeration_names_its_writers_as_the_solver_does(monkey
 
 
 @pytest.mark.parametrize("lie,broken", [
-    ("program", ("race_free", "coverage")),
-    # a writer lying about the lanes, as the one above lies about the program: the same writer check refutes both
-    # (full tier only, 12 CPU-s)
+    # a writer lying about the program or the lanes: the writer check that refutes them refutes the lying
+    # iteration of test_a_witness_with_the_wrong_iteration_proves_nothing, quick (12 CPU-s each here)
+    pytest.param("program", ("race_free", "coverage"), marks=pytest.mark.slow),
     pytest.param("lane", ("race_free", "coverage"), marks=pytest.mark.slow),
     ("element", ("race_free",))])
 def test_a_lying_witness_of_the_grouped_order_proves_nothing(lie, broken):
