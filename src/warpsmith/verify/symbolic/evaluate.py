@@ -34,67 +34,107 @@ _OPAQUE = {
 
 def evaluate(expr: Any, env: Mapping[str, Any], shape: tuple[int, ...]) -> np.ndarray:
     """Value of ``expr`` for every lane of a block of ``shape``; ``env`` maps other symbol names to ints."""
-    lanes = {str(lane(d)): np.arange(n, dtype=np.int64).reshape([-1 if i == d else 1 for i in range(len(shape))])
-             for d, n in enumerate(shape)}
-    memo: dict[int, Any] = {}
     if not isinstance(expr, z3.ExprRef):
         return np.broadcast_to(np.asarray(expr), shape) if shape else np.asarray(expr)
+    lanes = {str(lane(d)): np.arange(n, dtype=np.int64).reshape([-1 if i == d else 1 for i in range(len(shape))])
+             for d, n in enumerate(shape)}
+    values: list[Any] = []
+    for op, args in _program(expr):
+        if op is _SYMBOL:
+            if args in lanes:
+                values.append(lanes[args])
+            elif args in env:
+                values.append(np.int64(env[args]))
+            else:
+                raise KeyError(args)
+        elif op is _CONSTANT:
+            values.append(args)
+        else:
+            values.append(op(*[values[i] for i in args]))
+    r = values[-1]
+    return np.broadcast_to(r, shape) if shape else np.asarray(r)
 
-    def ev(e: Any) -> Any:
+
+# ---- an expression compiled once into steps (a bounded check evaluates it for every program and iteration) ----
+_SYMBOL, _CONSTANT = object(), object()
+
+
+def _add(*a: Any) -> Any:
+    return sum(a[1:], a[0])
+
+
+def _sub(*a: Any) -> Any:
+    return a[0] - sum(a[1:], np.int64(0)) if len(a) > 1 else -a[0]
+
+
+def _mul(*a: Any) -> Any:
+    r = a[0]
+    for x in a[1:]:
+        r = r * x
+    return r
+
+
+def _and(*a: Any) -> Any:
+    return np.logical_and.reduce(np.broadcast_arrays(*a)) if len(a) > 1 else a[0]
+
+
+def _or(*a: Any) -> Any:
+    return np.logical_or.reduce(np.broadcast_arrays(*a)) if len(a) > 1 else a[0]
+
+
+def _binary(f: Any) -> Any:
+    return lambda *a: f(a[0], a[1])  # the first two operands, as numpy's third positional is its output
+
+
+_OPS = {
+    z3.Z3_OP_ADD: _add, z3.Z3_OP_SUB: _sub, z3.Z3_OP_UMINUS: lambda *a: -a[0], z3.Z3_OP_MUL: _mul,
+    **{k: _binary(f) for k, f in _BIN.items()}, z3.Z3_OP_EQ: _binary(np.equal),
+    z3.Z3_OP_DISTINCT: _binary(np.not_equal), z3.Z3_OP_ITE: lambda *a: np.where(a[0], a[1], a[2]),
+    z3.Z3_OP_AND: _and, z3.Z3_OP_OR: _or, z3.Z3_OP_NOT: lambda *a: np.logical_not(a[0]),
+    z3.Z3_OP_TO_REAL: lambda *a: a[0], z3.Z3_OP_TO_INT: lambda *a: a[0],
+}
+_COMPILED: dict[int, tuple[Any, list[tuple[Any, Any]]]] = {}  # expr id -> (expr, steps): the expr kept alive
+
+
+def _program(expr: Any) -> list[tuple[Any, Any]]:
+    """``expr`` as steps in dependency order, each shared subterm once; the last step is ``expr``. A step is
+    (function, indices of earlier steps), (_CONSTANT, value) or (_SYMBOL, name): a lane's or ``env``'s."""
+    hit = _COMPILED.get(expr.get_id())
+    if hit is not None and hit[0].eq(expr):
+        return hit[1]
+    steps: list[tuple[Any, Any]] = []
+    index: dict[int, int] = {}
+
+    def visit(e: Any) -> int:
         k = e.get_id()
-        if k in memo:
-            return memo[k]
+        if k in index:
+            return index[k]
         kind = e.decl().kind() if z3.is_app(e) else None
         if z3.is_int_value(e):
-            r = np.int64(e.as_long())
+            step: tuple[Any, Any] = (_CONSTANT, np.int64(e.as_long()))
         elif z3.is_true(e):
-            r = np.bool_(True)
+            step = (_CONSTANT, np.bool_(True))
         elif z3.is_false(e):
-            r = np.bool_(False)
+            step = (_CONSTANT, np.bool_(False))
         elif kind == z3.Z3_OP_UNINTERPRETED and e.num_args() == 0:
-            name = e.decl().name()
-            if name in lanes:
-                r = lanes[name]
-            elif name in env:
-                r = np.int64(env[name])
-            else:
-                raise KeyError(name)
+            step = (_SYMBOL, e.decl().name())
         else:
-            args = [ev(c) for c in e.children()]
-            if kind == z3.Z3_OP_ADD:
-                r = sum(args[1:], args[0])
-            elif kind == z3.Z3_OP_SUB:
-                r = args[0] - sum(args[1:], np.int64(0)) if len(args) > 1 else -args[0]
-            elif kind == z3.Z3_OP_UMINUS:
-                r = -args[0]
-            elif kind == z3.Z3_OP_MUL:
-                r = args[0]
-                for a in args[1:]:
-                    r = r * a
-            elif kind in _BIN:
-                r = _BIN[kind](args[0], args[1])
-            elif kind == z3.Z3_OP_EQ:
-                r = np.equal(args[0], args[1])
-            elif kind == z3.Z3_OP_DISTINCT:
-                r = np.not_equal(args[0], args[1])
-            elif kind == z3.Z3_OP_ITE:
-                r = np.where(args[0], args[1], args[2])
-            elif kind == z3.Z3_OP_AND:
-                r = np.logical_and.reduce(np.broadcast_arrays(*args)) if len(args) > 1 else args[0]
-            elif kind == z3.Z3_OP_OR:
-                r = np.logical_or.reduce(np.broadcast_arrays(*args)) if len(args) > 1 else args[0]
-            elif kind == z3.Z3_OP_NOT:
-                r = np.logical_not(args[0])
-            elif kind == z3.Z3_OP_TO_REAL or kind == z3.Z3_OP_TO_INT:
-                r = args[0]
+            args = tuple(visit(c) for c in e.children())
+            if kind in _OPS:
+                step = (_OPS[kind], args)
             elif kind == z3.Z3_OP_UNINTERPRETED and e.decl().name() in _OPAQUE:
-                r = _OPAQUE[e.decl().name()](*args)
+                step = (_OPAQUE[e.decl().name()], args)
             else:
                 raise SymbolicError(f"cannot evaluate {e.decl()} in a bounded check")
-        memo[k] = r
-        return r
+        index[k] = len(steps)
+        steps.append(step)
+        return index[k]
 
-    return np.broadcast_to(ev(expr), shape) if shape else np.asarray(ev(expr))
+    visit(expr)
+    if len(_COMPILED) >= 1 << 14:
+        _COMPILED.clear()
+    _COMPILED[expr.get_id()] = (expr, steps)
+    return steps
 
 
 def instances(access: Any, env: Mapping[str, int], grid: tuple[int, ...], pids: Mapping[int, Any]):
