@@ -30,21 +30,21 @@ for line in requests:
     req = json.loads(line)
     pid = os.fork()
     if pid == 0:
+        rc = 1
         try:
+            out = os.open(req["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            err = os.open(req["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(out, 1)
+            os.dup2(err, 2)
             os.chdir(req["cwd"])
             os.environ.clear()
             os.environ.update(req["env"])
-            out = os.open(req["out"], os.O_WRONLY | os.O_TRUNC)
-            err = os.open(req["err"], os.O_WRONLY | os.O_TRUNC)
-            os.dup2(out, 1)
-            os.dup2(err, 2)
             sys.stdin = open(os.devnull)
             sys.argv = ["-c"]
             sys.path[0:1] = ["", req["tests"]]  # a test module the code imports finds this helper
-            code = compile(req["code"], "<string>", "exec")
             rc = 0
             try:
-                exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
+                exec(compile(req["code"], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
             except SystemExit as e:
                 rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             except BaseException:
@@ -54,7 +54,7 @@ for line in requests:
             sys.stdout.flush()
             sys.stderr.flush()
         finally:
-            os._exit(locals().get("rc", 1))
+            os._exit(rc)
     _, status = os.waitpid(pid, 0)
     replies.write(json.dumps(os.waitstatus_to_exitcode(status)) + "\n")
 """
@@ -82,8 +82,6 @@ def run(code: str, timeout: float = 1200, env: dict | None = None) -> subprocess
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
     with _lock, tempfile.TemporaryDirectory(prefix="fresh-") as d:
         out, err = os.path.join(d, "out"), os.path.join(d, "err")
-        open(out, "w").close()
-        open(err, "w").close()
         if _server is None or _server[0].poll() is not None:
             _server = _start()
         proc, replies = _server

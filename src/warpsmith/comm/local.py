@@ -30,8 +30,7 @@ from ..core import forkserver
 
 def _child(rank: int, world: int, folder: str, fn: Callable[..., Any], args: tuple, capacity: int,
            comm_timeout_s: float, environ: dict[str, str]) -> None:
-    os.environ.clear()  # the caller's environment now, not the fork server's when it started
-    os.environ.update(environ)
+    forkserver.adopt(environ)  # the caller's environment now, not the fork server's when it started
     import torch.distributed as dist
 
     from .api import attach, detach

@@ -37,17 +37,17 @@ def install(interpreter: Any) -> bool:
     if original is None or patch_attr is None or tl is None or getattr(original, "_warpsmith", False):
         return False
     is_builtin = tl.core.is_builtin
-    seen: dict[int, tuple[Any, set[str]]] = {}  # id(package) -> (package, every name found a builtin)
+    # id(package) -> (package, every name found a builtin): the package kept alive, its id is never another's
+    seen: dict[int, tuple[Any, set[str]]] = {}
     lists: dict[tuple[int, tuple[int, ...]], list[str]] = {}  # (id, attribute counts) -> names, sorted
 
     def builtin_names(pkg: Any) -> list[str]:
         key = (id(pkg), _key(pkg))
         got = lists.get(key)
-        if got is None or seen[id(pkg)][0] is not pkg:
-            if id(pkg) not in seen or seen[id(pkg)][0] is not pkg:
-                seen[id(pkg)] = (pkg, set())
-            seen[id(pkg)][1].update(name for name, member in inspect.getmembers(pkg) if is_builtin(member))
-            got = lists[key] = sorted(seen[id(pkg)][1])
+        if got is None:
+            _, found = seen.setdefault(id(pkg), (pkg, set()))
+            found.update(name for name, member in inspect.getmembers(pkg) if is_builtin(member))
+            got = lists[key] = sorted(found)
         return got
 
     def _patch_builtin(pkg: Any, builder: Any, *rest: Any) -> None:
@@ -82,4 +82,5 @@ def _memoize_np_dtype(interpreter: Any) -> None:
             found = memo[key] = get(tt_dtype)
         return found
 
+    _get_np_dtype.__wrapped__ = get  # type: ignore[attr-defined]
     interpreter._get_np_dtype = _get_np_dtype

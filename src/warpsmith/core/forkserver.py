@@ -24,9 +24,14 @@ def context() -> multiprocessing.context.BaseContext:
     return ctx
 
 
-def call_in_environ(environ: dict[str, str], fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` in a worker, after replacing its environment with ``environ`` (the caller's,
-    taken when the job was submitted: ``dict(os.environ)``)."""
+def adopt(environ: dict[str, str]) -> None:
+    """In a worker: replace its environment with ``environ`` (the caller's, taken when the job was
+    submitted: ``dict(os.environ)``)."""
     os.environ.clear()
     os.environ.update(environ)
+
+
+def call_in_environ(environ: dict[str, str], fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a worker, in ``environ`` (:func:`adopt`)."""
+    adopt(environ)
     return fn(*args)

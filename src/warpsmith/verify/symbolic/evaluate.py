@@ -99,8 +99,8 @@ _COMPILED: dict[int, tuple[Any, list[tuple[Any, Any]]]] = {}  # expr id -> (expr
 def _program(expr: Any) -> list[tuple[Any, Any]]:
     """``expr`` as steps in dependency order, each shared subterm once; the last step is ``expr``. A step is
     (function, indices of earlier steps), (_CONSTANT, value) or (_SYMBOL, name): a lane's or ``env``'s."""
-    hit = _COMPILED.get(expr.get_id())
-    if hit is not None and hit[0].eq(expr):
+    hit = _COMPILED.get(expr.get_id())  # each cached expr is kept alive: its id is never another's
+    if hit is not None:
         return hit[1]
     steps: list[tuple[Any, Any]] = []
     index: dict[int, int] = {}
