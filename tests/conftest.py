@@ -8,6 +8,7 @@ kernel at another size): the quick tier keeps a correctness test of every family
 class of the check harness. ``--run-docs`` (marker ``docs``) is a tier of its own, as before.
 """
 import os
+from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -25,13 +26,28 @@ def pytest_addoption(parser):
 
 
 def pytest_xdist_auto_num_workers(config):
-    """Workers for ``-n auto`` (the default of ``addopts``): one and a half per core the process may use.
+    """Workers for ``-n auto`` (the default of ``addopts``): two per core the process may use, fewer
+    where memory is short (one per :data:`WORKER_MEMORY_GIB` of available memory, at least one).
 
-    A fifth of the quick tier's time was idle with one worker per core (tests waiting for a child's
-    timeout, a sandbox's start, a subprocess), measured on 2 cores (docs/contributing.md, "Time");
-    with three workers, 9%. ``-n N`` still chooses N."""
+    Tests wait often (a child's timeout, a sandbox's start, a subprocess): with one worker per core
+    a fifth of the quick tier's time was idle on 2 cores, with three workers 7 to 11%, with four 4%
+    (docs/contributing.md, "Time"). ``-n N`` still chooses N."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return cores + max(1, cores // 2)
+    return max(1, min(2 * cores, _available_gib() // WORKER_MEMORY_GIB))
+
+
+WORKER_MEMORY_GIB = 3  # a worker's peak with the processes it starts (2.1 GB measured: a Ray or check child)
+
+
+def _available_gib() -> int:
+    """Available memory in GiB (``MemAvailable``); a large number where it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // (1024 * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 1 << 20
 
 
 def _shares_a_module_fixture(item) -> bool:

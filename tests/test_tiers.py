@@ -102,3 +102,18 @@ def test_the_whole_check_protocol_runs_in_its_own_tests_and_where_marked(pyteste
     real = ("endurance", hardened.SETTLE_S)
     assert seen["seen_check.txt"] == real and seen["seen_marked.txt"] == real
     assert seen["seen_compiler.txt"] == ("no_endurance", 0.005)
+
+
+def test_auto_workers_are_two_per_core_and_fewer_where_memory_is_short(monkeypatch):
+    import os
+
+    import conftest
+
+    cores = len(os.sched_getaffinity(0))
+    assert conftest._available_gib() > 0  # read from /proc/meminfo here
+    monkeypatch.setattr(conftest, "_available_gib", lambda: 1024)
+    assert conftest.pytest_xdist_auto_num_workers(None) == 2 * cores
+    monkeypatch.setattr(conftest, "_available_gib", lambda: conftest.WORKER_MEMORY_GIB)
+    assert conftest.pytest_xdist_auto_num_workers(None) == 1
+    monkeypatch.setattr(conftest, "_available_gib", lambda: 0)
+    assert conftest.pytest_xdist_auto_num_workers(None) == 1
