@@ -160,19 +160,26 @@ def with_sets(source: str, sets: list[str]) -> str:
 
 
 def _inner_scopes(tree: ast.Module) -> list[ast.AST]:
-    """Where sizes written as literals live: the classes (layer widths, constructor defaults) and the
-    input builders (``torch.rand(batch_size, 3, 224, 224)``)."""
+    """Where sizes written as literals live: the classes (layer widths, constructor defaults), the
+    input builders (``torch.rand(batch_size, 3, 224, 224)``) and top-level tuples or lists that mix
+    names and literals (``input_shape = (batch_size, 3, 224, 224)``; all-literal ones are capped with
+    the top-level constants, :func:`capped_source`)."""
     return [n for n in tree.body if isinstance(n, ast.ClassDef)
-            or isinstance(n, ast.FunctionDef) and n.name in ("get_inputs", "get_init_inputs")]
+            or isinstance(n, ast.FunctionDef) and n.name in ("get_inputs", "get_init_inputs")
+            or isinstance(n, ast.Assign) and isinstance(n.value, (ast.Tuple, ast.List)) and _int_seq(n.value) is None]
 
 
 class _InnerCaps(ast.NodeTransformer):
     """Rewrites the int constants above ``cap`` whose value is in ``values`` (None: all): the largest
     constant expressions (``512 * 7 * 7`` as one value), or with ``leaves`` the literals alone
-    (``512 * 7 * 7`` becomes ``32 * 7 * 7``, which follows a channel count capped elsewhere)."""
+    (``512 * 7 * 7`` becomes ``32 * 7 * 7``, which follows a channel count capped elsewhere). A value
+    is brought to ``cap``, or where ``values`` maps it to a size, to that size."""
 
-    def __init__(self, cap: int, values: set[int] | None, leaves: bool = False) -> None:
+    def __init__(self, cap: int, values: set[int] | dict[int, int] | None, leaves: bool = False) -> None:
         self.cap, self.values, self.leaves, self.seen, self.done = cap, values, leaves, [], []
+
+    def _to(self, x: int) -> int:
+        return self.values[x] if isinstance(self.values, dict) else self.cap
 
     def visit(self, node: ast.AST) -> ast.AST:
         if isinstance(node, ast.expr) and (not self.leaves or isinstance(node, ast.Constant)):
@@ -182,7 +189,7 @@ class _InnerCaps(ast.NodeTransformer):
                     self.seen.append(x)
                     if self.values is None or x in self.values:
                         self.done.append(x)
-                        return ast.copy_location(ast.Constant(_capped(x, self.cap)), node)
+                        return ast.copy_location(ast.Constant(_capped(x, self._to(x))), node)
                 return node
         return self.generic_visit(node)
 
@@ -196,8 +203,9 @@ def inner_sizes(source: str, cap: int, leaves: bool = False) -> list[int]:
     return sorted(set(t.seen), reverse=True)
 
 
-def inner_capped(source: str, cap: int, values: set[int] | None = None, leaves: bool = False) -> str:
-    """``source`` with the sizes of :func:`inner_sizes` in ``values`` (None: all) brought down to ``cap``."""
+def inner_capped(source: str, cap: int, values: set[int] | dict[int, int] | None = None, leaves: bool = False) -> str:
+    """``source`` with the sizes of :func:`inner_sizes` in ``values`` (None: all) brought down to ``cap``
+    (or, where ``values`` maps a size to another, to that one)."""
     tree = ast.parse(source)
     t = _InnerCaps(cap, values, leaves)
     for scope in _inner_scopes(tree):
@@ -236,6 +244,16 @@ def _module_capped(source: str, cap: int, only: set[str] | None = None) -> tuple
     return src, caps(src, cap, only), tuples
 
 
+def _inner_targets(v: int, cap: int) -> list[int]:
+    """The sizes tried for an inner size ``v`` above ``cap``, smallest first: ``cap``, then doubling
+    while below ``v`` (an image of 224 that a network's strides need at 32 or more: 32, 64, 128)."""
+    out, to = [], cap
+    while to < v:
+        out.append(to)
+        to *= 2
+    return out
+
+
 def plan_caps(source: str, cap: int, budget: float) -> dict:
     """How a problem is brought to CPU size, decided by building the capped model on the meta device.
 
@@ -245,7 +263,9 @@ def plan_caps(source: str, cap: int, budget: float) -> dict:
     2. When the work of the capped forward (:func:`meta_forward`) is still above ``budget``, the sizes
        written inside the classes and input builders are capped too: all at once if the forward still
        runs, else one size (every occurrence of one value) at a time, largest first, kept when the
-       forward still runs and its work drops.
+       forward still runs and its work drops; a size the forward refuses at ``cap`` is tried at twice,
+       four times ... ``cap`` (below the size as written), the smallest the forward allows taken
+       (``inner_to``: an image of 224 kept at 32 where a network's strides need that).
     3. A problem still above ``budget`` with a size left uncapped because capping it breaks the forward
        is ``gpu_only`` (the reason names the sizes and the error).
 
@@ -285,21 +305,28 @@ def plan_caps(source: str, cap: int, budget: float) -> dict:
         if e is None:
             tries.append(([], w, whole, sizes, leaves))
             break
-        kept_v: list[int] = []
+        kept_v: dict[int, int] = {}
         left: list[str] = []
         cur, w_cur = src, work
         for v in sizes:
-            trial = inner_capped(src, cap, set(kept_v + [v]), leaves)
-            e, w = meta_forward(with_sets(trial, sets))
-            if e is None and w < w_cur:
-                kept_v.append(v)
-                cur, w_cur = trial, w
-            elif e is not None:
-                left.append(f"{v} inside the model ({e})")
+            first = None
+            for to in _inner_targets(v, cap):  # the cap, else the smallest larger size the forward allows
+                trial = inner_capped(src, cap, {**kept_v, v: to}, leaves)
+                e, w = meta_forward(with_sets(trial, sets))
+                first = first or e
+                if e is None:
+                    if w < w_cur:
+                        kept_v[v] = to
+                        cur, w_cur = trial, w
+                    break
+            else:
+                left.append(f"{v} inside the model ({first})")
         tries.append((left, w_cur, cur, kept_v, leaves))
     if tries:
         left, w, cur, kept_v, leaves = min(tries, key=lambda t: (len(t[0]), t[1]))
-        out.update(source=cur, inner=kept_v, work=w, inner_mode="literals" if leaves else "expressions")
+        kept = kept_v if isinstance(kept_v, dict) else {v: cap for v in kept_v}
+        out.update(source=cur, inner=list(kept), work=w, inner_mode="literals" if leaves else "expressions")
+        out["inner_to"] = {v: _capped(v, to) for v, to in kept.items() if to != cap}
         out["uncapped"] += left
     if out["work"] > budget and out["uncapped"]:
         out["gpu_only"] = (f"work {out['work']:.3g} > budget {budget:.3g} at the largest caps the forward allows; "
@@ -343,6 +370,8 @@ def run_one(path: Path, cap: int, timeout: float, workdir: Path, budget: float =
     source, tuples, sets = plan_["source"], plan_["tuples"], plan_["sets"]
     row = {"problem": path.name, "category": category(path.name), "sets": sets + tuples,
            "inner": plan_["inner"], "work": plan_["work"]}
+    if plan_.get("inner_to"):
+        row["inner_to"] = {str(v): to for v, to in plan_["inner_to"].items()}
     if plan_["cap"] != cap:
         row["cap"] = plan_["cap"]
     if plan_["uncapped"]:
@@ -513,7 +542,8 @@ def problem_table(rows: list[dict]) -> str:
     for r in rows:
         why = r.get("reason") or ", ".join(r.get("fallbacks", []))
         why = why.replace("|", "/").replace("\n", " ")[:160]
-        inner = ", ".join(str(v) for v in r.get("inner", [])[:8])
+        to = r.get("inner_to", {})
+        inner = ", ".join(f"{v} to {to[str(v)]}" if str(v) in to else str(v) for v in r.get("inner", [])[:8])
         out.append(f"| {r['level']} | {r['problem']} | {OUTCOME.get(r['outcome'], r['outcome'])} | {r['seconds']} | "
                    f"{why} | {inner} | {_search_cell(r.get('search'))} |")
     return "\n".join(out)

@@ -128,6 +128,43 @@ def test_a_cap_whose_forward_raises_is_rejected_and_named():
     assert KB.plan(COUPLED, 32, 1e9)["gpu_only"] is None  # within the budget it runs as capped
 
 
+STRIDED = HEAD + '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pool, self.head = nn.MaxPool2d(2), nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(3, 1000)
+
+    def forward(self, x):
+        for _ in range(5):
+            x = self.pool(x)
+        return self.fc(self.head(x).flatten(1))
+
+
+batch_size = 2
+
+
+def get_inputs():
+    return [torch.rand(batch_size, 3, 224, 224)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_an_inner_size_the_forward_refuses_at_the_cap_is_kept_at_the_smallest_larger_size_it_allows():
+    """Five poolings need an image of 32 or more (as a ResNet's strides do): 224 is refused at 8 and
+    16, kept at 32; 1000 is capped to 8. The row's table cell says 224 to 32."""
+    plan = KB.plan(STRIDED, 8, 1e4)
+    assert plan["gpu_only"] is None and plan["uncapped"] == [], plan["uncapped"]
+    assert set(plan["inner"]) == {224, 1000} and plan["inner_to"] == {224: 32}
+    assert "torch.rand(batch_size, 3, 32, 32)" in plan["source"] and "nn.Linear(3, 8)" in plan["source"]
+    assert KB.meta_forward(plan["source"])[0] is None
+    row = {"level": 3, "problem": "p.py", "outcome": "solved", "seconds": 1.0, "inner": [224, 1000],
+           "inner_to": {"224": 32}}
+    assert "| 224 to 32, 1000 |" in KB.problem_table([row])
+
+
 HEADS = HEAD + '''class Model(nn.Module):
     def __init__(self, n_embd, n_head):
         super().__init__()
