@@ -2,8 +2,8 @@
 producer recomputed in every consumer kernel instead of written and read back (a partition move),
 views fused through (sunk below their pointwise producers), and long reductions over few rows split
 into parallel float32 partials and a combining pass, whose launch contracts are proved like every
-generated kernel's; a planted unsound split (the last partial dropped) is rejected by the check and
-the program as written is solved instead."""
+generated kernel's; a planted unsound split (the last partial dropped) and a planted unsound view sink
+(the inverse permutation) are rejected by the check and the program as written is solved instead."""
 from __future__ import annotations
 
 import dataclasses
@@ -148,3 +148,58 @@ def test_a_split_that_drops_the_last_partial_is_rejected_and_the_program_as_writ
     assert not res.program.search.rewrites  # the accepted program is the one as written
     assert len(res.program.kernels) == 2 and out.exists()  # one row kernel per reduction, as written
     assert "with rewrites" in res.explain()
+
+
+CUBE_VIEW = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x * 2.0 + 1.0).permute(1, 2, 0).sum(-1)
+
+
+def get_inputs():
+    return [torch.randn(4, 4, 4)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_view_sunk_with_the_inverse_permutation_is_rejected_and_the_program_as_written_is_solved(monkeypatch,
+                                                                                                   tmp_path):
+    """Plant an unsound view sink (each operand permuted by the inverse of the view's permutation, which
+    on a cube keeps every shape): the check rejects the program with the view fused through, and the
+    last candidate, the program as written, passes."""
+    from warpsmith.compiler import views as V
+
+    real = V._view_of
+
+    def inverted(v, a, name):
+        n = real(v, a, name)
+        if n.op == "permute":
+            dims = list(n.args[1])
+            inverse = [dims.index(i) for i in range(len(dims))]
+            n.args[1] = inverse
+            n.aten_args[1] = inverse
+        return n
+
+    problem = tmp_path / "cube_view.py"
+    problem.write_text(CUBE_VIEW)
+    ok = solve(problem, tmp_path / "ok.py", candidates=1, sequences=1)  # the sound sink: taken and accepted
+    assert ok.status == "accepted", ok.verdict
+    assert [r["taken"] for r in ok.program.search.rewrites if r["rewrite"] == "view_through"] == [True]
+    monkeypatch.setattr(V, "_view_of", inverted)
+    out = tmp_path / "m.py"
+    res = solve(problem, out, candidates=2, sequences=1)
+    assert res.status == "accepted", res.verdict
+    [bad] = res.attempts
+    assert bad["rewrites"] and bad["reason"] == "wrong_result", bad
+    assert not res.program.search.rewrites  # the accepted program is the one as written
+    assert out.exists() and "with rewrites" in res.explain()
