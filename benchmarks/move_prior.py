@@ -162,8 +162,12 @@ def markdown(doc: dict[str, Any]) -> str:
              f"{fmt(rep['spearman_within_mean'].get('prior'))} |",
              f"| cost model's margin at the site | {fmt(rep['spearman_pooled']['margin'])} | "
              f"{fmt(rep['spearman_within_mean'].get('margin'))} |", "",
-             f"Within-problem means over the {len(rep['within_problem'])} held-out problems with at least 3 moves "
-             "(a problem whose outcomes or keys are all equal has no correlation and is left out of the mean).", ""]
+             f"Within-problem means over the {rep['within_mean_problems']} held-out problems with at least 3 moves "
+             "where both correlations are defined (a problem whose outcomes or keys are all equal has none).", ""]
+    if not any(r["paid"] for r in rows):
+        lines += ["No move lowered the predicted time on these problems (the greedy rewrites were already the "
+                  "best state the search met), so no order of the moves can reach a better winner here: the "
+                  "correlations only rank how much worse each flip was.", ""]
     if doc.get("ab"):
         done = [r for r in doc["ab"] if r.get("ratio")]
         better = sum(r["ratio"] > 1 + 1e-9 for r in done)

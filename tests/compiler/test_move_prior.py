@@ -153,3 +153,26 @@ def test_the_evaluation_reports_the_prior_and_the_margin_held_out_by_problem():
     assert set(rep["spearman_within_mean"]) == {"prior", "margin"}
     with pytest.raises(InvalidInputError, match="at least 2 problems"):
         mp.evaluate(_synthetic(60, 1), "h100")
+
+
+def test_the_db_moves_commands_train_show_and_evaluate_the_prior_beside_the_db(tmp_path):
+    from click.testing import CliRunner
+
+    from warpsmith.cli.main import cli
+
+    db = tmp_path / "tuning.db"
+    run = CliRunner()
+    missing = run.invoke(cli, ["db", "moves", "train", "--target", "h100", "--db", str(db)])
+    assert missing.exit_code == 2 and "no move records" in missing.output
+    mp.append_moves(mp.moves_path(db), "p", [])  # nothing appended: no file
+    assert not mp.moves_path(db).exists()
+    for r in _synthetic(60, 3):
+        mp.append_moves(mp.moves_path(db), r["problem"], [{k: v for k, v in r.items() if k != "problem"}])
+    trained = run.invoke(cli, ["db", "moves", "train", "--target", "h100", "--db", str(db)])
+    assert trained.exit_code == 0, trained.output
+    assert "on 60 moves of 3 problems" in trained.output and "held-out Spearman" in trained.output
+    assert mp.prior_path(db, "h100").exists()
+    shown = run.invoke(cli, ["db", "moves", "show", "--target", "h100", "--db", str(db)])
+    assert json.loads(shown.output)["trained_on"]["records"] == 60
+    ev = run.invoke(cli, ["db", "moves", "evaluate", "--target", "h100", "--db", str(db), "--json"])
+    assert set(json.loads(ev.output)["spearman_pooled"]) == {"prior", "margin"}

@@ -204,7 +204,8 @@ def evaluate(records: Iterable[Mapping[str, Any]], target: str, *, k: int | None
     """Held out by problem (``k=None``: leave one problem out; else ``k`` folds by problem), the
     Spearman correlation against the realised outcome of the prior's predicted outcome and of the
     margin (module docstring: both ascending keys, positive = moves tried earlier fared better),
-    pooled over the held-out moves and within each held-out problem with at least 3 moves."""
+    pooled over the held-out moves and within each held-out problem with at least 3 moves (the mean
+    within a problem over the problems where both correlations are defined)."""
     records = list(records)
     data = trainable(records, target)
     dead = sum(bool(r.get("dead_end")) and r.get("features", {}).get("target") == target for r in records)
@@ -232,11 +233,9 @@ def evaluate(records: Iterable[Mapping[str, Any]], target: str, *, k: int | None
         idx = [i for i in done if groups[i] == g]
         if len(idx) >= 3:
             per[g] = _within(pred, y, margin, idx)
-    mean: dict[str, float] = {}
-    for who in ("prior", "margin"):
-        vals = [row[who] for row in per.values() if math.isfinite(row[who])]
-        if vals:
-            mean[who] = float(np.mean(vals))
+    both = [row for row in per.values() if math.isfinite(row["prior"]) and math.isfinite(row["margin"])]
+    mean: dict[str, float] = {who: float(np.mean([row[who] for row in both])) for who in ("prior", "margin")} \
+        if both else {}
     pooled = _within(pred, y, margin, list(done))
     return {"target": target, "records": len(data), "problems": len(set(groups)), "held_out_records": len(done),
             "split": "leave one problem out" if k is None else f"{k} folds by problem",
@@ -245,7 +244,7 @@ def evaluate(records: Iterable[Mapping[str, Any]], target: str, *, k: int | None
                      "margin": "|after_ms - before_ms| / before_ms at the site, ascending (the default order)"},
             "sign": "positive: moves tried earlier had lower (better) realised outcomes",
             "spearman_pooled": {"prior": pooled["prior"], "margin": pooled["margin"]},
-            "spearman_within_mean": mean, "within_problem": per, "folds": folds,
+            "spearman_within_mean": mean, "within_mean_problems": len(both), "within_problem": per, "folds": folds,
             "paid": int((y < -1e-9).sum()), "dead_ends_excluded": int(dead)}
 
 
@@ -256,7 +255,7 @@ def summary_line(rep: Mapping[str, Any]) -> str:
     p, w = rep["spearman_pooled"], rep.get("spearman_within_mean", {})
     return (f"held-out Spearman vs realised predicted outcome ({rep['split']}, {rep['held_out_records']} moves, "
             f"{rep['problems']} problems): pooled prior {fmt(p.get('prior'))}, margin {fmt(p.get('margin'))}; "
-            f"within a problem (mean over {len(rep['within_problem'])} problems with >= 3 moves) prior "
+            f"within a problem (mean over {rep.get('within_mean_problems', 0)} problems with >= 3 moves, both defined) prior "
             f"{fmt(w.get('prior'))}, margin {fmt(w.get('margin'))}")
 
 
