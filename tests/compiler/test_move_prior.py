@@ -93,6 +93,16 @@ def test_a_saved_prior_is_found_beside_the_db_and_named_in_the_record(tmp_path, 
     db = tmp_path / "tuning.db"
     monkeypatch.setenv("WARPSMITH_DB", str(db))
     mp.train(_synthetic(), "h100").save(mp.prior_path(db, "h100"))
+    _, ungated = search_sequences(g, H100, 4, 0)  # saved without a held-out evaluation: not used, and said so
+    q = ungated.to_json()
+    assert q["move_prior"] is None and q["move_order"].startswith(MOVE_ORDER) and "no held-out evaluation" in q["move_order"]
+    assert [s["forced"] for s in q["states"]] == [s["forced"] for s in none.to_json()["states"]]
+    worse = {"heldout": {"within_mean": {"prior": 0.2, "margin": 0.5}, "pooled": {"prior": 0.9, "margin": 0.1}}}
+    mp.train(_synthetic(), "h100", trained_on=worse).save(mp.prior_path(db, "h100"))
+    q = search_sequences(g, H100, 4, 0)[1].to_json()
+    assert q["move_prior"] is None and "within a problem: prior +0.200 < margins +0.500" in q["move_order"]
+    level = {"heldout": {"within_mean": {"prior": 0.5, "margin": 0.5}}}
+    mp.train(_synthetic(), "h100", trained_on=level).save(mp.prior_path(db, "h100"))
     _, used = search_sequences(g, H100, 4, 0)
     q = used.to_json()
     assert q["move_prior"]["records"] == 60 and q["move_prior"]["problems"] == 3
@@ -100,6 +110,9 @@ def test_a_saved_prior_is_found_beside_the_db_and_named_in_the_record(tmp_path, 
     monkeypatch.setenv("WARPSMITH_MOVE_PRIOR", "0")
     _, off = search_sequences(g, H100, 4, 0)
     assert off.to_json() == none.to_json()
+    mp.train(_synthetic(), "h100", trained_on=worse).save(mp.prior_path(db, "h100"))
+    monkeypatch.setenv("WARPSMITH_MOVE_PRIOR", "force")  # the gate skipped
+    assert search_sequences(g, H100, 4, 0)[1].to_json()["move_order"].startswith("the learned move prior")
 
 
 def test_a_saved_prior_loads_with_identical_predictions(tmp_path):

@@ -284,7 +284,8 @@ def moves_show_cmd(target: str, db_path: Path | None) -> None:
                              f"--target {target}`); the search orders moves by the cost model's margins")
     p = mp.MovePrior.load(path)
     click.echo(json.dumps({"path": str(path), "target": p.target, "training_target": mp.TRAINING_TARGET,
-                           "timing_kind": mp.TIMING_KIND, "used": mp.enabled(), "trained_on": p.trained_on,
+                           "timing_kind": mp.TIMING_KIND, "used": mp.enabled() and p.gate()[0],
+                           "gate": p.gate()[1], "trained_on": p.trained_on,
                            "features": p.featurizer.names, "trees": len(p.model.trees)}, indent=2))
 
 

@@ -31,9 +31,11 @@ appended by ``solve`` beside the same database (``<db stem>.moves.jsonl``, :func
 where that database exists). ``warpsmith db moves train|show|evaluate`` trains, inspects and
 evaluates it; ``benchmarks/move_prior.py`` collects records on a set of problems and measures it.
 
-Use. Where a prior for the target is saved beside the database (and ``WARPSMITH_MOVE_PRIOR`` is not
-``0``), the sequence search orders each state's flips by the prior's predicted outcome, most negative
-first (:func:`.sequence._moves`); without one, by the cost model's margins as before.
+Use. Where a prior for the target is saved beside the database, ``WARPSMITH_MOVE_PRIOR`` is not
+``0``, and its held-out evaluation has it at least level with the margins' order (:meth:`MovePrior.gate`;
+``WARPSMITH_MOVE_PRIOR=force`` skips that), the sequence search orders each state's flips by the prior's
+predicted outcome, most negative first (:func:`.sequence._moves`); otherwise by the cost model's margins
+as before, and the record says why (``move_order``).
 
 Evaluation (:func:`evaluate`): held out by problem (:func:`~warpsmith.ranker.group_folds`), the
 Spearman rank correlation against the realised outcome of (a) the prior's predicted outcome and (b)
@@ -143,6 +145,23 @@ class MovePrior:
         if not rows:
             return np.zeros(0)
         return np.asarray(self.model.predict(self.featurizer.matrix(rows)), dtype=float)
+
+    def gate(self) -> tuple[bool, str]:
+        """Whether the search should order its moves by this prior, and why: only where its held-out
+        evaluation (stored at training, ``trained_on["heldout"]``) has it at least level with the
+        margins' order -- within a problem where that was measured, else pooled (the ranker's rule,
+        :meth:`warpsmith.ranker.Ranker.gate`). ``WARPSMITH_MOVE_PRIOR=force`` uses it regardless."""
+        if os.environ.get("WARPSMITH_MOVE_PRIOR", "").strip().lower() == "force":
+            return True, "forced (WARPSMITH_MOVE_PRIOR=force)"
+        ev = self.trained_on.get("heldout")
+        if not ev:
+            return False, "no held-out evaluation (trained with --no-eval, or on moves of a single problem)"
+        for key, label in (("within_mean", "within a problem"), ("pooled", "pooled")):
+            r, m = (ev.get(key) or {}).get("prior"), (ev.get(key) or {}).get("margin")
+            if r is not None and m is not None and math.isfinite(r) and math.isfinite(m):
+                ok = r >= m
+                return ok, f"held-out Spearman {label}: prior {r:+.3f} {'>=' if ok else '<'} margins {m:+.3f}"
+        return False, "its held-out evaluation has no comparison with the margins' order"
 
     def describe(self) -> str:
         t = self.trained_on
@@ -309,7 +328,7 @@ def enabled() -> bool:
 _LOADED: dict[str, tuple[float, MovePrior | None]] = {}
 
 
-def load_for(db_path: str | Path | None, target: str) -> MovePrior | None:
+def load_saved(db_path: str | Path | None, target: str) -> MovePrior | None:
     """The saved prior of ``target`` beside ``db_path``, or None (none trained, disabled, unreadable);
     read again only when the file changes."""
     if db_path is None or not enabled():
@@ -328,6 +347,16 @@ def load_for(db_path: str | Path | None, target: str) -> MovePrior | None:
         prior = None
     _LOADED[key] = (stamp, prior)
     return prior
+
+
+def load_for(db_path: str | Path | None, target: str) -> tuple[MovePrior | None, str | None]:
+    """The prior the search should use for ``target`` (:func:`load_saved` that passes
+    :meth:`MovePrior.gate`), and, where one is saved but not used, why (else None)."""
+    prior = load_saved(db_path, target)
+    if prior is None:
+        return None, None
+    ok, why = prior.gate()
+    return (prior, None) if ok else (None, f"the saved move prior is not used: {why}")
 
 
 def train_from_file(db_path: str | Path, target: str, *, seed: int = 0, save: bool = True,

@@ -30,8 +30,9 @@ Every evaluated move (parent state, flipped site, child state) is kept in the re
 features known before the child was evaluated, and its outcome, ``log(child / parent)`` of the
 predicted times, or a dead end; :mod:`.move_prior`), and ``solve`` appends them beside its tuning DB.
 A **learned move prior** trained on such records (:mod:`.move_prior`; ``warpsmith db moves train``)
-orders the moves instead of the margins where one is saved for the target beside the tuning DB
-(and ``WARPSMITH_MOVE_PRIOR`` is not ``0``): most negative predicted outcome first, ties in the same
+orders the moves instead of the margins where one is saved for the target beside the tuning DB,
+its held-out evaluation has it at least level with the margins (``MovePrior.gate``) and
+``WARPSMITH_MOVE_PRIOR`` is not ``0``: most negative predicted outcome first, ties in the same
 seeded order; ``mcts`` expands in that order too. Without one the order is the margins' (the
 report's ``move order`` says which, and for the prior what it was trained on). Every choice is
 allowed only because the emitted program is verified at the end, as before.
@@ -178,11 +179,12 @@ def _move_records(trials: list[Any], target: str) -> list[dict[str, Any]]:
     return out
 
 
-def _prior_for(prior: Any, target: str) -> Any:
-    """``prior`` as given, or for ``"auto"`` the one saved for ``target`` beside the tuning DB (None:
-    none, or ``WARPSMITH_MOVE_PRIOR=0``)."""
+def _prior_for(prior: Any, target: str) -> tuple[Any, str | None]:
+    """``prior`` as given, or for ``"auto"`` the one saved for ``target`` beside the tuning DB where its
+    gate lets it order moves (None: none, ``WARPSMITH_MOVE_PRIOR=0``, or the gate says no), and why a
+    saved one is not used (else None)."""
     if not isinstance(prior, str):
-        return prior
+        return prior, None
     if prior != "auto":
         from ..core.errors import InvalidInputError
 
@@ -209,7 +211,7 @@ def search_sequences(g: Graph, target: Any, budget: int = SEQUENCE_BUDGET, seed:
         raise InvalidInputError("sequence search strategy", " or ".join(STRATEGIES), strategy)
     base = copy.deepcopy(g)
     name = str(getattr(target, "name", target))
-    prior = _prior_for(prior, name)
+    prior, unused = _prior_for(prior, name)
 
     def evaluate(forced: dict[str, bool]) -> tuple[float, State]:
         h = copy.deepcopy(base)
@@ -228,6 +230,8 @@ def search_sequences(g: Graph, target: Any, budget: int = SEQUENCE_BUDGET, seed:
                          iterations=out.iterations, memo_hits=out.memo_hits,
                          stopped=out.stopped or any(t.value.result.stopped for t in out.trials if t.value is not None),
                          moves=_move_records(out.trials, name))
+    if unused is not None:
+        rec.move_order = f"{MOVE_ORDER}; {unused}"
     if prior is not None:
         rec.move_order = prior.describe()
         rec.move_prior = {"target": prior.target, **{k: prior.trained_on.get(k) for k in
