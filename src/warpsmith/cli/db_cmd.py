@@ -221,3 +221,90 @@ def ranker_show_cmd(target: str, db_path: Path | None) -> None:
                            "prescreen": {"uses_it": ok, "why": why},
                            "trained_on": r.trained_on, "features": r.featurizer.names,
                            "model": r.model.to_json()["kind"], "trees": len(getattr(r.model, "trees", []))}, indent=2))
+
+
+@db.group("moves")
+def moves_group() -> None:
+    """The learned prior over rewrite moves: gradient-boosted trees trained on the moves the compiler's
+    search over rewrite sequences evaluated (``<db stem>.moves.jsonl`` beside the database, appended by
+    ``warpsmith solve``; outcomes are the program cost model's *predictions*), one prior per target.
+
+    It is saved beside the database (``<db stem>.moves-prior.<target>.json``); ``warpsmith solve`` orders
+    the search's moves by it when one exists (``WARPSMITH_MOVE_PRIOR=0`` turns that off)."""
+
+
+def _moves_file(store: TuningDB) -> Path:
+    from ..compiler import move_prior as mp
+
+    path = mp.moves_path(store.path)
+    if not path.exists():
+        from ..core.errors import WarpsmithError
+
+        raise WarpsmithError(f"no move records at {path} (`warpsmith solve` appends them there when the tuning DB "
+                             "exists; benchmarks/move_prior.py collects them on a set of problems)")
+    return path
+
+
+@moves_group.command("train")
+@click.option("--target", required=True, help="Hardware model whose moves train it (e.g. h100).")
+@_db_option
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--eval/--no-eval", "do_eval", default=True, show_default=True,
+              help="Also report held-out (leave one problem out) Spearman of the prior and of the margin order.")
+@_handle_errors
+def moves_train_cmd(target: str, db_path: Path | None, seed: int, do_eval: bool) -> None:
+    """Train (or retrain) the move prior of TARGET on the moves beside the database and save it."""
+    from ..compiler import move_prior as mp
+
+    store = TuningDB(db_path)
+    _moves_file(store)
+    p, rep = mp.train_from_file(store.path, target, seed=seed, evaluate_heldout=do_eval)
+    click.echo(f"trained the {target} move prior on {p.trained_on['records']} moves of {p.trained_on['problems']} "
+               f"problems (target {mp.TRAINING_TARGET}, predicted by the program cost model); saved to "
+               f"{mp.prior_path(store.path, target)}")
+    if rep is not None:
+        click.echo(mp.summary_line(rep))
+    elif do_eval:
+        click.echo(f"held-out evaluation: needs at least {mp.MIN_RECORDS} moves of at least 2 problems")
+
+
+@moves_group.command("show")
+@click.option("--target", required=True, help="Hardware model of the prior.")
+@_db_option
+@_handle_errors
+def moves_show_cmd(target: str, db_path: Path | None) -> None:
+    """Print what the move prior of TARGET was trained on, as JSON (not its trees)."""
+    from ..compiler import move_prior as mp
+    from ..core.errors import WarpsmithError
+
+    store = TuningDB(db_path)
+    path = mp.prior_path(store.path, target)
+    if not path.exists():
+        raise WarpsmithError(f"no move prior for {target} at {path} (train one with `warpsmith db moves train "
+                             f"--target {target}`); the search orders moves by the cost model's margins")
+    p = mp.MovePrior.load(path)
+    click.echo(json.dumps({"path": str(path), "target": p.target, "training_target": mp.TRAINING_TARGET,
+                           "timing_kind": mp.TIMING_KIND, "used": mp.enabled() and p.gate()[0],
+                           "gate": p.gate()[1], "trained_on": p.trained_on,
+                           "features": p.featurizer.names, "trees": len(p.model.trees)}, indent=2))
+
+
+@moves_group.command("evaluate")
+@click.option("--target", required=True, help="Hardware model whose moves are evaluated.")
+@_db_option
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the whole evaluation as JSON.")
+@_handle_errors
+def moves_evaluate_cmd(target: str, db_path: Path | None, seed: int, as_json: bool) -> None:
+    """Held out by problem: Spearman of the prior's predicted outcome and of the margin order against
+    the realised (predicted) outcome of each move, pooled and per held-out problem. Saves nothing."""
+    from ..compiler import move_prior as mp
+
+    store = TuningDB(db_path)
+    rep = mp.evaluate(mp.read_moves(_moves_file(store)), target, seed=seed)
+    if as_json:
+        click.echo(json.dumps(rep, indent=2))
+        return
+    click.echo(mp.summary_line(rep))
+    for name, row in rep["within_problem"].items():
+        click.echo(f"  {name}: {row['moves']} moves, prior {row['prior']:+.3f}, margin {row['margin']:+.3f}")

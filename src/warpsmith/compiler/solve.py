@@ -272,7 +272,7 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
           progress: Callable[[str], None] | Progress | None = None, target: str = "h100", prove: bool = True,
           prove_timeout_ms: int | None = None, candidates: int = MAX_CANDIDATES,
           library_budget: int = DEFAULT_BUDGET, sequences: int = SEQUENCE_BUDGET,
-          strategy: str = DEFAULT_STRATEGY, write_configs: bool = True) -> SolveResult:
+          strategy: str = DEFAULT_STRATEGY, write_configs: bool = True, record_moves: bool = True) -> SolveResult:
     """Compile a KernelBench problem into a verified ``ModelNew`` file.
 
     With ``prove``, the launch contract of every generated kernel is proved first (:mod:`.proofs`);
@@ -290,7 +290,10 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     ``write_configs``, the library configs tuned during an accepted solve are verified by the tuner's
     verifier and recorded in the tuning DB (:func:`record_library`). ``sequences``: states of the
     search over rewrite decisions and partitions (:mod:`.sequence`), ``strategy`` its strategy
-    (:mod:`.strategies`: ``hill``, the default, or ``mcts``).
+    (:mod:`.strategies`: ``hill``, the default, or ``mcts``). With ``record_moves``, the moves that
+    search evaluated (:mod:`.move_prior`'s records: predicted outcomes) are appended beside the tuning
+    DB (``<db stem>.moves.jsonl``, :func:`record_move_file`) when that DB exists; nothing is written
+    without one.
 
     Raises:
         InvalidInputError: the problem file is unusable (exit 2); nothing is written.
@@ -303,6 +306,7 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     order = Candidates(max(1, candidates) if partitioner is None else 1)
     library_on = True  # off for good once a program running chosen library configs was rejected
     retry = None  # that program's (choice, rewrites_on): run again at the launchers' defaults if nothing else passes
+    searched = None  # the first candidate's sequence search (every candidate's runs the same search)
     try:
         while True:
             plan_ = order.next()
@@ -323,6 +327,8 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
                         break
                     order.budget = order.tried  # nothing else: the retry comes next
                 continue
+            if searched is None and prog.search is not None and prog.search.sequence is not None:
+                searched = prog.search.sequence
             if not order.fresh(prog.text, _rewritten(prog)):  # the very same program again: nothing new to verify
                 continue
             res = _verify_one(path, g, notes, prog, out, strict=strict, verify=verify, seed=seed,
@@ -343,7 +349,27 @@ def solve(path: str | Path, out: str | Path | None = None, *, strict: bool = Fal
     res.attempts = attempts  # when accepted, the better-predicted ones rejected; when rejected, every one tried
     if res.status == "accepted" and write_configs:
         record_library(res.program, get_target(target), seed)
+    if record_moves and searched is not None:
+        record_move_file(Path(path).stem, searched)
     return res
+
+
+def record_move_file(problem: str, searched: Any, db_path: str | Path | None = None) -> Path | None:
+    """Append the moves of ``searched`` (a :class:`.sequence.SequenceSearch`) to the file beside the
+    tuning DB (``db_path``, default the settings' DB; :func:`.move_prior.moves_path`), one line per move
+    with ``problem`` and the date, only where that DB file exists (a solve never creates one, nor writes
+    anywhere else); an unwritable file is skipped. Returns the file written, or None."""
+    from ..core.settings import settings
+    from .move_prior import append_moves, moves_path
+
+    db = Path(db_path) if db_path is not None else settings().db_path
+    if not searched.moves or not db.is_file():
+        return None
+    try:
+        append_moves(moves_path(db), problem, searched.moves)
+    except OSError:
+        return None
+    return moves_path(db)
 
 
 def record_library(prog: Program, tgt: Any, seed: int) -> None:

@@ -62,13 +62,15 @@ IMPROVES = 1 - 1e-9  # a score below best * IMPROVES is an improvement (not a ti
 
 @dataclass
 class Trial:
-    """One evaluated state: its score and value, or its error (a dead end), and how it was reached
-    (``initial``; hill: ``move``; mcts: ``expand`` or ``rollout``)."""
+    """One evaluated state: its score and value, or its error (a dead end), how it was reached
+    (``initial``; hill: ``move``; mcts: ``expand`` or ``rollout``) and from which state (``parent``: the
+    evaluated state one flip away whose move it was; None for the initial state)."""
     forced: Forced
     score: float | None
     value: Any = field(default=None, repr=False)
     error: str | None = None
     via: str = "initial"
+    parent: Forced | None = None
 
 
 @dataclass
@@ -123,8 +125,9 @@ class _Evaluator:
         score, value = self.evaluate(dict(forced))  # the initial state's error is raised
         return self._keep(Trial(dict(forced), float(score), value, None, "initial"))
 
-    def __call__(self, forced: Forced, via: str) -> Trial | None:
-        """The state's trial (memoised), or None when it is new and the budget is spent."""
+    def __call__(self, forced: Forced, via: str, parent: Forced | None = None) -> Trial | None:
+        """The state's trial (memoised), or None when it is new and the budget is spent; ``parent``: the
+        state whose move it is (kept in a new trial)."""
         key = frozenset(forced.items())
         if key in self.memo:
             self.hits += 1
@@ -134,8 +137,9 @@ class _Evaluator:
         try:
             score, value = self.evaluate(dict(forced))
         except Exception as e:  # noqa: BLE001 - a forced site a later pass cannot work with: a dead end, reported
-            return self._keep(Trial(dict(forced), None, None, f"{type(e).__name__}: {str(e)[:200]}", via))
-        return self._keep(Trial(dict(forced), float(score), value, None, via))
+            return self._keep(Trial(dict(forced), None, None, f"{type(e).__name__}: {str(e)[:200]}", via,
+                                    None if parent is None else dict(parent)))
+        return self._keep(Trial(dict(forced), float(score), value, None, via, None if parent is None else dict(parent)))
 
     def _keep(self, t: Trial) -> Trial:
         self.trials.append(t)
@@ -170,7 +174,7 @@ def hill_climb(evaluate: Evaluate, initial: Forced, moves: Moves, budget: int, r
                 continue
             if ev.spent:
                 break
-            t = ev(forced, "move")
+            t = ev(forced, "move", best.forced)
             if t is not None and t.score is not None and t.score < best.score * IMPROVES:
                 best, winner, improved = t, len(ev.trials) - 1, True
                 break
@@ -263,7 +267,7 @@ def mcts(evaluate: Evaluate, initial: Forced, moves: Moves, budget: int, rng: ra
             continue  # start again from the root (the loop stops once the root is exhausted)
         iterations += 1
         key, take = cur.untried.pop(_pick(cur.untried, amaf))
-        t = ev({**cur.trial.forced, key: take}, "expand")
+        t = ev({**cur.trial.forced, key: take}, "expand", cur.trial.forced)
         if t is None:  # a new state, and the budget is spent
             break
         child = node(t)
@@ -279,7 +283,7 @@ def mcts(evaluate: Evaluate, initial: Forced, moves: Moves, budget: int, rng: ra
             if not options:
                 break
             k, v = options[rng.randrange(len(options))]
-            nxt = ev({**state.forced, k: v}, "rollout")
+            nxt = ev({**state.forced, k: v}, "rollout", state.forced)
             if nxt is None:
                 break
             if reward(nxt) > best:
