@@ -474,20 +474,10 @@ class Ranker:
     def gate(self) -> tuple[bool, str]:
         """Whether the prescreen should use this ranker, and why: only where its held-out evaluation
         (stored at training) has it at least level with the analytic model -- within a problem where
-        that was measured, else pooled. A ranker that ranks worse than the cost model would only
-        prune good candidates. ``WARPSMITH_RANKER=force`` uses it regardless."""
-        if os.environ.get("WARPSMITH_RANKER", "").strip().lower() == "force":
-            return True, "forced (WARPSMITH_RANKER=force)"
-        ev = self.trained_on.get("heldout")
-        if not ev:
-            return False, "no held-out evaluation (trained with --no-eval or on a single problem shape)"
-        for key, label in (("within_mean", "within a problem"), ("pooled", "pooled")):
-            r, a = (ev.get(key) or {}).get("ranker"), (ev.get(key) or {}).get("analytic")
-            if r is not None and a is not None and math.isfinite(r) and math.isfinite(a):
-                ok = r >= a
-                return ok, (f"held-out Spearman {label}: ranker {r:+.3f} "
-                            f"{'>=' if ok else '<'} analytic model {a:+.3f}")
-        return False, "its held-out evaluation has no comparison with the analytic model"
+        that was measured, else pooled (:func:`heldout_gate`). A ranker that ranks worse than the cost
+        model would only prune good candidates. ``WARPSMITH_RANKER=force`` uses it regardless."""
+        return heldout_gate(self.trained_on.get("heldout"), ("ranker", "ranker"), ("analytic", "analytic model"),
+                            "WARPSMITH_RANKER", "trained with --no-eval or on a single problem shape")
 
     def to_json(self) -> dict[str, Any]:
         return {"warpsmith_ranker": FORMAT, "target": self.target, "training_target": TRAINING_TARGET,
@@ -501,16 +491,40 @@ class Ranker:
                       dict(d.get("trained_on", {})))
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        return write_json(path, self.to_json())
 
     @staticmethod
     def load(path: str | Path) -> "Ranker":
         return Ranker.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def write_json(path: str | Path, doc: Mapping[str, Any]) -> Path:
+    """Write ``doc`` to ``path`` as JSON, whole or not at all (a temporary file beside it, then renamed)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def heldout_gate(heldout: Mapping[str, Any] | None, ours: tuple[str, str], theirs: tuple[str, str], force_env: str,
+                 without: str) -> tuple[bool, str]:
+    """Whether a learned model should replace the order it competes with, and why: only where its held-out
+    evaluation (``heldout``, stored at training: ``{"within_mean"|"pooled": {key: spearman}}``) has it at
+    least level with the other (``ours``/``theirs``: the key and the name of each) -- within a problem where
+    that was measured, else pooled. ``<force_env>=force`` uses it regardless; ``without`` says why a model
+    may have no evaluation."""
+    if os.environ.get(force_env, "").strip().lower() == "force":
+        return True, f"forced ({force_env}=force)"
+    if not heldout:
+        return False, f"no held-out evaluation ({without})"
+    for key, label in (("within_mean", "within a problem"), ("pooled", "pooled")):
+        r, a = (heldout.get(key) or {}).get(ours[0]), (heldout.get(key) or {}).get(theirs[0])
+        if r is not None and a is not None and math.isfinite(r) and math.isfinite(a):
+            ok = r >= a
+            return ok, f"held-out Spearman {label}: {ours[1]} {r:+.3f} {'>=' if ok else '<'} {theirs[1]} {a:+.3f}"
+    return False, f"its held-out evaluation has no comparison with the {theirs[1]}"
 
 
 def fit(samples: Sequence[Sample], target: str, *, backend: str = "numpy", seed: int = 0,

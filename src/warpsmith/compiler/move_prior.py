@@ -56,7 +56,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..core.errors import InvalidInputError
-from ..ranker import Featurizer, GBTRegressor, group_folds, spearman
+from ..ranker import Featurizer, GBTRegressor, group_folds, heldout_gate, spearman, write_json
 
 FORMAT = 1  # the saved prior's format version
 TRAINING_TARGET = "log(child predicted_ms / parent predicted_ms)"
@@ -150,18 +150,9 @@ class MovePrior:
         """Whether the search should order its moves by this prior, and why: only where its held-out
         evaluation (stored at training, ``trained_on["heldout"]``) has it at least level with the
         margins' order -- within a problem where that was measured, else pooled (the ranker's rule,
-        :meth:`warpsmith.ranker.Ranker.gate`). ``WARPSMITH_MOVE_PRIOR=force`` uses it regardless."""
-        if os.environ.get("WARPSMITH_MOVE_PRIOR", "").strip().lower() == "force":
-            return True, "forced (WARPSMITH_MOVE_PRIOR=force)"
-        ev = self.trained_on.get("heldout")
-        if not ev:
-            return False, "no held-out evaluation (trained with --no-eval, or on moves of a single problem)"
-        for key, label in (("within_mean", "within a problem"), ("pooled", "pooled")):
-            r, m = (ev.get(key) or {}).get("prior"), (ev.get(key) or {}).get("margin")
-            if r is not None and m is not None and math.isfinite(r) and math.isfinite(m):
-                ok = r >= m
-                return ok, f"held-out Spearman {label}: prior {r:+.3f} {'>=' if ok else '<'} margins {m:+.3f}"
-        return False, "its held-out evaluation has no comparison with the margins' order"
+        :func:`warpsmith.ranker.heldout_gate`). ``WARPSMITH_MOVE_PRIOR=force`` uses it regardless."""
+        return heldout_gate(self.trained_on.get("heldout"), ("prior", "prior"), ("margin", "margins"),
+                            "WARPSMITH_MOVE_PRIOR", "trained with --no-eval, or on moves of a single problem")
 
     def describe(self) -> str:
         t = self.trained_on
@@ -181,12 +172,7 @@ class MovePrior:
                          dict(d.get("trained_on", {})))
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        return write_json(path, self.to_json())
 
     @staticmethod
     def load(path: str | Path) -> "MovePrior":
