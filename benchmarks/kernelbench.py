@@ -303,7 +303,7 @@ def plan_caps(source: str, cap: int, budget: float) -> dict:
         whole = inner_capped(src, cap, None, leaves)
         e, w = meta_forward(with_sets(whole, sets))
         if e is None:
-            tries.append(([], w, whole, sizes, leaves))
+            tries.append(([], w, whole, {v: cap for v in sizes}, leaves))
             break
         kept_v: dict[int, int] = {}
         left: list[str] = []
@@ -324,9 +324,8 @@ def plan_caps(source: str, cap: int, budget: float) -> dict:
         tries.append((left, w_cur, cur, kept_v, leaves))
     if tries:
         left, w, cur, kept_v, leaves = min(tries, key=lambda t: (len(t[0]), t[1]))
-        kept = kept_v if isinstance(kept_v, dict) else {v: cap for v in kept_v}
-        out.update(source=cur, inner=list(kept), work=w, inner_mode="literals" if leaves else "expressions")
-        out["inner_to"] = {v: _capped(v, to) for v, to in kept.items() if to != cap}
+        out.update(source=cur, inner=list(kept_v), work=w, inner_mode="literals" if leaves else "expressions")
+        out["inner_to"] = {v: _capped(v, to) for v, to in kept_v.items() if to != cap}
         out["uncapped"] += left
     if out["work"] > budget and out["uncapped"]:
         out["gpu_only"] = (f"work {out['work']:.3g} > budget {budget:.3g} at the largest caps the forward allows; "

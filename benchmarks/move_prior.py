@@ -87,7 +87,6 @@ def collect(items: list[tuple[str, Path, list[str]]], target: Any, budget: int, 
     records: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
     graphs: dict[str, Any] = {}
-    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
     for name, path, sets in items:
         t0 = time.monotonic()
         try:
@@ -100,10 +99,10 @@ def collect(items: list[tuple[str, Path, list[str]]], target: Any, budget: int, 
             continue
         graphs[name] = (path, sets)
         q = rec.to_json()
-        moves = [{"problem": name, "date": date, **m} for m in q["moves"]]
+        moves = mp.stamped(name, q["moves"])
         records += moves
         rows.append({"problem": name, "states": q["evaluated"], "moves": len(moves),
-                     "paid": sum(1 for m in moves if m["outcome"] is not None and m["outcome"] < -1e-9),
+                     "paid": sum(map(mp.paid, moves)),
                      "dead_ends": sum(m["dead_end"] for m in moves), "predicted_ms": q["predicted_ms"],
                      "greedy_rewrites_ms": q["greedy_rewrites_ms"], "stopped": q["stopped"],
                      "seconds": round(time.monotonic() - t0, 1)})
@@ -129,7 +128,7 @@ def ab(records: list[dict[str, Any]], graphs: dict[str, Any], rows: list[dict[st
         t0 = time.monotonic()
         rec = search(lowered(path, sets), target, budget, strategy, seconds, prior).to_json()
         margin_ms, prior_ms = base[name]["predicted_ms"], rec["predicted_ms"]
-        first_paid = [i for i, m in enumerate(rec["moves"]) if m["outcome"] is not None and m["outcome"] < -1e-9]
+        first_paid = [i for i, m in enumerate(rec["moves"]) if mp.paid(m)]
         out.append({"problem": name, "margin_ms": margin_ms, "prior_ms": prior_ms,
                     "ratio": margin_ms / prior_ms if prior_ms else None, "prior_states": rec["evaluated"],
                     "prior_first_paying_move": first_paid[0] if first_paid else None,
@@ -215,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                      "sequences": a.sequences, "strategy": a.strategy, "seconds": a.seconds, "cap": a.cap,
                      "command": command, "wall_s": round(time.monotonic() - t0, 1),
                      "timing_kind": mp.TIMING_KIND, "outcome": mp.TRAINING_TARGET},
-           "evaluation": {k: v for k, v in rep.items()}, "ab": use, "problems": rows, "records": records}
+           "evaluation": rep, "ab": use, "problems": rows, "records": records}
     text = markdown(doc)
     print(text)
     if a.moves:

@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("warpsmith.targets", 1),
     ("warpsmith.cost", 2),
     ("warpsmith.search", 2),
+    ("warpsmith.learned", 2),  # held-out evaluation, gate and JSON of the learned orderings (numpy only)
     ("warpsmith.measure", 3),
     ("warpsmith.verify", 4),
     ("warpsmith.check", 5),  # the isolated harness for foreign kernels

@@ -37,7 +37,7 @@ Use. Where a prior for the target is saved beside the database, ``WARPSMITH_MOVE
 predicted outcome, most negative first (:func:`.sequence._moves`); otherwise by the cost model's margins
 as before, and the record says why (``move_order``).
 
-Evaluation (:func:`evaluate`): held out by problem (:func:`~warpsmith.ranker.group_folds`), the
+Evaluation (:func:`evaluate`): held out by problem (:func:`~warpsmith.learned.group_folds`), the
 Spearman rank correlation against the realised outcome of (a) the prior's predicted outcome and (b)
 the margin, the key the default order sorts by (smallest first). Both are keys sorted ascending to
 give the order moves are tried in, so for both a *positive* correlation means moves tried earlier
@@ -56,12 +56,14 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..core.errors import InvalidInputError
-from ..ranker import Featurizer, GBTRegressor, group_folds, heldout_gate, spearman, write_json
+from ..learned import group_folds, heldout_gate, spearman, write_json
+from ..ranker import Featurizer, GBTRegressor
 
 FORMAT = 1  # the saved prior's format version
 TRAINING_TARGET = "log(child predicted_ms / parent predicted_ms)"
 TIMING_KIND = "predicted"  # every outcome is the program cost model's prediction
 MIN_RECORDS = 20  # moves with a numeric outcome below which training is refused
+PAID_BELOW = -1e-9  # an outcome below this: the flip lowered the predicted time
 MODEL_PARAMS = {"n_estimators": 120, "learning_rate": 0.1, "max_depth": 3, "min_samples_leaf": 3}
 
 
@@ -116,6 +118,12 @@ def margin_key(rec: Mapping[str, Any]) -> float:
     return float(m) if m is not None else math.inf
 
 
+def paid(rec: Mapping[str, Any]) -> bool:
+    """Whether a move record's flip lowered the predicted time (a dead end never did)."""
+    y = rec.get("outcome")
+    return y is not None and y < PAID_BELOW
+
+
 def trainable(records: Iterable[Mapping[str, Any]], target: str | None = None) -> list[Mapping[str, Any]]:
     """The records with a numeric outcome (dead ends dropped), of ``target`` where given."""
     out = []
@@ -150,7 +158,7 @@ class MovePrior:
         """Whether the search should order its moves by this prior, and why: only where its held-out
         evaluation (stored at training, ``trained_on["heldout"]``) has it at least level with the
         margins' order -- within a problem where that was measured, else pooled (the ranker's rule,
-        :func:`warpsmith.ranker.heldout_gate`). ``WARPSMITH_MOVE_PRIOR=force`` uses it regardless."""
+        :func:`warpsmith.learned.heldout_gate`). ``WARPSMITH_MOVE_PRIOR=force`` uses it regardless."""
         return heldout_gate(self.trained_on.get("heldout"), ("prior", "prior"), ("margin", "margins"),
                             "WARPSMITH_MOVE_PRIOR", "trained with --no-eval, or on moves of a single problem")
 
@@ -250,7 +258,7 @@ def evaluate(records: Iterable[Mapping[str, Any]], target: str, *, k: int | None
             "sign": "positive: moves tried earlier had lower (better) realised outcomes",
             "spearman_pooled": {"prior": pooled["prior"], "margin": pooled["margin"]},
             "spearman_within_mean": mean, "within_mean_problems": len(both), "within_problem": per, "folds": folds,
-            "paid": int((y < -1e-9).sum()), "dead_ends_excluded": int(dead)}
+            "paid": int((y < PAID_BELOW).sum()), "dead_ends_excluded": int(dead)}
 
 
 def summary_line(rep: Mapping[str, Any]) -> str:
@@ -277,13 +285,18 @@ def prior_path(db_path: str | Path, target: str) -> Path:
     return p.with_name(f"{p.stem}.moves-prior.{target}.json")
 
 
+def stamped(problem: str, records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` as kept beside the DB: each with the problem's name and today's date."""
+    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return [{"problem": problem, "date": date, **r} for r in records]
+
+
 def append_moves(path: str | Path, problem: str, records: Sequence[Mapping[str, Any]]) -> int:
-    """Append ``records`` to the JSONL file ``path``, one line per move with the problem's name and the
-    date; returns the lines written."""
+    """Append ``records`` to the JSONL file ``path``, one line per move (:func:`stamped`); returns the
+    lines written."""
     if not records:
         return 0
-    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    text = "".join(json.dumps({"problem": problem, "date": date, **r}, sort_keys=True) + "\n" for r in records)
+    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in stamped(problem, records))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
